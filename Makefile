@@ -1,0 +1,63 @@
+# One target per habit: make test, make lint, make demo, make bench (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The Lambda runtime is python3.12; the venv and `sam build` use the same version.
+PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -n 1)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PY312_DIR := $(dir $(PYTHON312))
+
+.PHONY: help venv test test-fast lint build demo bench sandbox lock clean
+
+help:
+	@echo "make test    set up .venv and run the whole test suite (with the coverage gate)"
+	@echo "make lint    ruff, mypy --strict, sam validate --lint"
+	@echo "make demo    run the main job in the sandbox (scenarios + build/demo-report.json)"
+	@echo "make bench   cold-start and state-transition benchmark (build/bench.json)"
+	@echo "make build   sam build"
+	@echo "make sandbox python -m sandbox up"
+
+$(STAMP): requirements/dev.lock pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
+	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/pytest --cov --cov-report=term --cov-report=xml:build/coverage.xml $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy layers/autopilot/autopilot functions sandbox
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam validate --lint --template template.yaml --region us-east-1
+
+build: $(STAMP)
+	PATH="$(abspath $(BIN)):$(PY312_DIR):$$PATH" $(BIN)/sam build --template template.yaml
+
+demo: $(STAMP)
+	$(BIN)/python -m sandbox demo
+
+bench: $(STAMP)
+	$(BIN)/python -m sandbox.bench
+
+sandbox: $(STAMP)
+	$(BIN)/python -m sandbox up
+
+# Re-resolve the pinned environment from the top-level requirements.
+lock:
+	$(PYTHON312) -m venv build/lockenv && build/lockenv/bin/pip install -q -r requirements/dev.in \
+	  && { echo "# Pinned development + test environment (Python 3.12). Regenerate: make lock"; \
+	       build/lockenv/bin/pip freeze --exclude setuptools --exclude wheel; } > requirements/dev.lock
+
+clean:
+	rm -rf $(VENV) .aws-sam build .pytest_cache .mypy_cache .ruff_cache
