@@ -1,0 +1,1 @@
+"""The sandbox: the whole control plane on an embedded, in-process AWS (moto + simulators). Never deployed."""
