@@ -9,7 +9,6 @@ PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PY312_DIR := $(dir $(PYTHON312))
 
 .PHONY: help venv test test-fast lint build demo bench sandbox lock clean
 
@@ -41,10 +40,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy layers/autopilot/autopilot functions sandbox
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam validate --lint --template template.yaml --region us-east-1
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1
 
 build: $(STAMP)
-	PATH="$(abspath $(BIN)):$(PY312_DIR):$$PATH" $(BIN)/sam build --template template.yaml
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --template template.yaml
 
 demo: $(STAMP)
 	$(BIN)/python -m sandbox demo
