@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.events.models import events_backends
 
 

@@ -1,0 +1,530 @@
+"""The SSM sessions simulator through plain boto3 clients (botocore parameter validation on)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, ParamValidationError
+from moto import mock_aws
+from moto.core.utils import camelcase_to_underscores, method_names_from_class
+from moto.server import ThreadedMotoServer
+from moto.ssm.responses import SimpleSystemManagerResponse
+
+from sandbox.clock import SandboxClock
+from sandbox.ssm_sessions import (
+    DEFAULT_DOCUMENT,
+    OPERATIONS,
+    CallerIdentity,
+    SessionsError,
+    SsmSessionsSimulator,
+)
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+START = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+TARGET = "sagemaker-cluster:a1b2c3d4e5f6_worker-group-1-i-0123456789abcdef0"
+OTHER_TARGET = "sagemaker-cluster:a1b2c3d4e5f6_worker-group-1-i-0fedcba9876543210"
+CLOUDTRAIL_START_SESSION = {
+    "source": ["aws.ssm"],
+    "detail-type": ["AWS API Call via CloudTrail"],
+    "detail": {"eventSource": ["ssm.amazonaws.com"], "eventName": ["StartSession"]},
+}
+
+
+@pytest.fixture
+def ssm_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+
+@pytest.fixture
+def ssm_clock() -> SandboxClock:
+    return SandboxClock(speed=0, start=START)
+
+
+@pytest.fixture
+def ssm_sim(ssm_aws_env: None, ssm_clock: SandboxClock) -> Iterator[SsmSessionsSimulator]:
+    with mock_aws():
+        simulator = SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT)
+        simulator.install()
+        try:
+            yield simulator
+        finally:
+            simulator.uninstall()
+
+
+@pytest.fixture
+def ssm(ssm_sim: SsmSessionsSimulator) -> Any:
+    return boto3.client("ssm", region_name=REGION)
+
+
+@pytest.fixture
+def cloudtrail_events(ssm_sim: SsmSessionsSimulator) -> Callable[[], list[dict[str, Any]]]:
+    """SessionGuard's EventBridge pattern into an SQS queue; call to drain the captured events."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="start-session-events")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="start-session", EventPattern=json.dumps(CLOUDTRAIL_START_SESSION))
+    events.put_targets(Rule="start-session", Targets=[{"Id": "queue", "Arn": queue_arn}])
+
+    def drain() -> list[dict[str, Any]]:
+        received: list[dict[str, Any]] = []
+        while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in messages:
+                received.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return received
+
+    return drain
+
+
+def iam_user_client(name: str) -> tuple[Any, str]:
+    """A client signed with a fresh moto IAM user's keys, and that user's ARN."""
+    iam = boto3.client("iam", region_name=REGION)
+    arn = iam.create_user(UserName=name)["User"]["Arn"]
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    client = boto3.client(
+        "ssm",
+        region_name=REGION,
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+    )
+    return client, arn
+
+
+def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
+    error = excinfo.value.response["Error"]
+    return error["Code"], error["Message"]
+
+
+# -- the seam --------------------------------------------------------------------------------------
+def test_seam_moto_still_lacks_sessions_and_dispatches_by_method_name(ssm_aws_env: None) -> None:
+    """Fails when a moto upgrade implements sessions itself or stops dispatching by method name."""
+    native = method_names_from_class(SimpleSystemManagerResponse)
+    wanted = [camelcase_to_underscores(op) for op in OPERATIONS]
+    assert not set(wanted) & set(native), "moto implements SSM sessions now: drop or rework the seam"
+
+    with mock_aws():
+        client = boto3.client("ssm", region_name=REGION)
+        with pytest.raises(NotImplementedError):
+            client.describe_sessions(State="Active")
+        simulator = SsmSessionsSimulator(
+            SandboxClock(speed=0, start=START), region=REGION, account_id=ACCOUNT
+        )
+        with simulator:
+            assert set(wanted) <= set(method_names_from_class(SimpleSystemManagerResponse))
+            session_id = client.start_session(Target=TARGET)["SessionId"]
+            assert [s["SessionId"] for s in client.describe_sessions(State="Active")["Sessions"]] == [
+                session_id
+            ]
+        assert not set(wanted) & set(method_names_from_class(SimpleSystemManagerResponse))
+        with pytest.raises(NotImplementedError):
+            client.describe_sessions(State="Active")
+
+
+def test_other_region_is_not_served(ssm_sim: SsmSessionsSimulator) -> None:
+    client = boto3.client("ssm", region_name="eu-west-1")
+    with pytest.raises(ClientError) as excinfo:
+        client.describe_sessions(State="Active")
+    code, message = error_of(excinfo)
+    assert code == "InternalServerError"
+    assert "not installed" in message
+
+
+# -- StartSession / DescribeSessions / TerminateSession ---------------------------------------------
+def test_start_session_returns_id_token_and_stream_url(ssm: Any) -> None:
+    started = ssm.start_session(Target=TARGET, Reason="debug NCCL hang")
+
+    assert started["SessionId"].startswith("moto-")
+    assert started["TokenValue"]
+    assert started["StreamUrl"] == (
+        f"wss://ssmmessages.{REGION}.amazonaws.com/v1/data-channel/{started['SessionId']}?role=publish_subscribe"
+    )
+    [session] = ssm.describe_sessions(State="Active")["Sessions"]
+    assert session["SessionId"] == started["SessionId"]
+    assert session["Target"] == TARGET
+    assert session["Status"] == "Connected"
+    assert session["StartDate"] == START
+    assert session["DocumentName"] == DEFAULT_DOCUMENT
+    assert session["Owner"] == f"arn:aws:sts::{ACCOUNT}:user/moto"  # moto's identity for unknown keys
+    assert session["Reason"] == "debug NCCL hang"
+    assert session["AccessType"] == "Standard"
+    assert "EndDate" not in session
+    assert ssm.describe_sessions(State="History")["Sessions"] == []
+
+
+def test_owner_is_the_calling_iam_user(ssm_sim: SsmSessionsSimulator) -> None:
+    alice, alice_arn = iam_user_client("alice")
+
+    session_id = alice.start_session(Target=TARGET)["SessionId"]
+
+    assert session_id.startswith("alice-")
+    [session] = alice.describe_sessions(State="Active")["Sessions"]
+    assert session["Owner"] == alice_arn == f"arn:aws:iam::{ACCOUNT}:user/alice"
+
+
+def test_owner_is_the_assumed_role_session(ssm_sim: SsmSessionsSimulator) -> None:
+    iam = boto3.client("iam", region_name=REGION)
+    role_arn = iam.create_role(RoleName="Researcher", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    creds = boto3.client("sts", region_name=REGION).assume_role(RoleArn=role_arn, RoleSessionName="bob")[
+        "Credentials"
+    ]
+    client = boto3.client(
+        "ssm",
+        region_name=REGION,
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    )
+
+    session_id = client.start_session(Target=TARGET)["SessionId"]
+
+    assert session_id.startswith("bob-")
+    [session] = client.describe_sessions(State="Active")["Sessions"]
+    assert session["Owner"] == f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/bob"
+
+
+def test_terminate_moves_the_session_to_history(ssm: Any, ssm_clock: SandboxClock) -> None:
+    keep = ssm.start_session(Target=TARGET)["SessionId"]
+    end = ssm.start_session(Target=OTHER_TARGET)["SessionId"]
+    ssm_clock.advance(300)
+
+    assert ssm.terminate_session(SessionId=end)["SessionId"] == end
+
+    assert [s["SessionId"] for s in ssm.describe_sessions(State="Active")["Sessions"]] == [keep]
+    [ended] = ssm.describe_sessions(State="History")["Sessions"]
+    assert ended["SessionId"] == end
+    assert ended["Status"] == "Terminated"
+    assert ended["EndDate"] == START + timedelta(seconds=300)
+
+
+def test_terminate_is_idempotent_and_accepts_unknown_ids(ssm: Any) -> None:
+    session_id = ssm.start_session(Target=TARGET)["SessionId"]
+    ssm.terminate_session(SessionId=session_id)
+
+    assert ssm.terminate_session(SessionId=session_id)["SessionId"] == session_id
+    assert (
+        ssm.terminate_session(SessionId="nobody-0123456789abcdef0")["SessionId"] == "nobody-0123456789abcdef0"
+    )
+    assert len(ssm.describe_sessions(State="History")["Sessions"]) == 1
+
+
+def test_disconnected_stays_active_and_failed_goes_to_history(
+    ssm: Any, ssm_sim: SsmSessionsSimulator
+) -> None:
+    dropped = ssm.start_session(Target=TARGET)["SessionId"]
+    broken = ssm.start_session(Target=OTHER_TARGET)["SessionId"]
+
+    ssm_sim.disconnect(dropped)
+    ssm_sim.fail(broken)
+
+    [active] = ssm.describe_sessions(State="Active")["Sessions"]
+    assert (active["SessionId"], active["Status"]) == (dropped, "Disconnected")
+    [history] = ssm.describe_sessions(State="History")["Sessions"]
+    assert (history["SessionId"], history["Status"]) == (broken, "Failed")
+
+
+# -- filters and paging ---------------------------------------------------------------------------
+def test_filters_select_by_owner_target_status_id_and_time(
+    ssm_sim: SsmSessionsSimulator, ssm_clock: SandboxClock
+) -> None:
+    alice, alice_arn = iam_user_client("alice")
+    bob, bob_arn = iam_user_client("bob")
+    first = alice.start_session(Target=TARGET)["SessionId"]
+    ssm_clock.advance(3600)
+    second = alice.start_session(Target=OTHER_TARGET)["SessionId"]
+    third = bob.start_session(Target=TARGET)["SessionId"]
+
+    def ids(*filters: tuple[str, str]) -> list[str]:
+        response = alice.describe_sessions(
+            State="Active", Filters=[{"key": k, "value": v} for k, v in filters]
+        )
+        return [s["SessionId"] for s in response["Sessions"]]
+
+    assert ids(("Owner", alice_arn)) == [second, first]  # newest first
+    assert ids(("Owner", bob_arn)) == [third]
+    assert ids(("Target", TARGET)) == [third, first]
+    assert ids(("Owner", alice_arn), ("Target", TARGET)) == [first]
+    assert ids(("SessionId", second)) == [second]
+    assert ids(("Status", "Connected"), ("AccessType", "Standard")) == [third, second, first]
+    assert ids(("Status", "Disconnected")) == []
+    cut = (START + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ids(("InvokedAfter", cut)) == [third, second]
+    assert ids(("InvokedBefore", cut)) == [first]
+
+
+def test_pages_with_max_results_and_next_token(ssm: Any, ssm_clock: SandboxClock) -> None:
+    started = []
+    for _ in range(5):
+        started.append(ssm.start_session(Target=TARGET)["SessionId"])
+        ssm_clock.advance(1)
+
+    seen: list[str] = []
+    kwargs: dict[str, Any] = {"State": "Active", "MaxResults": 2}
+    pages = 0
+    while True:
+        page = ssm.describe_sessions(**kwargs)
+        pages += 1
+        seen += [s["SessionId"] for s in page["Sessions"]]
+        if "NextToken" not in page:
+            break
+        kwargs["NextToken"] = page["NextToken"]
+
+    assert pages == 3
+    assert seen == list(reversed(started))
+
+
+def test_bad_next_token_is_invalid_next_token(ssm: Any) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Active", NextToken="not-a-token")
+    assert error_of(excinfo)[0] == "InvalidNextToken"
+
+
+# -- validation as AWS answers it ---------------------------------------------------------------------
+def test_bad_state_is_a_validation_exception(ssm: Any) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Running")
+    code, message = error_of(excinfo)
+    assert code == "ValidationException"
+    assert message == (
+        "1 validation error detected: Value 'Running' at 'state' failed to satisfy constraint: "
+        "Member must satisfy enum value set: [Active, History]"
+    )
+    assert excinfo.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_more_than_six_filters_is_rejected(ssm: Any) -> None:
+    filters = [{"key": "Target", "value": f"i-{n:017x}"} for n in range(7)]
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Active", Filters=filters)
+    code, message = error_of(excinfo)
+    assert code == "ValidationException"
+    assert message.startswith("1 validation error detected: Value '[SessionFilter(key=Target")
+    assert message.endswith(
+        "at 'filters' failed to satisfy constraint: Member must have length less than or equal to 6"
+    )
+
+
+def test_unknown_filter_key_is_rejected(ssm: Any) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Active", Filters=[{"key": "InstanceId", "value": "i-0123"}])
+    code, message = error_of(excinfo)
+    assert code == "ValidationException"
+    assert "Value 'InstanceId' at 'filters.1.member.key' failed to satisfy constraint" in message
+    assert "[InvokedAfter, InvokedBefore, Target, Owner, Status, SessionId, AccessType]" in message
+
+
+def test_max_results_range(ssm: Any, ssm_sim: SsmSessionsSimulator) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Active", MaxResults=201)
+    assert error_of(excinfo) == (
+        "ValidationException",
+        "1 validation error detected: Value '201' at 'maxResults' failed to satisfy constraint: "
+        "Member must have value less than or equal to 200",
+    )
+    with pytest.raises(ParamValidationError):  # botocore checks the minimum client-side
+        ssm.describe_sessions(State="Active", MaxResults=0)
+    with pytest.raises(SessionsError, match="greater than or equal to 1"):  # and the server does too
+        ssm_sim.describe_sessions("Active", max_results=0)
+    assert ssm.describe_sessions(State="Active", MaxResults=200)["Sessions"] == []
+
+
+def test_errors_are_collected_like_aws(ssm: Any) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.describe_sessions(State="Bogus", MaxResults=500)
+    assert error_of(excinfo)[1].startswith("2 validation errors detected: Value 'Bogus' at 'state'")
+
+
+def test_bad_filter_values_are_rejected(ssm: Any) -> None:
+    for key, value in [("InvokedAfter", "yesterday"), ("Status", "Running"), ("AccessType", "Root")]:
+        with pytest.raises(ClientError) as excinfo:
+            ssm.describe_sessions(State="Active", Filters=[{"key": key, "value": value}])
+        assert error_of(excinfo)[0] == "ValidationException", key
+
+
+def test_unknown_document_is_invalid_document_and_account_documents_work(ssm: Any) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        ssm.start_session(Target=TARGET, DocumentName="No-Such-Document")
+    assert error_of(excinfo)[0] == "InvalidDocument"
+
+    ssm.create_document(
+        Name="HyperPod-RunAsShell",
+        DocumentType="Session",
+        Content=json.dumps(
+            {"schemaVersion": "1.0", "description": "shell", "sessionType": "Standard_Stream", "inputs": {}}
+        ),
+    )
+    assert ssm.start_session(Target=TARGET, DocumentName="HyperPod-RunAsShell")["SessionId"]
+    assert ssm.start_session(
+        Target=TARGET, DocumentName="AWS-StartSSHSession", Parameters={"portNumber": ["22"]}
+    )
+
+
+# -- scenario helpers and faults --------------------------------------------------------------------
+def test_target_not_connected_when_the_fleet_does_not_have_it(
+    ssm_aws_env: None, ssm_clock: SandboxClock
+) -> None:
+    with mock_aws(), SsmSessionsSimulator(ssm_clock, connected_targets=lambda: [TARGET]):
+        client = boto3.client("ssm", region_name=REGION)
+        assert client.start_session(Target=TARGET)["SessionId"]
+        with pytest.raises(ClientError) as excinfo:
+            client.start_session(Target=OTHER_TARGET)
+        assert error_of(excinfo) == ("TargetNotConnected", f"{OTHER_TARGET} is not connected.")
+
+
+def test_injected_fault_fails_the_next_calls_only(ssm_sim: SsmSessionsSimulator) -> None:
+    ssm = boto3.client(
+        "ssm", region_name=REGION, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
+    )
+    ssm_sim.inject_fault("TerminateSession", "ThrottlingException", "Rate exceeded", times=2)
+    session_id = ssm.start_session(Target=TARGET)["SessionId"]
+
+    for _ in range(2):
+        with pytest.raises(ClientError) as excinfo:
+            ssm.terminate_session(SessionId=session_id)
+        assert error_of(excinfo) == ("ThrottlingException", "Rate exceeded")
+    assert ssm.terminate_session(SessionId=session_id)["SessionId"] == session_id
+    with pytest.raises(ValueError, match="operation must be one of"):
+        ssm_sim.inject_fault("SendCommand", "X", "y")
+
+
+def test_max_session_duration_ends_sessions_on_the_clock(ssm_aws_env: None, ssm_clock: SandboxClock) -> None:
+    with mock_aws(), SsmSessionsSimulator(ssm_clock, max_session_duration_minutes=60) as simulator:
+        client = boto3.client("ssm", region_name=REGION)
+        session_id = client.start_session(Target=TARGET)["SessionId"]
+        assert client.describe_sessions(State="Active")["Sessions"][0]["MaxSessionDuration"] == "60"
+        ssm_clock.advance(3600)
+
+        assert client.describe_sessions(State="Active")["Sessions"] == []
+        [ended] = client.describe_sessions(State="History")["Sessions"]
+        assert (ended["SessionId"], ended["Status"], ended["EndDate"]) == (
+            session_id,
+            "Terminated",
+            START + timedelta(hours=1),
+        )
+        assert simulator.sessions("Active") == []
+
+
+def test_start_session_as_a_run_as_user_is_visible_through_the_api(
+    ssm: Any, ssm_sim: SsmSessionsSimulator
+) -> None:
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_user(UserName="carol", Tags=[{"Key": "SSMSessionRunAs", "Value": "carol"}])
+    carol = f"arn:aws:iam::{ACCOUNT}:user/carol"
+
+    session_id = ssm_sim.start_session_as(carol, TARGET, reason="scenario")
+
+    [session] = ssm.describe_sessions(State="Active", Filters=[{"key": "Owner", "value": carol}])["Sessions"]
+    assert session["SessionId"] == session_id
+    assert session_id.startswith("carol-")
+    assert [s.session_id for s in ssm_sim.active_sessions_of(carol)] == [session_id]
+    with pytest.raises(ValueError, match="not an IAM user"):
+        ssm_sim.start_session_as("arn:aws:s3:::bucket", TARGET)
+
+
+# -- the CloudTrail event -------------------------------------------------------------------------------
+def test_start_session_emits_the_cloudtrail_event(
+    ssm_sim: SsmSessionsSimulator, cloudtrail_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    alice, alice_arn = iam_user_client("alice")
+    user_id = boto3.client("iam", region_name=REGION).get_user(UserName="alice")["User"]["UserId"]
+
+    started = alice.start_session(Target=TARGET, DocumentName="AWS-StartPortForwardingSession")
+
+    [event] = cloudtrail_events()
+    assert event["source"] == "aws.ssm"
+    assert event["detail-type"] == "AWS API Call via CloudTrail"
+    assert event["region"] == REGION
+    assert event["time"] == "2026-03-10T09:00:00Z"  # the sandbox clock's, not the wall clock's
+    detail = event["detail"]
+    assert detail["eventSource"] == "ssm.amazonaws.com"
+    assert detail["eventName"] == "StartSession"
+    assert detail["eventTime"] == "2026-03-10T09:00:00Z"
+    assert detail["awsRegion"] == REGION
+    assert detail["userIdentity"]["type"] == "IAMUser"
+    assert detail["userIdentity"]["arn"] == alice_arn
+    assert detail["userIdentity"]["principalId"] == user_id
+    assert detail["userIdentity"]["userName"] == "alice"
+    assert detail["userIdentity"]["accountId"] == ACCOUNT
+    assert detail["requestParameters"] == {"target": TARGET, "documentName": "AWS-StartPortForwardingSession"}
+    assert detail["responseElements"] == {
+        "sessionId": started["SessionId"],
+        "tokenValue": "Value hidden due to security reasons.",
+        "streamUrl": started["StreamUrl"],
+    }
+    assert detail["readOnly"] is False
+    assert detail["eventType"] == "AwsApiCall"
+    assert detail["managementEvent"] is True
+    assert detail["recipientAccountId"] == ACCOUNT
+    assert detail["requestID"] != detail["eventID"]
+    assert "botocore" in detail["userAgent"] or "Boto3" in detail["userAgent"]
+
+
+def test_assumed_role_event_carries_the_session_issuer(
+    ssm_sim: SsmSessionsSimulator, cloudtrail_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    role_arn = boto3.client("iam", region_name=REGION).create_role(
+        RoleName="Researcher",
+        AssumeRolePolicyDocument="{}",
+        Tags=[{"Key": "SSMSessionRunAs", "Value": "dave"}],
+    )["Role"]["Arn"]
+
+    ssm_sim.start_session_as(role_arn, TARGET, role_session_name="dave")
+
+    [event] = cloudtrail_events()
+    identity = event["detail"]["userIdentity"]
+    assert identity["type"] == "AssumedRole"
+    assert identity["arn"] == f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave"
+    assert identity["principalId"].endswith(":dave")
+    assert identity["sessionContext"]["sessionIssuer"]["arn"] == role_arn
+    assert identity["sessionContext"]["sessionIssuer"]["userName"] == "Researcher"
+    assert event["detail"]["requestParameters"] == {"target": TARGET}
+
+
+def test_caller_identity_parses_principals() -> None:
+    with mock_aws():
+        root = CallerIdentity.from_arn(f"arn:aws:iam::{ACCOUNT}:root")
+        assert (root.type, root.principal_id, root.session_prefix) == ("Root", ACCOUNT, ACCOUNT)
+        user = CallerIdentity.from_arn(f"arn:aws:iam::{ACCOUNT}:user/team/erin")
+        assert (user.type, user.user_name) == ("IAMUser", "erin")
+        assert user.principal_id.startswith("AIDA")
+        assert len(user.principal_id) == 21
+
+
+# -- over HTTP ---------------------------------------------------------------------------------------
+def test_sessions_work_through_moto_server(ssm_aws_env: None, ssm_clock: SandboxClock) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    simulator = SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT)
+    simulator.install()
+    try:
+        client: Any = boto3.client("ssm", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}")
+        session_id = client.start_session(Target=TARGET)["SessionId"]
+        [session] = client.describe_sessions(State="Active")["Sessions"]
+        assert (session["SessionId"], session["StartDate"]) == (session_id, START)
+        assert client.terminate_session(SessionId=session_id)["SessionId"] == session_id
+        assert client.describe_sessions(State="History")["Sessions"][0]["Status"] == "Terminated"
+        with pytest.raises(ClientError) as excinfo:
+            client.describe_sessions(State="Nope")
+        assert error_of(excinfo)[0] == "ValidationException"
+    finally:
+        simulator.uninstall()
+        server.stop()
