@@ -1,0 +1,157 @@
+"""Cold init of each template function, as a ratio to a bare ``import boto3`` handler.
+
+Cold init here is what Lambda's INIT phase pays for Python code: a fresh interpreter imports the
+handler module (layer on the path, the function's environment from the template). Interpreter
+start-up itself is the same for every function and the baseline, so it is left out of both. The
+baseline and the functions are measured interleaved, round by round, in the same run, so a noisy
+machine slows all of them alike and the ratio stays meaningful.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandbox.deploy import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER_DIR = ROOT / "layers" / "autopilot"
+BASELINE_NAME = "bare import boto3"
+
+# Imports the handler module in a fresh interpreter and prints how long that took, in seconds.
+_PROBE = """
+import importlib, sys, time
+start = time.perf_counter()
+module = importlib.import_module(sys.argv[1])
+handler = getattr(module, sys.argv[2])
+print(time.perf_counter() - start)
+"""
+
+_BASELINE_APP = """import boto3
+
+
+def handler(event, context):
+    return {"boto3": boto3.__version__}
+"""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    code_dir: Path
+    module: str
+    function: str
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    name: str
+    median_ms: float
+    samples_ms: list[float]
+    ratio: float | None  # to the baseline; None for the baseline itself
+
+
+def _plain_environment(variables: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, str]:
+    """A Ref to a parameter takes its default; other intrinsics (a table's name...) a placeholder."""
+
+    def plain(key: str, value: Any) -> str:
+        if isinstance(value, str | int | float):
+            return str(value)
+        ref = value.get("Ref") if isinstance(value, dict) else None
+        if ref in parameters and "Default" in parameters[ref]:
+            return str(parameters[ref]["Default"])
+        return f"bench-{key.lower().replace('_', '-')}"
+
+    return {key: plain(key, value) for key, value in variables.items()}
+
+
+def template_targets(template_path: Path = ROOT / "template.yaml") -> list[Target]:
+    template = load_template(template_path)
+    global_fn = template.get("Globals", {}).get("Function", {})
+    global_env = global_fn.get("Environment", {}).get("Variables", {})
+    targets = []
+    for logical_id, resource in sorted(template["Resources"].items()):
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource.get("Properties", {})
+        module, _, function = props.get("Handler", global_fn.get("Handler", "")).rpartition(".")
+        env = {**global_env, **props.get("Environment", {}).get("Variables", {})}
+        targets.append(
+            Target(
+                logical_id,
+                (template_path.parent / props["CodeUri"]).resolve(),
+                module,
+                function,
+                _plain_environment(env, template.get("Parameters", {})),
+            )
+        )
+    return targets
+
+
+def _lambda_environment(target: Target) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "AWS_"))}
+    env.update(target.environment)
+    env.update(
+        {
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_LAMBDA_FUNCTION_NAME": target.name,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - fake credentials for a local probe
+            "AWS_SAM_LOCAL": "true",
+            # Lambda puts the function code first, then the layer (/opt/python).
+            "PYTHONPATH": os.pathsep.join([str(target.code_dir), str(LAYER_DIR)]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    return env
+
+
+def _measure_once(target: Target) -> float:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, target.module, target.function],
+        env=_lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{target.name}: handler import failed:\n{result.stderr[-2000:]}")
+    return float(result.stdout.strip().splitlines()[-1]) * 1000
+
+
+def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> list[ColdStart]:
+    targets = template_targets(template_path)
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
+        (Path(tmp) / "app.py").write_text(_BASELINE_APP)
+        baseline = Target(BASELINE_NAME, Path(tmp), "app", "handler", {})
+        everyone = [baseline, *targets]
+        samples: dict[str, list[float]] = {t.name: [] for t in everyone}
+        _measure_once(baseline)  # warm the OS file cache so round 1 is not an outlier
+        for _ in range(rounds):
+            for target in everyone:
+                samples[target.name].append(_measure_once(target))
+    base = statistics.median(samples[BASELINE_NAME])
+    return [
+        ColdStart(
+            name=name,
+            median_ms=statistics.median(values),
+            samples_ms=[round(v, 2) for v in values],
+            ratio=None if name == BASELINE_NAME else statistics.median(values) / base,
+        )
+        for name, values in samples.items()
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps([c.__dict__ for c in measure(rounds=3)], indent=2))
