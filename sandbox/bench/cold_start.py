@@ -106,7 +106,7 @@ def _lambda_environment(target: Target) -> dict[str, str]:
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_LAMBDA_FUNCTION_NAME": target.name,
             "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - fake credentials for a local probe
+            "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_SAM_LOCAL": "true",
             # Lambda puts the function code first, then the layer (/opt/python).
             "PYTHONPATH": os.pathsep.join([str(target.code_dir), str(LAYER_DIR)]),
