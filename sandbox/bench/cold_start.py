@@ -67,7 +67,7 @@ def _plain_environment(variables: Mapping[str, Any], parameters: Mapping[str, An
         if isinstance(value, str | int | float):
             return str(value)
         ref = value.get("Ref") if isinstance(value, dict) else None
-        if ref in parameters and "Default" in parameters[ref]:
+        if isinstance(ref, str) and "Default" in parameters.get(ref, {}):
             return str(parameters[ref]["Default"])
         return f"bench-{key.lower().replace('_', '-')}"
 
