@@ -1,0 +1,1120 @@
+"""The HyperPod simulator: SageMaker cluster operations with lifecycles on the sandbox clock.
+
+One simulator serves one (account, region), like the SageMaker endpoint it stands in for. Every
+API call and every ``tick()`` first moves the lifecycles to ``clock.now()``; each state change is
+published on moto's EventBridge bus as the event HyperPod itself would emit. Events are collected
+under the simulator's lock and published after it is released, so a target that calls back into
+the API (a Lambda, a state machine) never waits on the lock it is being called from.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import json
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from moto.s3.models import s3_backends
+
+from sandbox import bus
+from sandbox.clock import SandboxClock
+from sandbox.fleet import RunningInstance
+from sandbox.hyperpod.faults import (
+    CapacityFault,
+    ThrottlePlan,
+    health_fault,
+    insufficient_capacity_message,
+)
+from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, jsonable, utc
+from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
+from sandbox.hyperpod.responses import register_simulator, unregister_simulator
+from sandbox.hyperpod.validation import HyperPodApiError, validate_input, validation_error
+
+SOURCE = "aws.sagemaker"
+STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
+NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
+CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
+
+
+_DEFAULT_PAGE_SIZE = 10  # SageMaker's List* default when MaxResults is left out
+_BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
+_TAKES_REPAIR = frozenset({"Running", "Failure"})
+
+Action = Callable[[datetime], None]
+Params = dict[str, Any]
+
+
+class _Outgoing(NamedTuple):
+    detail_type: str
+    detail: dict[str, Any]
+    resource: str
+    time: datetime
+
+
+def _not_found(what: str) -> HyperPodApiError:
+    return HyperPodApiError("ResourceNotFound", what)
+
+
+def _unique(ids: list[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+class HyperPodSimulator:
+    """Simulated SageMaker HyperPod for one account and region."""
+
+    def __init__(
+        self,
+        clock: SandboxClock,
+        region: str = "us-east-1",
+        account_id: str = "123456789012",
+        timings: HyperPodTimings | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.clock = clock
+        self.region = region
+        self.account_id = account_id
+        self.timings = timings or HyperPodTimings()
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self._clusters: dict[str, Cluster] = {}  # by ARN, in creation order
+        self._cluster_events: dict[str, list[dict[str, Any]]] = {}
+        self._timers: list[tuple[datetime, int, Action]] = []
+        self._sequence = itertools.count()
+        self._outbox: list[_Outgoing] = []
+        self._now = clock.now()
+        self._capacity_faults: list[CapacityFault] = []
+        self._throttle: ThrottlePlan | None = None
+        self._operations: dict[str, Callable[[Params], dict[str, Any]]] = {
+            "CreateCluster": self._create_cluster,
+            "DescribeCluster": self._describe_cluster,
+            "ListClusters": self._list_clusters,
+            "UpdateCluster": self._update_cluster,
+            "DeleteCluster": self._delete_cluster,
+            "UpdateClusterSoftware": self._update_cluster_software,
+            "ListClusterNodes": self._list_cluster_nodes,
+            "DescribeClusterNode": self._describe_cluster_node,
+            "BatchDeleteClusterNodes": self._batch_delete_cluster_nodes,
+            "BatchRebootClusterNodes": self._batch_reboot_cluster_nodes,
+            "BatchReplaceClusterNodes": self._batch_replace_cluster_nodes,
+            "ListClusterEvents": self._list_cluster_events,
+            "DescribeClusterEvent": self._describe_cluster_event,
+            "AddTags": self._add_tags,
+            "ListTags": self._list_tags,
+            "DeleteTags": self._delete_tags,
+        }
+
+    # ------------------------------------------------------------------ wiring
+
+    def install(self) -> None:
+        """Serve this (account, region)'s SageMaker cluster calls from the simulator (see responses.py)."""
+        register_simulator(self)
+
+    def uninstall(self) -> None:
+        unregister_simulator(self)
+
+    def owns_arn(self, arn: str) -> bool:
+        with self._lock:
+            return arn in self._clusters
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self) -> None:
+        """Advance every lifecycle to ``clock.now()`` and publish the events that fall due."""
+        try:
+            with self._lock:
+                self._advance(self.clock.now())
+        finally:
+            self._publish()
+
+    def call(self, operation: str, params: Params) -> dict[str, Any]:
+        """Serve one API call (the seam's entry point). Raises ``HyperPodApiError`` as AWS would."""
+        handler = self._operations.get(operation)
+        if handler is None:
+            raise ValueError(f"the HyperPod simulator does not serve {operation}")
+        try:
+            with self._lock:
+                self._advance(self.clock.now())
+                if self._throttle is not None and self._throttle.should_throttle(operation):
+                    raise HyperPodApiError("ThrottlingException", "Rate exceeded")
+                validate_input(operation, params)
+                return handler(params)
+        finally:
+            self._publish()
+
+    def _advance(self, now: datetime) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            due, _, action = heapq.heappop(self._timers)
+            self._now = max(self._now, due)
+            action(due)
+        self._now = max(self._now, now)
+
+    def _at(self, due: datetime, action: Action) -> None:
+        heapq.heappush(self._timers, (due, next(self._sequence), action))
+
+    def _after(self, start: datetime, seconds: float, action: Action) -> None:
+        self._at(start + timedelta(seconds=seconds), action)
+
+    # ------------------------------------------------------------------ events
+
+    def _publish(self) -> None:
+        with self._lock:
+            outgoing, self._outbox = self._outbox, []
+        for event in outgoing:
+            bus.emit(
+                SOURCE,
+                event.detail_type,
+                event.detail,
+                resources=[event.resource],
+                region=self.region,
+                account_id=self.account_id,
+                time=event.time,
+            )
+
+    def _state_change(self, cluster: Cluster, at: datetime) -> None:
+        self._outbox.append(_Outgoing(STATE_CHANGE, jsonable(cluster.describe()), cluster.arn, at))
+
+    def _health_event(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        summary = {"HealthStatus": "Healthy" if node.healthy else "Unhealthy"}
+        if not node.healthy:
+            summary |= {
+                "HealthStatusReason": node.health_reason,
+                "RepairAction": node.repair_action,
+                "Recommendation": node.recommendation,
+            }
+        detail = {
+            "ClusterName": cluster.name,
+            "ClusterArn": cluster.arn,
+            "InstanceId": node.instance_id,
+            "Tags": dict(cluster.tags),
+            "HealthSummary": summary,
+        }
+        self._outbox.append(_Outgoing(NODE_HEALTH, detail, cluster.arn, at))
+
+    def _cluster_event(
+        self,
+        cluster: Cluster,
+        at: datetime,
+        description: str,
+        *,
+        level: str = "Info",
+        group: str | None = None,
+        node: Node | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        record: dict[str, Any] = {
+            "EventId": str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+            "ClusterArn": cluster.arn,
+            "ClusterName": cluster.name,
+            "ResourceType": "Instance" if node else "InstanceGroup" if group else "Cluster",
+            "EventTime": at,
+            "EventLevel": level,
+            "Description": description,
+        }
+        if node is not None:
+            group = node.group_name
+            record["InstanceId"] = node.instance_id
+        if group is not None:
+            record["InstanceGroupName"] = group
+        if metadata:
+            record["EventDetails"] = {"EventMetadata": metadata}
+        self._cluster_events.setdefault(cluster.arn, []).append(record)
+        detail = dict(record, EventTime=int(utc(at).timestamp() * 1000))
+        self._outbox.append(_Outgoing(CLUSTER_EVENT, {"EventDetails": detail}, cluster.arn, at))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _cluster(self, name_or_arn: str) -> Cluster:
+        for cluster in self._clusters.values():
+            if name_or_arn in (cluster.name, cluster.arn):
+                return cluster
+        raise _not_found(f"Cluster {name_or_arn} not found.")
+
+    def _new_cluster_id(self) -> str:
+        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+        return "".join(self._rng.choice(alphabet) for _ in range(12))
+
+    def _new_node(self, cluster: Cluster, group: InstanceGroup, at: datetime) -> Node:
+        instance_id = "i-" + "".join(self._rng.choice("0123456789abcdef") for _ in range(17))
+        octets = (self._rng.randint(0, 255), self._rng.randint(0, 255), self._rng.randint(4, 254))
+        node = Node(
+            instance_id=instance_id,
+            group_name=group.name,
+            instance_type=group.instance_type,
+            launch_time=at,
+            private_ip="10.{}.{}.{}".format(*octets),
+            hostname_suffix="ec2.internal"
+            if self.region == "us-east-1"
+            else f"{self.region}.compute.internal",
+            availability_zone=f"{self.region}a",
+            operation="launch",
+        )
+        cluster.nodes[instance_id] = node
+        return node
+
+    def _node_alive(self, cluster: Cluster, node: Node, operation: str) -> bool:
+        return (
+            self._clusters.get(cluster.arn) is cluster
+            and cluster.nodes.get(node.instance_id) is node
+            and node.operation == operation
+        )
+
+    def _cluster_alive(self, cluster: Cluster, token: int) -> bool:
+        return self._clusters.get(cluster.arn) is cluster and cluster.operation_token == token
+
+    def _take_capacity_fault(self, operation: str, instance_types: list[str]) -> str | None:
+        for fault in self._capacity_faults:
+            failing = fault.matches(operation, instance_types)
+            if failing is not None:
+                fault.times -= 1
+                return failing
+        return None
+
+    def _controller_groups(self, groups: dict[str, InstanceGroup], request: Params) -> frozenset[str]:
+        """Which groups hold the Slurm controller: SlurmConfig, else provisioning_parameters.json."""
+        explicit = {g.name for g in groups.values() if g.is_slurm_controller()}
+        if explicit or "Eks" in request.get("Orchestrator", {}):
+            return frozenset(explicit)
+        for group in groups.values():
+            named = self._provisioning_controller_group(group.spec.get("LifeCycleConfig", {}))
+            if named is not None:
+                return frozenset({named})
+        # No provisioning parameters in (moto's) S3: fall back on the workshops' naming.
+        return frozenset(g.name for g in groups.values() if "controller" in g.name.lower())
+
+    def _provisioning_controller_group(self, lifecycle: Params) -> str | None:
+        uri = str(lifecycle.get("SourceS3Uri", ""))
+        if not uri.startswith("s3://"):
+            return None
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        backend = s3_backends[self.account_id]["aws"]
+        if bucket not in backend.buckets:
+            return None
+        key = f"{prefix.rstrip('/')}/provisioning_parameters.json".lstrip("/")
+        obj = backend.get_object(bucket, key)
+        if obj is None:
+            return None
+        try:
+            controller = json.loads(obj.value).get("controller_group")
+        except ValueError:
+            return None
+        return str(controller) if controller else None
+
+    @staticmethod
+    def _paginate(
+        items: list[Any], params: Params, default_size: int = _DEFAULT_PAGE_SIZE
+    ) -> tuple[list[Any], str | None]:
+        size = int(params.get("MaxResults") or default_size)
+        start = 0
+        token = params.get("NextToken")
+        if token:
+            try:
+                start = int(base64.urlsafe_b64decode(token.encode()).decode())
+            except ValueError:
+                raise validation_error("Invalid pagination token.") from None
+        page = items[start : start + size]
+        end = start + size
+        next_token = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
+        return page, next_token
+
+    @staticmethod
+    def _time_filter(params: Params, value: datetime) -> bool:
+        after, before = params.get("CreationTimeAfter"), params.get("CreationTimeBefore")
+        if after is not None and not value > _as_datetime(after):
+            return False
+        return before is None or value < _as_datetime(before)
+
+    # ------------------------------------------------------------------ cluster lifecycle
+
+    def _create_cluster(self, params: Params) -> dict[str, Any]:
+        at = self._now
+        name = params["ClusterName"]
+        if any(c.name == name for c in self._clusters.values()):
+            raise HyperPodApiError(
+                "ResourceInUse",
+                f"Resource Already Exists: Cluster with name {name} already exists. Choose a different name.",
+            )
+        specs = params.get("InstanceGroups") or []
+        if not specs:
+            raise validation_error("Validation Error: at least one instance group is required.")
+        names = [s["InstanceGroupName"] for s in specs]
+        if len(set(names)) != len(names):
+            raise validation_error("Validation Error: instance group names must be unique.")
+        for spec in specs:
+            if "InstanceType" not in spec:
+                raise validation_error(
+                    f"InstanceType is required for instance group {spec['InstanceGroupName']}."
+                )
+        groups = {s["InstanceGroupName"]: _group(s) for s in specs}
+        cluster_id = self._new_cluster_id()
+        request = {k: v for k, v in params.items() if k not in ("InstanceGroups", "Tags", "NodeRecovery")}
+        cluster = Cluster(
+            cluster_id=cluster_id,
+            name=name,
+            arn=f"arn:aws:sagemaker:{self.region}:{self.account_id}:cluster/{cluster_id}",
+            creation_time=at,
+            request=request,
+            groups=groups,
+            node_recovery=params.get("NodeRecovery"),
+            tags={t["Key"]: t["Value"] for t in params.get("Tags", [])},
+            controller_groups=self._controller_groups(groups, params),
+        )
+        self._clusters[cluster.arn] = cluster
+        for group in groups.values():
+            for _ in range(group.target_count):
+                self._new_node(cluster, group, at)
+        token = cluster.operation_token
+        failing = self._take_capacity_fault("CreateCluster", [g.instance_type for g in groups.values()])
+        if failing is not None:
+            self._after(
+                at, self.timings.capacity_failure, lambda t: self._fail_create(cluster, token, failing, t)
+            )
+        else:
+            self._after(at, self.timings.create_cluster, lambda t: self._finish_create(cluster, token, t))
+        self._state_change(cluster, at)
+        return {"ClusterArn": cluster.arn}
+
+    def _finish_create(self, cluster: Cluster, token: int, at: datetime) -> None:
+        if not self._cluster_alive(cluster, token) or cluster.status != "Creating":
+            return
+        for node in cluster.nodes.values():
+            _bring_up(node)
+        for group in cluster.groups.values():
+            group.status = "InService"
+            self._cluster_event(
+                cluster,
+                at,
+                f"Instance group {group.name} of cluster {cluster.name} is InService with "
+                f"{cluster.current_count(group.name)} instances.",
+                group=group.name,
+            )
+        cluster.status = "InService"
+        self._state_change(cluster, at)
+
+    def _fail_create(self, cluster: Cluster, token: int, instance_type: str, at: datetime) -> None:
+        if not self._cluster_alive(cluster, token) or cluster.status != "Creating":
+            return
+        group = next(g for g in cluster.groups.values() if g.instance_type == instance_type)
+        message = insufficient_capacity_message(instance_type, f"{self.region}a")
+        cluster.nodes.clear()
+        for each in cluster.groups.values():
+            each.status = "Failed"
+        cluster.status = "Failed"
+        cluster.failure_message = f"Instance group {group.name} failed to provision: {message}"
+        self._cluster_event(
+            cluster,
+            at,
+            f"We currently do not have sufficient capacity to launch new {instance_type} instances "
+            f"for instance group {group.name} of cluster {cluster.name}.",
+            level="Error",
+            group=group.name,
+            metadata={"InstanceGroup": {"FailureMessage": message}},
+        )
+        self._state_change(cluster, at)
+
+    def _update_cluster(self, params: Params) -> dict[str, Any]:
+        at = self._now
+        cluster = self._cluster(params["ClusterName"])
+        if cluster.status != "InService":
+            raise HyperPodApiError(
+                "ConflictException",
+                f"Cluster {cluster.name} is in {cluster.status} status; "
+                "UpdateCluster is only allowed when the cluster is InService.",
+            )
+        specs: list[Params] = params.get("InstanceGroups", [])
+        to_delete: list[str] = params.get("InstanceGroupsToDelete", [])
+        for group_name in to_delete:
+            if group_name not in cluster.groups:
+                raise validation_error(
+                    f"Instance group {group_name} does not exist in cluster {cluster.name}."
+                )
+        for spec in specs:
+            existing = cluster.groups.get(spec["InstanceGroupName"])
+            if existing is None and "InstanceType" not in spec:
+                raise validation_error(
+                    f"InstanceType is required for instance group {spec['InstanceGroupName']}."
+                )
+            if (
+                existing is not None
+                and spec.get("InstanceType", existing.instance_type) != existing.instance_type
+            ):
+                raise validation_error(
+                    f"InstanceType of instance group {existing.name} cannot be changed "
+                    f"from {existing.instance_type} to {spec['InstanceType']}."
+                )
+        cluster.operation_token += 1
+        token = cluster.operation_token
+        previous_targets = {g.name: g.target_count for g in cluster.groups.values()}
+        grown: list[str] = []
+        shrunk = False
+        for spec in specs:
+            group_name = spec["InstanceGroupName"]
+            group = cluster.groups.get(group_name)
+            if group is None:
+                group = _group(spec)
+                group.target_count = 0
+                cluster.groups[group_name] = group
+            else:
+                group.spec = {**group.spec, **_group(spec).spec}
+            delta = spec["InstanceCount"] - group.target_count
+            group.target_count = spec["InstanceCount"]
+            if delta > 0:
+                grown.append(group.instance_type)
+                for _ in range(delta):
+                    self._new_node(cluster, group, at)
+            elif delta < 0:
+                shrunk = True
+                for node in _scale_down_order(cluster.group_nodes(group_name))[:-delta]:
+                    node.status, node.operation = "ShuttingDown", "shutdown"
+            group.status = "Creating" if group_name not in previous_targets else "Updating"
+        for group_name in to_delete:
+            group = cluster.groups[group_name]
+            group.status, group.target_count = "Deleting", 0
+            shrunk = shrunk or bool(cluster.group_nodes(group_name))
+            for node in cluster.group_nodes(group_name):
+                node.status, node.operation = "ShuttingDown", "shutdown"
+        if "NodeRecovery" in params:
+            cluster.node_recovery = params["NodeRecovery"]
+        cluster.status = "Updating"
+        failing = self._take_capacity_fault("UpdateCluster", grown) if grown else None
+        if failing is not None:
+            self._after(
+                at,
+                self.timings.capacity_failure,
+                lambda t: self._fail_update(cluster, token, failing, previous_targets, t),
+            )
+        else:
+            duration = (
+                self.timings.scale_up
+                if grown
+                else self.timings.scale_down
+                if shrunk
+                else self.timings.update_minimum
+            )
+            self._after(at, duration, lambda t: self._finish_update(cluster, token, t))
+        self._state_change(cluster, at)
+        return {"ClusterArn": cluster.arn}
+
+    def _finish_update(self, cluster: Cluster, token: int, at: datetime) -> None:
+        if not self._cluster_alive(cluster, token):
+            return
+        for node in list(cluster.nodes.values()):
+            if node.operation == "launch":
+                _bring_up(node)
+            elif node.operation == "shutdown":
+                del cluster.nodes[node.instance_id]
+        for group in list(cluster.groups.values()):
+            if group.status == "Deleting":
+                del cluster.groups[group.name]
+            else:
+                group.status = "InService"
+        cluster.status = "InService"
+        self._state_change(cluster, at)
+
+    def _fail_update(
+        self,
+        cluster: Cluster,
+        token: int,
+        instance_type: str,
+        previous_targets: dict[str, int],
+        at: datetime,
+    ) -> None:
+        if not self._cluster_alive(cluster, token):
+            return
+        failed = next(
+            g for g in cluster.groups.values() if g.instance_type == instance_type and g.status != "Deleting"
+        )
+        message = insufficient_capacity_message(instance_type, f"{self.region}a")
+        for node in list(cluster.nodes.values()):
+            if node.operation == "launch":
+                del cluster.nodes[node.instance_id]
+        for group in list(cluster.groups.values()):
+            if group.name not in previous_targets:
+                del cluster.groups[group.name]
+            else:
+                group.target_count = previous_targets[group.name]
+                group.status = "Updating"
+        cluster.status = "RollingBack"
+        cluster.failure_message = f"Instance group {failed.name} failed to scale up: {message}"
+        self._cluster_event(
+            cluster,
+            at,
+            f"We currently do not have sufficient capacity to launch new {instance_type} instances "
+            f"for instance group {failed.name} of cluster {cluster.name}. Rolling back the update.",
+            level="Error",
+            group=failed.name,
+            metadata={"InstanceGroup": {"FailureMessage": message}},
+        )
+        self._state_change(cluster, at)
+        self._after(at, self.timings.rollback, lambda t: self._finish_rollback(cluster, token, t))
+
+    def _finish_rollback(self, cluster: Cluster, token: int, at: datetime) -> None:
+        if not self._cluster_alive(cluster, token):
+            return
+        for node in cluster.nodes.values():
+            if node.operation == "shutdown":  # scale-downs of the failed update are undone
+                node.status, node.operation = node.resting_status, None
+        for group in cluster.groups.values():
+            group.status = "InService"
+        cluster.status = "InService"
+        self._state_change(cluster, at)
+
+    def _delete_cluster(self, params: Params) -> dict[str, Any]:
+        at = self._now
+        cluster = self._cluster(params["ClusterName"])
+        if cluster.status == "Deleting":
+            return {"ClusterArn": cluster.arn}
+        cluster.operation_token += 1
+        token = cluster.operation_token
+        cluster.status = "Deleting"
+        for group in cluster.groups.values():
+            group.status = "Deleting"
+        for node in cluster.nodes.values():
+            node.status, node.operation = "ShuttingDown", "shutdown"
+        self._after(at, self.timings.delete_cluster, lambda t: self._remove_cluster(cluster, token))
+        self._state_change(cluster, at)
+        return {"ClusterArn": cluster.arn}
+
+    def _remove_cluster(self, cluster: Cluster, token: int) -> None:
+        if self._cluster_alive(cluster, token):
+            del self._clusters[cluster.arn]
+            self._cluster_events.pop(cluster.arn, None)
+
+    def _update_cluster_software(self, params: Params) -> dict[str, Any]:
+        at = self._now
+        cluster = self._cluster(params["ClusterName"])
+        if cluster.status != "InService":
+            raise HyperPodApiError(
+                "ConflictException",
+                f"Cluster {cluster.name} is in {cluster.status} status; "
+                "UpdateClusterSoftware is only allowed when the cluster is InService.",
+            )
+        names = [g["InstanceGroupName"] for g in params.get("InstanceGroups", [])] or list(cluster.groups)
+        for group_name in names:
+            if group_name not in cluster.groups:
+                raise validation_error(
+                    f"Instance group {group_name} does not exist in cluster {cluster.name}."
+                )
+        cluster.operation_token += 1
+        token = cluster.operation_token
+        cluster.status = "SystemUpdating"
+        for group_name in names:
+            cluster.groups[group_name].status = "SystemUpdating"
+            for node in cluster.group_nodes(group_name):
+                if node.operation is None:
+                    node.status, node.operation = "SystemUpdating", "software"
+        self._after(at, self.timings.software_update, lambda t: self._finish_software(cluster, token, t))
+        self._state_change(cluster, at)
+        return {"ClusterArn": cluster.arn}
+
+    def _finish_software(self, cluster: Cluster, token: int, at: datetime) -> None:
+        if not self._cluster_alive(cluster, token):
+            return
+        for node in cluster.nodes.values():
+            if node.operation == "software":
+                node.status, node.operation = node.resting_status, None
+                node.last_software_update = at
+        for group in cluster.groups.values():
+            group.status = "InService"
+        cluster.status = "InService"
+        self._state_change(cluster, at)
+
+    def _describe_cluster(self, params: Params) -> dict[str, Any]:
+        return self._cluster(params["ClusterName"]).describe()
+
+    def _list_clusters(self, params: Params) -> dict[str, Any]:
+        clusters = [
+            c
+            for c in self._clusters.values()
+            if params.get("NameContains", "") in c.name
+            and self._time_filter(params, c.creation_time)
+            and (
+                "TrainingPlanArn" not in params
+                or any(g.spec.get("TrainingPlanArn") == params["TrainingPlanArn"] for g in c.groups.values())
+            )
+        ]
+        by_name = params.get("SortBy") == "NAME"
+        clusters.sort(
+            key=lambda c: (c.name, c.creation_time) if by_name else (c.creation_time, c.name),
+            reverse=params.get("SortOrder") == "Descending",
+        )
+        page, next_token = self._paginate(clusters, params)
+        result: dict[str, Any] = {"ClusterSummaries": [c.summary() for c in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    # ------------------------------------------------------------------ nodes
+
+    def _list_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        contains = params.get("InstanceGroupNameContains", "")
+        nodes = [
+            n
+            for n in cluster.nodes.values()
+            if contains in n.group_name and self._time_filter(params, n.launch_time)
+        ]
+        by_name = params.get("SortBy") == "NAME"
+        nodes.sort(
+            key=lambda n: (n.group_name, n.instance_id) if by_name else (n.launch_time, n.instance_id),
+            reverse=params.get("SortOrder") == "Descending",
+        )
+        page, next_token = self._paginate(nodes, params)
+        result: dict[str, Any] = {"ClusterNodeSummaries": [n.summary() for n in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    def _describe_cluster_node(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        node_id = params.get("NodeId")
+        if node_id is None:
+            raise validation_error(
+                "NodeId is required: NodeLogicalId applies to clusters with NodeProvisioningMode "
+                "Continuous, which the sandbox does not simulate."
+            )
+        node = cluster.nodes.get(node_id)
+        if node is None:
+            raise _not_found(f"Node {node_id} not found in cluster {cluster.arn}.")
+        return {"NodeDetails": cluster.describe_node(node)}
+
+    @staticmethod
+    def _node_ids(params: Params) -> list[str]:
+        if "NodeIds" not in params:
+            raise validation_error(
+                "NodeIds is required: NodeLogicalIds apply to clusters with NodeProvisioningMode "
+                "Continuous, which the sandbox does not simulate."
+            )
+        return _unique(params["NodeIds"])
+
+    def _batch_reboot_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        successful, failed = [], []
+        for node_id in self._node_ids(params):
+            node = cluster.nodes.get(node_id)
+            code = self._repair_refusal(cluster, node, node_id, replace=False)
+            if code is not None:
+                failed.append({"NodeId": node_id, "ErrorCode": code[0], "Message": code[1]})
+                continue
+            assert node is not None
+            self._start_reboot(cluster, node, self._now)
+            successful.append(node_id)
+        return _batch_result(successful, failed)
+
+    def _batch_replace_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        successful, failed = [], []
+        for node_id in self._node_ids(params):
+            node = cluster.nodes.get(node_id)
+            code = self._repair_refusal(cluster, node, node_id, replace=True)
+            if code is not None:
+                failed.append({"NodeId": node_id, "ErrorCode": code[0], "Message": code[1]})
+                continue
+            assert node is not None
+            self._start_replace(cluster, node, self._now)
+            successful.append(node_id)
+        return _batch_result(successful, failed)
+
+    def _repair_refusal(
+        self, cluster: Cluster, node: Node | None, node_id: str, *, replace: bool
+    ) -> tuple[str, str] | None:
+        """Why a reboot / replace of ``node_id`` is refused, as (ErrorCode, Message); None if allowed."""
+        if node is None:
+            return "InstanceIdNotFound", f"Instance {node_id} was not found in cluster {cluster.name}."
+        if node.operation in _BUSY and node.operation != "shutdown":
+            return "InstanceIdInUse", f"Instance {node_id} has an operation in progress ({node.operation})."
+        if replace and node.group_name in cluster.controller_groups:
+            return (
+                "InvalidInstanceStatus",
+                f"Instance {node_id} is a Slurm controller node; controller nodes cannot be replaced.",
+            )
+        if node.status not in _TAKES_REPAIR or node.operation is not None:
+            return "InvalidInstanceStatus", f"Instance {node_id} is in {node.status} status."
+        return None
+
+    def _start_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        node.status, node.operation, node.message = "Pending", "reboot", "Rebooting the instance."
+        self._cluster_event(cluster, at, f"Reboot of instance {node.instance_id} started.", node=node)
+        self._after(at, self.timings.reboot_node, lambda t: self._finish_reboot(cluster, node, t))
+
+    def _finish_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        if not self._node_alive(cluster, node, "reboot"):
+            return
+        node.operation, node.message = None, ""
+        was_unhealthy = not node.healthy
+        if was_unhealthy and not node.reboot_heals:
+            node.reboot_heals = True  # the fault covers one reboot
+            node.repair_action = "Replace"
+            node.recommendation = "Please Replace the Faulty Node."
+            node.status = node.resting_status
+            node.message = node.health_reason if node.resting_status == "Failure" else ""
+            self._cluster_event(
+                cluster,
+                at,
+                f"Instance {node.instance_id} is still unhealthy after reboot.",
+                level="Warn",
+                node=node,
+            )
+            self._health_event(cluster, node, at)
+            return
+        _heal(node)
+        node.status = "Running"
+        self._cluster_event(cluster, at, f"Reboot of instance {node.instance_id} completed.", node=node)
+        if was_unhealthy:
+            self._health_event(cluster, node, at)
+
+    def _start_replace(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        group = cluster.groups[node.group_name]
+        successor = self._new_node(cluster, group, at)
+        node.status, node.operation, node.replaced_by = "ShuttingDown", "replace", successor.instance_id
+        node.message = f"Replaced by {successor.instance_id}."
+        self._cluster_event(
+            cluster,
+            at,
+            f"Replacement of instance {node.instance_id} started; new instance {successor.instance_id}.",
+            node=node,
+        )
+        self._after(at, self.timings.shutdown_node, lambda t: self._remove_node(cluster, node, "replace"))
+        self._after(at, self.timings.replace_node, lambda t: self._finish_launch(cluster, successor, t))
+
+    def _finish_launch(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        if not self._node_alive(cluster, node, "launch"):
+            return
+        _bring_up(node)
+        self._cluster_event(cluster, at, f"Instance {node.instance_id} is Running.", node=node)
+
+    def _remove_node(self, cluster: Cluster, node: Node, operation: str) -> None:
+        if self._node_alive(cluster, node, operation):
+            del cluster.nodes[node.instance_id]
+
+    def _schedule_removal(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        self._after(at, self.timings.scale_down, lambda t: self._remove_node(cluster, node, "shutdown"))
+
+    def _batch_delete_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        at = self._now
+        cluster = self._cluster(params["ClusterName"])
+        successful, failed = [], []
+        for node_id in self._node_ids(params):
+            node = cluster.nodes.get(node_id)
+            if node is None:
+                failed.append(
+                    {"NodeId": node_id, "Code": "NodeIdNotFound", "Message": f"Node {node_id} not found."}
+                )
+            elif node.operation in _BUSY:
+                failed.append(
+                    {
+                        "NodeId": node_id,
+                        "Code": "NodeIdInUse",
+                        "Message": f"Node {node_id} has an operation in progress ({node.operation}).",
+                    }
+                )
+            elif node.group_name in cluster.controller_groups or node.operation is not None:
+                failed.append(
+                    {
+                        "NodeId": node_id,
+                        "Code": "InvalidNodeStatus",
+                        "Message": f"Node {node_id} cannot be deleted in its current state ({node.status}).",
+                    }
+                )
+            else:
+                node.status, node.operation = "ShuttingDown", "shutdown"
+                cluster.groups[node.group_name].target_count -= 1
+                self._schedule_removal(cluster, node, at)
+                self._cluster_event(cluster, at, f"Deletion of instance {node_id} started.", node=node)
+                successful.append(node_id)
+        result: dict[str, Any] = {}
+        if successful:
+            result["Successful"] = successful
+        if failed:
+            result["Failed"] = failed
+        return result
+
+    # ------------------------------------------------------------------ cluster events
+
+    def _list_cluster_events(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        after, before = params.get("EventTimeAfter"), params.get("EventTimeBefore")
+        events = [
+            e
+            for e in self._cluster_events.get(cluster.arn, [])
+            if params.get("InstanceGroupName") in (None, e.get("InstanceGroupName"))
+            and params.get("NodeId") in (None, e.get("InstanceId"))
+            and params.get("ResourceType") in (None, e["ResourceType"])
+            and (after is None or e["EventTime"] > _as_datetime(after))
+            and (before is None or e["EventTime"] < _as_datetime(before))
+        ]
+        if params.get("SortOrder") == "Descending":
+            events.reverse()
+        page, next_token = self._paginate(events, params)
+        summary_keys = (
+            "EventId",
+            "ClusterArn",
+            "ClusterName",
+            "InstanceGroupName",
+            "InstanceId",
+            "ResourceType",
+            "EventTime",
+            "Description",
+            "EventLevel",
+        )
+        result: dict[str, Any] = {"Events": [{k: e[k] for k in summary_keys if k in e} for e in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    def _describe_cluster_event(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        for event in self._cluster_events.get(cluster.arn, []):
+            if event["EventId"] == params["EventId"]:
+                return {"EventDetails": event}
+        raise _not_found(f"Event {params['EventId']} not found for cluster {cluster.name}.")
+
+    # ------------------------------------------------------------------ tags
+
+    def _tagged(self, arn: str) -> Cluster:
+        cluster = self._clusters.get(arn)
+        if cluster is None:
+            raise validation_error(f"Resource {arn} not found.")
+        return cluster
+
+    def _add_tags(self, params: Params) -> dict[str, Any]:
+        cluster = self._tagged(params["ResourceArn"])
+        merged = dict(cluster.tags) | {t["Key"]: t["Value"] for t in params["Tags"]}
+        if len(merged) > 50:
+            raise validation_error("Tag count exceeds the limit of 50 tags per resource.")
+        cluster.tags = merged
+        return {"Tags": params["Tags"]}
+
+    def _list_tags(self, params: Params) -> dict[str, Any]:
+        cluster = self._tagged(params["ResourceArn"])
+        tags = [{"Key": k, "Value": v} for k, v in cluster.tags.items()]
+        page, next_token = self._paginate(tags, params, default_size=50)
+        result: dict[str, Any] = {"Tags": page}
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    def _delete_tags(self, params: Params) -> dict[str, Any]:
+        cluster = self._tagged(params["ResourceArn"])
+        for key in params["TagKeys"]:
+            cluster.tags.pop(key, None)
+        return {}
+
+    # ------------------------------------------------------------------ faults
+
+    def apply_fault(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Inject a fault by name (the admin route / CLI entry point). Raises ValueError on bad input."""
+        faults: dict[str, Callable[..., dict[str, Any]]] = {
+            "node_unhealthy": self.fault_node_unhealthy,
+            "reboot_does_not_heal": self.fault_reboot_does_not_heal,
+            "capacity": self.fault_capacity,
+            "throttling": self.fault_throttling,
+            "clear": self.clear_faults,
+        }
+        fault = faults.get(name)
+        if fault is None:
+            raise ValueError(f"unknown fault {name!r}; known: {', '.join(sorted(faults))}")
+        try:
+            return fault(**params)
+        except TypeError as error:  # a missing or unexpected parameter
+            raise ValueError(f"bad parameters for fault {name!r}: {error}") from None
+
+    def fault_node_unhealthy(
+        self,
+        cluster: str,
+        node_id: str | None = None,
+        fault_type: str = "NvidiaErrorTerminate",
+        instance_status: str = "Running",
+        auto_recover: bool | None = None,
+    ) -> dict[str, Any]:
+        """HMA finds a fault on a node: the Node Health Event fires; NodeRecovery=Automatic repairs it.
+
+        The instance itself usually keeps running (``instance_status="Running"``; HMA's verdict lives
+        in the orchestrator: Slurm drains the node, EKS labels it UnschedulablePendingReplacement);
+        ``instance_status="Failure"`` models a fault that takes the instance down.
+        """
+        fault = health_fault(fault_type)
+        if instance_status not in _TAKES_REPAIR:
+            raise ValueError("instance_status must be Running or Failure")
+        try:
+            with self._lock:
+                self._advance(self.clock.now())
+                at = self._now
+                target = self._fault_target(cluster, node_id)
+                target_cluster = self._cluster(cluster)
+                target.healthy = False
+                target.fault_type = fault.fault_type
+                target.health_reason = fault.health_status_reason()
+                target.repair_action = fault.repair_action
+                target.recommendation = fault.recommendation
+                target.status = target.resting_status = instance_status
+                target.message = target.health_reason if instance_status == "Failure" else ""
+                self._health_event(target_cluster, target, at)
+                automatic = (
+                    target_cluster.node_recovery == "Automatic" if auto_recover is None else auto_recover
+                )
+                if automatic:
+                    self._after(
+                        at,
+                        self.timings.auto_recovery_delay,
+                        lambda t: self._auto_repair(target_cluster, target, t),
+                    )
+                return {
+                    "ClusterArn": target_cluster.arn,
+                    "ClusterName": target_cluster.name,
+                    "InstanceId": target.instance_id,
+                    "HealthStatus": "Unhealthy",
+                    "HealthStatusReason": target.health_reason,
+                    "RepairAction": target.repair_action,
+                    "AutoRecovery": automatic,
+                }
+        finally:
+            self._publish()
+
+    def _fault_target(self, cluster_name: str, node_id: str | None) -> Node:
+        try:
+            cluster = self._cluster(cluster_name)
+        except HyperPodApiError as error:
+            raise ValueError(error.message) from None
+        if node_id is None:
+            candidates = [
+                n
+                for n in sorted(cluster.nodes.values(), key=lambda n: (n.group_name, n.launch_time))
+                if n.group_name not in cluster.controller_groups and n.operation is None and n.healthy
+            ]
+            if not candidates:
+                raise ValueError(f"cluster {cluster_name} has no healthy, idle worker node")
+            return candidates[0]
+        node = cluster.nodes.get(node_id)
+        if node is None:
+            raise ValueError(f"node {node_id} not found in cluster {cluster_name}")
+        if node.operation is not None:
+            raise ValueError(f"node {node_id} is {node.status}; only an idle node can take a fault")
+        return node
+
+    def _auto_repair(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        alive = self._clusters.get(cluster.arn) is cluster and cluster.nodes.get(node.instance_id) is node
+        if not alive or node.operation is not None or node.healthy:
+            return
+        if node.repair_action == "Replace" and node.group_name not in cluster.controller_groups:
+            self._start_replace(cluster, node, at)
+        else:
+            self._start_reboot(cluster, node, at)
+
+    def fault_reboot_does_not_heal(self, cluster: str, node_id: str) -> dict[str, Any]:
+        """The next reboot of this node leaves it unhealthy (HMA asks for a replacement instead)."""
+        with self._lock:
+            self._advance(self.clock.now())
+            node = self._cluster_node_for_fault(cluster, node_id)
+            node.reboot_heals = False
+            return {"ClusterName": cluster, "InstanceId": node_id, "RebootHeals": False}
+
+    def _cluster_node_for_fault(self, cluster_name: str, node_id: str) -> Node:
+        try:
+            cluster = self._cluster(cluster_name)
+        except HyperPodApiError as error:
+            raise ValueError(error.message) from None
+        node = cluster.nodes.get(node_id)
+        if node is None:
+            raise ValueError(f"node {node_id} not found in cluster {cluster_name}")
+        return node
+
+    def fault_capacity(
+        self, instance_type: str | None = None, operation: str = "CreateCluster", times: int = 1
+    ) -> dict[str, Any]:
+        """The next ``times`` CreateCluster (or UpdateCluster scale-up) calls find no capacity."""
+        if operation not in ("CreateCluster", "UpdateCluster"):
+            raise ValueError("operation must be CreateCluster or UpdateCluster")
+        if times < 1:
+            raise ValueError("times must be >= 1")
+        with self._lock:
+            self._capacity_faults.append(CapacityFault(operation, instance_type, times))
+        return {"Operation": operation, "InstanceType": instance_type, "Times": times}
+
+    def fault_throttling(
+        self, rate: float, operations: list[str] | None = None, seed: int = 0
+    ) -> dict[str, Any]:
+        """Answer ThrottlingException to a share ``rate`` of the calls (to ``operations``, default all)."""
+        served = set(HYPERPOD_OPERATIONS) | set(TAG_OPERATIONS)
+        unknown = sorted(set(operations or []) - served)
+        if unknown:
+            raise ValueError(f"not HyperPod operations: {', '.join(unknown)}")
+        plan = ThrottlePlan(rate, frozenset(operations) if operations else None, seed)
+        with self._lock:
+            self._throttle = plan if rate > 0 else None
+        return plan.describe()
+
+    def clear_faults(self) -> dict[str, Any]:
+        """Disarm capacity and throttling faults and every node's reboot-does-not-heal flag."""
+        with self._lock:
+            self._capacity_faults.clear()
+            self._throttle = None
+            for cluster in self._clusters.values():
+                for node in cluster.nodes.values():
+                    node.reboot_heals = True
+        return {"Cleared": True}
+
+    # ------------------------------------------------------------------ fleet
+
+    def running_instances(self) -> list[RunningInstance]:
+        """The billable instances right now, with their cluster's tags (for the Budgets simulator)."""
+        try:
+            with self._lock:
+                self._advance(self.clock.now())
+                return [
+                    RunningInstance(
+                        cluster_name=cluster.name,
+                        cluster_arn=cluster.arn,
+                        instance_group=node.group_name,
+                        instance_id=node.instance_id,
+                        instance_type=node.instance_type,
+                        tags=dict(cluster.tags),
+                    )
+                    for cluster in self._clusters.values()
+                    for node in cluster.nodes.values()
+                    if node.billable
+                ]
+        finally:
+            self._publish()
+
+
+def _as_datetime(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return utc(value)
+    return utc(datetime.fromtimestamp(float(value)))
+
+
+def _group(spec: Params) -> InstanceGroup:
+    return InstanceGroup(
+        spec={k: v for k, v in spec.items() if k != "InstanceCount"},
+        target_count=int(spec["InstanceCount"]),
+    )
+
+
+def _bring_up(node: Node) -> None:
+    if node.operation == "launch":
+        node.status, node.operation, node.provisioned = "Running", None, True
+
+
+def _heal(node: Node) -> None:
+    node.healthy, node.fault_type = True, None
+    node.health_reason = node.repair_action = node.recommendation = ""
+    node.resting_status = "Running"
+
+
+def _scale_down_order(nodes: list[Node]) -> list[Node]:
+    """Which nodes a scale-down removes first: not yet launched, then unhealthy, then newest."""
+    idle = [n for n in nodes if n.operation in (None, "launch")]
+    return sorted(idle, key=lambda n: (n.provisioned, n.healthy, -n.launch_time.timestamp()))
+
+
+def _batch_result(successful: list[str], failed: list[dict[str, str]]) -> dict[str, Any]:
+    result: dict[str, Any] = {"Failed": failed}
+    if successful:
+        result["Successful"] = successful
+    return result

@@ -1,0 +1,126 @@
+"""Shared fixtures for the sandbox tests. HyperPod simulator fixtures are prefixed ``hyperpod_``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto import mock_aws
+
+from sandbox.clock import SandboxClock
+from sandbox.hyperpod import HyperPodSimulator
+
+HYPERPOD_REGION = "us-east-1"
+HYPERPOD_ACCOUNT = "123456789012"
+
+
+@pytest.fixture
+def hyperpod_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": HYPERPOD_REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def hyperpod_clock() -> SandboxClock:
+    """A frozen clock: tests move it with ``advance``."""
+    return SandboxClock(speed=0)
+
+
+@pytest.fixture
+def hyperpod_sim(hyperpod_aws_env: None, hyperpod_clock: SandboxClock) -> Iterator[HyperPodSimulator]:
+    """An installed simulator for us-east-1 inside ``mock_aws``."""
+    with mock_aws():
+        simulator = HyperPodSimulator(
+            hyperpod_clock, region=HYPERPOD_REGION, account_id=HYPERPOD_ACCOUNT, seed=7
+        )
+        simulator.install()
+        try:
+            yield simulator
+        finally:
+            simulator.uninstall()
+
+
+@pytest.fixture
+def hyperpod_sagemaker(hyperpod_sim: HyperPodSimulator) -> Any:
+    """A plain boto3 SageMaker client (parameter validation on, no retries so throttling shows)."""
+    return boto3.client(
+        "sagemaker",
+        region_name=HYPERPOD_REGION,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+
+
+@pytest.fixture
+def hyperpod_events(hyperpod_sim: HyperPodSimulator) -> Callable[[], list[dict[str, Any]]]:
+    """Capture aws.sagemaker events through a real EventBridge rule into an SQS queue; call to drain."""
+    sqs = boto3.client("sqs", region_name=HYPERPOD_REGION)
+    events = boto3.client("events", region_name=HYPERPOD_REGION)
+    queue_url = sqs.create_queue(QueueName="hyperpod-events")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="hyperpod-events", EventPattern=json.dumps({"source": ["aws.sagemaker"]}))
+    events.put_targets(Rule="hyperpod-events", Targets=[{"Id": "queue", "Arn": queue_arn}])
+
+    def drain() -> list[dict[str, Any]]:
+        received: list[dict[str, Any]] = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return received
+            for message in messages:
+                received.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    return drain
+
+
+@pytest.fixture
+def hyperpod_cluster_request() -> Callable[..., dict[str, Any]]:
+    """Builds CreateCluster requests: ``hyperpod_cluster_request(name, workers=2, **overrides)``."""
+    return build_hyperpod_cluster_request
+
+
+def build_hyperpod_cluster_request(
+    name: str = "ml-cluster", workers: int = 2, **overrides: Any
+) -> dict[str, Any]:
+    """A workshop-shaped CreateCluster request: a Slurm controller group and a GPU worker group."""
+    lifecycle = {"SourceS3Uri": "s3://sagemaker-lifecycle-bucket/src", "OnCreate": "on_create.sh"}
+    role = f"arn:aws:iam::{HYPERPOD_ACCOUNT}:role/HyperPodExecutionRole"
+    request: dict[str, Any] = {
+        "ClusterName": name,
+        "InstanceGroups": [
+            {
+                "InstanceGroupName": "controller-machine",
+                "InstanceType": "ml.m5.12xlarge",
+                "InstanceCount": 1,
+                "LifeCycleConfig": lifecycle,
+                "ExecutionRole": role,
+                "ThreadsPerCore": 2,
+                "SlurmConfig": {"NodeType": "Controller"},
+            },
+            {
+                "InstanceGroupName": "worker-group-1",
+                "InstanceType": "ml.p5.48xlarge",
+                "InstanceCount": workers,
+                "LifeCycleConfig": lifecycle,
+                "ExecutionRole": role,
+                "ThreadsPerCore": 1,
+                "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["dev"]},
+            },
+        ],
+        "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+        "Tags": [{"Key": "owner", "Value": "alice"}, {"Key": "project", "Value": "llm"}],
+        "NodeRecovery": "None",
+    }
+    request.update(overrides)
+    return request

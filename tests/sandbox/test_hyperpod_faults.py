@@ -1,0 +1,262 @@
+"""Faults and EventBridge events of the HyperPod simulator, read back through a real rule and queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from sandbox.clock import SandboxClock
+from sandbox.hyperpod import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator
+
+MINUTE = 60.0
+Events = Callable[[], list[dict[str, Any]]]
+Request = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def in_service(
+    hyperpod_sagemaker: Any, hyperpod_clock: SandboxClock, hyperpod_cluster_request: Request
+) -> dict[str, Any]:
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request(workers=2))["ClusterArn"]
+    hyperpod_clock.advance(20 * MINUTE)
+    nodes = hyperpod_sagemaker.list_cluster_nodes(ClusterName=arn, InstanceGroupNameContains="worker")
+    return {"arn": arn, "workers": [n["InstanceId"] for n in nodes["ClusterNodeSummaries"]]}
+
+
+def _of_type(events: list[dict[str, Any]], detail_type: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["detail-type"] == detail_type]
+
+
+def test_state_change_events_follow_the_lifecycle(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    hyperpod_cluster_request: Request,
+) -> None:
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())["ClusterArn"]
+    hyperpod_clock.advance(20 * MINUTE)
+    hyperpod_sim.tick()  # the background ticker's job: no API call needed for the event to appear
+
+    changes = _of_type(hyperpod_events(), STATE_CHANGE)
+
+    assert [e["detail"]["ClusterStatus"] for e in changes] == ["Creating", "InService"]
+    event = changes[1]
+    assert event["source"] == "aws.sagemaker"
+    assert event["resources"] == [arn]
+    assert event["region"] == "us-east-1"
+    assert event["detail"]["ClusterArn"] == arn
+    assert event["detail"]["InstanceGroups"][1]["CurrentCount"] == 2
+    assert event["detail"]["CreationTime"].endswith("Z")
+
+
+def test_node_unhealthy_emits_the_node_health_event(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_events: Events,
+    in_service: dict[str, Any],
+) -> None:
+    hyperpod_events()
+    node = in_service["workers"][0]
+
+    result = hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "ml-cluster", "node_id": node})
+
+    (event,) = _of_type(hyperpod_events(), NODE_HEALTH)
+    assert event["resources"] == [in_service["arn"]]
+    detail = event["detail"]
+    assert (detail["ClusterName"], detail["ClusterArn"], detail["InstanceId"]) == (
+        "ml-cluster",
+        in_service["arn"],
+        node,
+    )
+    assert detail["Tags"] == {"owner": "alice", "project": "llm"}
+    summary = detail["HealthSummary"]
+    assert summary["HealthStatus"] == "Unhealthy"
+    assert summary["HealthStatusReason"].startswith(
+        "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate"
+    )
+    assert (summary["RepairAction"], summary["Recommendation"]) == (
+        "Replace",
+        "Please Replace the Faulty Node.",
+    )
+    assert result["InstanceId"] == node
+    assert result["AutoRecovery"] is False  # NodeRecovery None: the operator (autopilot) must act
+    details = hyperpod_sagemaker.describe_cluster_node(ClusterName="ml-cluster", NodeId=node)["NodeDetails"]
+    assert details["InstanceStatus"]["Status"] == "Running"  # HMA's verdict lives in Slurm / EKS
+
+
+def test_reboot_heals_unless_the_fault_says_otherwise(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    in_service: dict[str, Any],
+) -> None:
+    healing, stubborn = in_service["workers"]
+    for node in (healing, stubborn):
+        hyperpod_sim.apply_fault(
+            "node_unhealthy", {"cluster": "ml-cluster", "node_id": node, "fault_type": "NvidiaErrorReboot"}
+        )
+    hyperpod_sim.apply_fault("reboot_does_not_heal", {"cluster": "ml-cluster", "node_id": stubborn})
+    hyperpod_events()
+
+    hyperpod_sagemaker.batch_reboot_cluster_nodes(ClusterName="ml-cluster", NodeIds=[healing, stubborn])
+    hyperpod_clock.advance(5 * MINUTE)
+    hyperpod_sim.tick()
+
+    health = {
+        e["detail"]["InstanceId"]: e["detail"]["HealthSummary"]
+        for e in _of_type(hyperpod_events(), NODE_HEALTH)
+    }
+    assert health[healing] == {"HealthStatus": "Healthy"}
+    assert health[stubborn]["HealthStatus"] == "Unhealthy"
+    assert health[stubborn]["RepairAction"] == "Replace"  # a reboot did not do it: escalate
+
+
+def test_node_recovery_automatic_replaces_the_node_itself(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+) -> None:
+    hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request(NodeRecovery="Automatic"))
+    hyperpod_clock.advance(20 * MINUTE)
+
+    result = hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "ml-cluster"})
+    hyperpod_clock.advance(1 * MINUTE + 10 * MINUTE)
+
+    assert result["AutoRecovery"] is True
+    nodes = hyperpod_sagemaker.list_cluster_nodes(ClusterName="ml-cluster")["ClusterNodeSummaries"]
+    assert result["InstanceId"] not in {n["InstanceId"] for n in nodes}
+    assert len(nodes) == 3
+
+
+def test_capacity_fault_fails_the_next_create_with_an_error_event(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    hyperpod_cluster_request: Request,
+) -> None:
+    hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge"})
+
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())["ClusterArn"]
+    hyperpod_clock.advance(20 * MINUTE)
+
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert described["ClusterStatus"] == "Failed"
+    assert "InsufficientInstanceCapacity" in described["FailureMessage"]
+    assert "sufficient ml.p5.48xlarge capacity" in described["FailureMessage"]
+    events = hyperpod_events()
+    (cluster_event,) = _of_type(events, CLUSTER_EVENT)
+    details = cluster_event["detail"]["EventDetails"]
+    assert (details["EventLevel"], details["ResourceType"], details["InstanceGroupName"]) == (
+        "Error",
+        "InstanceGroup",
+        "worker-group-1",
+    )
+    assert "do not have sufficient capacity" in details["Description"]
+    assert isinstance(details["EventTime"], int)  # epoch milliseconds, as EventBridge carries it
+    assert [e["detail"]["ClusterStatus"] for e in _of_type(events, STATE_CHANGE)] == ["Creating", "Failed"]
+    listed = hyperpod_sagemaker.list_cluster_events(ClusterName=arn)["Events"]
+    assert listed[0]["EventId"] == details["EventId"]
+    assert hyperpod_sim.running_instances() == []
+    # the fault was for one call: the next cluster comes up
+    hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request("second"))
+    hyperpod_clock.advance(20 * MINUTE)
+    assert hyperpod_sagemaker.describe_cluster(ClusterName="second")["ClusterStatus"] == "InService"
+
+
+def test_capacity_fault_on_scale_up_rolls_back(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+    in_service: dict[str, Any],
+) -> None:
+    hyperpod_sim.apply_fault("capacity", {"operation": "UpdateCluster"})
+    workers = hyperpod_cluster_request()["InstanceGroups"][1]
+
+    hyperpod_sagemaker.update_cluster(
+        ClusterName="ml-cluster", InstanceGroups=[{**workers, "InstanceCount": 8}]
+    )
+    hyperpod_clock.advance(8 * MINUTE)
+    assert hyperpod_sagemaker.describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "RollingBack"
+    hyperpod_clock.advance(3 * MINUTE)
+
+    described = hyperpod_sagemaker.describe_cluster(ClusterName="ml-cluster")
+    assert described["ClusterStatus"] == "InService"
+    assert (
+        described["InstanceGroups"][1]["CurrentCount"],
+        described["InstanceGroups"][1]["TargetCount"],
+    ) == (2, 2)
+    assert "InsufficientInstanceCapacity" in described["FailureMessage"]
+
+
+def test_throttling_is_deterministic_for_a_seed(
+    hyperpod_sagemaker: Any, hyperpod_sim: HyperPodSimulator
+) -> None:
+    def outcomes() -> list[bool]:
+        results, answers = [], set()
+        for _ in range(40):
+            try:
+                hyperpod_sagemaker.list_clusters()
+                results.append(True)
+            except ClientError as error:
+                answers.add(
+                    (error.response["Error"]["Code"], error.response["ResponseMetadata"]["HTTPStatusCode"])
+                )
+                results.append(False)
+        assert answers <= {("ThrottlingException", 400)}
+        return results
+
+    hyperpod_sim.apply_fault("throttling", {"rate": 0.5, "operations": ["ListClusters"], "seed": 3})
+    first = outcomes()
+    hyperpod_sim.apply_fault("throttling", {"rate": 0.5, "operations": ["ListClusters"], "seed": 3})
+    second = outcomes()
+
+    assert first == second
+    assert 5 < first.count(False) < 35
+    with pytest.raises(ClientError) as error:  # operations outside the set answer as usual
+        hyperpod_sagemaker.describe_cluster(ClusterName="none")
+    assert error.value.response["Error"]["Code"] == "ResourceNotFound"
+    hyperpod_sim.apply_fault("throttling", {"rate": 0})
+    assert all(outcomes())
+
+
+def test_apply_fault_rejects_unknown_faults_and_parameters(
+    hyperpod_sim: HyperPodSimulator, in_service: dict[str, Any]
+) -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        hyperpod_sim.apply_fault("meteor", {})
+    with pytest.raises(ValueError, match="bad parameters"):
+        hyperpod_sim.apply_fault("capacity", {"colour": "red"})
+    with pytest.raises(ValueError, match="unknown fault_type"):
+        hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "ml-cluster", "fault_type": "Gremlins"})
+    with pytest.raises(ValueError, match="not found"):
+        hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "missing"})
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        hyperpod_sim.apply_fault("throttling", {"rate": 2})
+
+
+def test_running_instances_are_the_billable_nodes_with_cluster_tags(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+) -> None:
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request(workers=2))["ClusterArn"]
+    assert hyperpod_sim.running_instances() == []  # Pending instances are not billed yet
+
+    hyperpod_clock.advance(20 * MINUTE)
+    running = hyperpod_sim.running_instances()
+
+    assert len(running) == 3
+    assert {r.instance_type for r in running} == {"ml.m5.12xlarge", "ml.p5.48xlarge"}
+    assert all(r.cluster_arn == arn and r.cluster_name == "ml-cluster" for r in running)
+    assert running[0].tags == {"owner": "alice", "project": "llm"}
+    hyperpod_sagemaker.delete_cluster(ClusterName="ml-cluster")
+    assert hyperpod_sim.running_instances() == []
