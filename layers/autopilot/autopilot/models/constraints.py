@@ -44,9 +44,17 @@ class Text:
         return lambda value: compiled.fullmatch(value) is not None
 
     def check(self, value: str) -> str:
+        if not value and self.min_length:
+            raise PydanticCustomError("text_empty", "must not be empty")
+        # The pattern's hint says what the value should look like, which helps more than a length.
+        matches = self._fullmatch
+        if matches is not None and not matches(value):
+            if self.hint:
+                raise PydanticCustomError("text_pattern", self.hint)
+            raise PydanticCustomError(
+                "text_pattern", "must match the pattern {pattern}", {"pattern": self.pattern}
+            )
         if len(value) < self.min_length:
-            if self.min_length == 1:
-                raise PydanticCustomError("text_empty", "must not be empty")
             raise PydanticCustomError(
                 "text_too_short", "must be at least {min} characters long", {"min": self.min_length}
             )
@@ -55,13 +63,6 @@ class Text:
                 "text_too_long",
                 "must be at most {max} characters long (is {actual})",
                 {"max": self.max_length, "actual": len(value)},
-            )
-        matches = self._fullmatch
-        if matches is not None and not matches(value):
-            if self.hint:
-                raise PydanticCustomError("text_pattern", self.hint)
-            raise PydanticCustomError(
-                "text_pattern", "must match the pattern {pattern}", {"pattern": self.pattern}
             )
         return value
 
@@ -120,5 +121,5 @@ _TAG_PUNCTUATION = frozenset("_.:/=+-@")
 
 
 def is_tag_text(value: str) -> bool:
-    """botocore's tag pattern ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``: letters, separators, numbers, and _.:/=+-@."""
+    """botocore's tag pattern ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``: letters, separators, numbers, _.:/=+-@."""
     return all(char in _TAG_PUNCTUATION or unicodedata.category(char)[0] in "LZN" for char in value)

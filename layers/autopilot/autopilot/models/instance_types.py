@@ -1,7 +1,7 @@
 """Instance types HyperPod accepts, as botocore 1.44.5's sagemaker model lists them (ClusterInstanceType).
 
 Kept as data rather than a ``Literal``: AWS adds instance types faster than this layer is released,
-so an unknown type is a warning, not an error. tests/unit/validation/test_botocore_drift.py fails
+so an unknown type is a warning, not an error. tests/unit/validation/test_models_botocore_drift.py fails
 when the installed botocore lists a different set; refresh this file from it then.
 """
 

@@ -1,0 +1,27 @@
+"""One validation engine for cluster-config.json and provisioning-parameters.json.
+
+Used by ``autopilot validate``, the REST API and the create-cluster workflow::
+
+    report = validate_config(cluster_config, provisioning_parameters, online=OnlineChecker(region=...))
+    report.valid, report.errors, report.warnings, report.to_dict()
+"""
+
+from autopilot.validation.engine import validate_config
+from autopilot.validation.online import OnlineChecker
+from autopilot.validation.report import (
+    CLUSTER_CONFIG,
+    PROVISIONING_PARAMETERS,
+    Problem,
+    ValidationReport,
+)
+from autopilot.validation.schema import load_document
+
+__all__ = [
+    "CLUSTER_CONFIG",
+    "PROVISIONING_PARAMETERS",
+    "OnlineChecker",
+    "Problem",
+    "ValidationReport",
+    "load_document",
+    "validate_config",
+]

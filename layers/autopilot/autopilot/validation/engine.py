@@ -1,0 +1,45 @@
+"""``validate_config``: the one validation engine behind the CLI, the REST API and the workflow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from autopilot.models.cluster_config import CreateClusterRequest
+from autopilot.models.provisioning import ProvisioningParameters
+from autopilot.validation.documents import ClusterDocuments
+from autopilot.validation.findings import Findings
+from autopilot.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, ValidationReport
+from autopilot.validation.rules import run_checks
+from autopilot.validation.schema import schema_problems
+
+if TYPE_CHECKING:
+    from autopilot.validation.online import OnlineChecker
+
+
+def validate_config(
+    cluster_config: Mapping[str, Any],
+    provisioning_parameters: Mapping[str, Any] | None = None,
+    *,
+    online: OnlineChecker | None = None,
+    region: str | None = None,
+) -> ValidationReport:
+    """Check a CreateCluster request (and its Slurm provisioning parameters) and report every problem.
+
+    ``region`` is the region the cluster will be created in; it defaults to ``online.region``.
+    Without either, regions are only checked against each other. ``online`` adds the checks that
+    ask AWS (see OnlineChecker).
+    """
+    findings = Findings()
+    findings.extend_errors(schema_problems(CreateClusterRequest, cluster_config, CLUSTER_CONFIG))
+    if provisioning_parameters is not None:
+        findings.extend_errors(
+            schema_problems(ProvisioningParameters, provisioning_parameters, PROVISIONING_PARAMETERS)
+        )
+    if not isinstance(cluster_config, Mapping):
+        return findings.report()  # nothing to cross-check; the schema has said what is wrong
+    documents = ClusterDocuments(cluster_config, provisioning_parameters)
+    run_checks(documents, findings, region or (online.region if online is not None else None))
+    if online is not None:
+        online.check(documents, findings)
+    return findings.report()

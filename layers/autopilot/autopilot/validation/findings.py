@@ -1,0 +1,25 @@
+"""The collector every check writes into, so that no check can hide another's result."""
+
+from __future__ import annotations
+
+from autopilot.validation.report import Problem, ValidationReport
+
+
+class Findings:
+    def __init__(self) -> None:
+        self._errors: dict[Problem, None] = {}
+        self._warnings: dict[Problem, None] = {}
+
+    def error(self, file: str, path: str, message: str) -> None:
+        self._errors[Problem(file=file, path=path, message=message)] = None
+
+    def warning(self, file: str, path: str, message: str) -> None:
+        self._warnings[Problem(file=file, path=path, message=message)] = None
+
+    def extend_errors(self, problems: list[Problem]) -> None:
+        for problem in problems:
+            self._errors[problem] = None
+
+    def report(self) -> ValidationReport:
+        # dicts keep insertion order and drop a finding two checks reach independently.
+        return ValidationReport(errors=list(self._errors), warnings=list(self._warnings))
