@@ -1,0 +1,315 @@
+"""The local API: the template's Api events served on 127.0.0.1, like ``sam local start-api``.
+
+Each request becomes a real API Gateway REST proxy event (payload version 1.0) for the route's
+function, run by the in-process runtime; the function's proxy response becomes the HTTP response.
+Routes come from ``AWS::Serverless::Function`` Events of type Api (path parameters such as
+``/clusters/{name}`` and greedy ``{proxy+}``, method ANY). Paths are served without the stage
+prefix (as sam local does); a leading ``/<stage>`` is accepted too.
+
+AWS_IAM routes verify SigV4 (service ``execute-api``, the sandbox region) with ``sandbox.sigv4``:
+unsigned → 403 ``{"message":"Missing Authentication Token"}``, a wrong signature → 403 with API
+Gateway's message; a verified caller fills ``requestContext.identity``. Like API Gateway, an unknown
+path or method also answers 403 Missing Authentication Token. A function error or a malformed proxy
+response answers 502 ``{"message": "Internal server error"}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from sandbox.deploy import ApiRoute, ApiSpec, Stack
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, LambdaRuntime
+from sandbox.sigv4 import AuthError, Caller, SigningKey, missing_token, moto_credentials, verify
+
+_INTERNAL_ERROR: Final = {"message": "Internal server error"}
+
+
+@dataclass(frozen=True)
+class _CompiledRoute:
+    api: ApiSpec
+    route: ApiRoute
+    pattern: re.Pattern[str]
+    static_segments: int
+    greedy: bool
+
+
+def _compile(api: ApiSpec, route: ApiRoute) -> _CompiledRoute:
+    regex = ""
+    static = 0
+    greedy = False
+    for segment in [s for s in route.path.split("/") if s]:
+        match = re.fullmatch(r"\{([A-Za-z0-9_.-]+)(\+?)\}", segment)
+        if match is None:
+            regex += "/" + re.escape(segment)
+            static += 1
+        elif match.group(2):
+            regex += f"/(?P<{_group(match.group(1))}>.+)"
+            greedy = True
+        else:
+            regex += f"/(?P<{_group(match.group(1))}>[^/]+)"
+    return _CompiledRoute(api, route, re.compile(f"^{regex or '/'}/?$"), static, greedy)
+
+
+def _group(name: str) -> str:
+    return "p_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group(0)):x}_", name)
+
+
+def _ungroup(group: str) -> str:
+    return re.sub(r"_([0-9a-f]+)_", lambda m: chr(int(m.group(1), 16)), group.removeprefix("p_"))
+
+
+class ApiServer:
+    """ThreadingHTTPServer serving every API of the stack (start/stop; ``url`` once constructed)."""
+
+    def __init__(
+        self,
+        stack: Stack,
+        runtime: LambdaRuntime,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 3000,
+        lookup: Callable[[str], SigningKey | None] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.stack = stack
+        self.runtime = runtime
+        self.lookup = lookup or moto_credentials(
+            stack.account_id,
+            {SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"]: SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]},
+        )
+        self.now = clock or (lambda: datetime.now(UTC))
+        self.routes = sorted(
+            (_compile(api, route) for api in stack.apis.values() for route in api.routes),
+            key=lambda r: (r.greedy, -r.static_segments, r.route.path.count("{")),
+        )
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "SandboxApiGateway"
+
+            def _serve(self) -> None:
+                server.handle(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                sys.stderr.write(f"[api] {self.address_string()} {format % args}\n")
+
+        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd.daemon_threads = True
+        bound_host, bound_port = self._httpd.server_address[:2]
+        self.url = f"http://{bound_host!s}:{bound_port}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="sandbox-api", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
+
+    # request handling --------------------------------------------------------------------------
+    def match(self, method: str, path: str) -> tuple[_CompiledRoute, dict[str, str]] | None:
+        for candidate in (path, *self._without_stage(path)):
+            for compiled in self.routes:
+                found = compiled.pattern.match(candidate)
+                if found and compiled.route.method in (method, "ANY"):
+                    params = {_ungroup(k): unquote(v) for k, v in found.groupdict().items()}
+                    return compiled, params
+        return None
+
+    def _without_stage(self, path: str) -> list[str]:
+        stages = {api.stage for api in self.stack.apis.values()}
+        return [path[len(stage) + 1 :] or "/" for stage in stages if path.startswith(f"/{stage}/")]
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        request_id = str(uuid.uuid4())
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        split = urlsplit(request.path)
+        matched = self.match(request.command, split.path)
+        if matched is None:
+            self._reply(
+                request,
+                missing_token().status,
+                {"message": missing_token().message},
+                request_id,
+                error_type=missing_token().error_type,
+            )
+            return
+        compiled, path_parameters = matched
+        caller: Caller | None = None
+        if compiled.route.auth == "AWS_IAM":
+            host = request.headers.get("Host", "")
+            try:
+                caller = verify(
+                    method=request.command,
+                    url=f"http://{host}{request.path}",
+                    headers=dict(request.headers.items()),
+                    body=body,
+                    region=self.stack.region,
+                    lookup=self.lookup,
+                    now=self.now(),
+                )
+            except AuthError as error:
+                self._reply(
+                    request, error.status, {"message": error.message}, request_id, error_type=error.error_type
+                )
+                return
+        event = self.proxy_event(
+            request,
+            compiled=compiled,
+            path_parameters=path_parameters,
+            body=body,
+            caller=caller,
+            request_id=request_id,
+        )
+        result = self.runtime.invoke(compiled.route.function_logical_id, event)
+        if not result.ok:
+            sys.stderr.write(
+                f"[api] {compiled.route.function_logical_id} failed: {result.payload.decode()}\n"
+            )
+            self._reply(request, 502, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
+            return
+        self._proxy_reply(request, result.json(), request_id)
+
+    def proxy_event(
+        self,
+        request: BaseHTTPRequestHandler,
+        *,
+        compiled: _CompiledRoute,
+        path_parameters: dict[str, str],
+        body: bytes,
+        caller: Caller | None,
+        request_id: str,
+    ) -> dict[str, Any]:
+        """The API Gateway REST proxy event (payload format 1.0)."""
+        split = urlsplit(request.path)
+        path = unquote(split.path)
+        api = compiled.api
+        stage_prefix = f"/{api.stage}/"
+        if path.startswith(stage_prefix) and not compiled.pattern.match(split.path):
+            path = path[len(stage_prefix) - 1 :]
+        headers: dict[str, str] = {}
+        multi_headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            headers[name] = value
+            multi_headers.setdefault(name, []).append(value)
+        query: dict[str, str] = {}
+        multi_query: dict[str, list[str]] = {}
+        for name, value in parse_qsl(split.query, keep_blank_values=True):
+            query[name] = value
+            multi_query.setdefault(name, []).append(value)
+        try:
+            text_body: str | None = body.decode("utf-8") if body else None
+            is_base64 = False
+        except UnicodeDecodeError:
+            text_body, is_base64 = base64.b64encode(body).decode(), True
+        now = datetime.now(UTC)
+        source_ip = request.client_address[0]
+        return {
+            "resource": compiled.route.path,
+            "path": path,
+            "httpMethod": request.command,
+            "headers": headers or None,
+            "multiValueHeaders": multi_headers or None,
+            "queryStringParameters": query or None,
+            "multiValueQueryStringParameters": multi_query or None,
+            "pathParameters": path_parameters or None,
+            "stageVariables": None,
+            "requestContext": {
+                "resourceId": compiled.route.resource_id,
+                "resourcePath": compiled.route.path,
+                "httpMethod": request.command,
+                "extendedRequestId": base64.b64encode(uuid.uuid4().bytes[:12]).decode(),
+                "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+                "path": f"/{api.stage}{path}",
+                "accountId": self.stack.account_id,
+                "protocol": request.request_version,
+                "stage": api.stage,
+                "domainPrefix": api.api_id,
+                "requestTimeEpoch": int(now.timestamp() * 1000),
+                "requestId": request_id,
+                "identity": {
+                    "cognitoIdentityPoolId": None,
+                    "accountId": caller.account_id if caller else None,
+                    "cognitoIdentityId": None,
+                    "caller": caller.caller if caller else None,
+                    "sourceIp": source_ip,
+                    "principalOrgId": None,
+                    "accessKey": caller.access_key if caller else None,
+                    "cognitoAuthenticationType": None,
+                    "cognitoAuthenticationProvider": None,
+                    "userArn": caller.user_arn if caller else None,
+                    "userAgent": request.headers.get("User-Agent"),
+                    "user": caller.user if caller else None,
+                },
+                "domainName": request.headers.get("Host", ""),
+                "apiId": api.api_id,
+            },
+            "body": text_body,
+            "isBase64Encoded": is_base64,
+        }
+
+    def _proxy_reply(self, request: BaseHTTPRequestHandler, response: Any, request_id: str) -> None:
+        if not isinstance(response, dict) or not isinstance(response.get("statusCode"), int):
+            sys.stderr.write(f"[api] malformed Lambda proxy response: {response!r}\n")
+            self._reply(request, 502, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
+            return
+        body = response.get("body")
+        raw = b"" if body is None else str(body).encode()
+        if response.get("isBase64Encoded") and body is not None:
+            raw = base64.b64decode(str(body))
+        headers: list[tuple[str, str]] = [
+            (str(k), str(v)) for k, v in (response.get("headers") or {}).items()
+        ]
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers.extend((str(name), str(v)) for v in values)
+        self._send(request, int(response["statusCode"]), raw, headers, request_id)
+
+    def _reply(
+        self, request: BaseHTTPRequestHandler, status: int, payload: Any, request_id: str, *, error_type: str
+    ) -> None:
+        self._send(
+            request,
+            status,
+            json.dumps(payload).encode(),
+            [("Content-Type", "application/json"), ("x-amzn-ErrorType", error_type)],
+            request_id,
+        )
+
+    @staticmethod
+    def _send(
+        request: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        headers: list[tuple[str, str]],
+        request_id: str,
+    ) -> None:
+        request.send_response(status)
+        names = {name.lower() for name, _ in headers}
+        for name, value in headers:
+            request.send_header(name, value)
+        if "content-type" not in names:
+            request.send_header("Content-Type", "application/json")
+        request.send_header("x-amzn-RequestId", request_id)
+        request.send_header("x-amz-apigw-id", base64.b64encode(uuid.uuid4().bytes[:6]).decode())
+        request.send_header("X-Amzn-Trace-Id", f"Root=1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]}")
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        if request.command != "HEAD":
+            request.wfile.write(body)

@@ -1,0 +1,186 @@
+"""The sandbox command line: ``python -m sandbox up | invoke | inject | demo``.
+
+- ``up``: deploy the template into the embedded AWS, serve the API (SigV4) and an AWS endpoint
+  (moto server + the simulators) on 127.0.0.1, print the URLs and credentials, run until
+  SIGINT/SIGTERM. ``aws --endpoint-url <aws-url> sagemaker list-clusters`` sees the simulated fleet.
+- ``invoke <LogicalId> --event FILE``: like ``sam local invoke``; prints the result JSON, exit 1 on
+  a function error.
+- ``inject <fault> [--param k=v …]``: POST /_sandbox/faults on a running sandbox's AWS endpoint
+  (moto's server app is wrapped: /_sandbox/* is the admin API, everything else is AWS).
+- ``demo …``: the scripted scenarios, dispatched to ``sandbox.demo.main(argv)`` (sandbox/demo/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import requests
+
+from sandbox.core import DEFAULT_TEMPLATE, Sandbox
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox", description="HyperPod Autopilot on an embedded AWS"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--template", type=Path, default=DEFAULT_TEMPLATE, help="SAM template (default: %(default)s)"
+        )
+        sub.add_argument(
+            "--parameter",
+            "-p",
+            action="append",
+            type=_key_value,
+            default=[],
+            metavar="NAME=VALUE",
+            help="template parameter override (repeatable)",
+        )
+        sub.add_argument("--speed", type=float, default=600.0, help="simulated seconds per wall second")
+        sub.add_argument("--region", default="us-east-1")
+
+    up = commands.add_parser("up", help="serve the API and an AWS endpoint until stopped")
+    common(up)
+    up.add_argument("--api-port", type=int, default=3000)
+    up.add_argument("--aws-port", type=int, default=5000)
+
+    invoke = commands.add_parser("invoke", help="invoke one function, like `sam local invoke`")
+    common(invoke)
+    invoke.add_argument("function", metavar="LogicalId")
+    invoke.add_argument("--event", "-e", type=Path, help="event JSON file ('-' for stdin; default {})")
+
+    inject = commands.add_parser("inject", help="inject a HyperPod fault into a running sandbox")
+    inject.add_argument("fault")
+    inject.add_argument(
+        "--param",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="fault parameter (value parsed as JSON when it is JSON)",
+    )
+    inject.add_argument("--aws-url", default="http://127.0.0.1:5000")
+
+    demo = commands.add_parser("demo", help="run the scripted scenarios (sandbox/demo/)", add_help=False)
+    demo.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "demo":
+        return _demo(args_list[1:])
+    args = _parser().parse_args(args_list)
+    if args.command == "up":
+        return _up(args)
+    if args.command == "invoke":
+        return _invoke(args)
+    return _inject(args)
+
+
+def _sandbox(args: argparse.Namespace, **options: Any) -> Sandbox:
+    return Sandbox(
+        args.template, parameters=dict(args.parameter), speed=args.speed, region=args.region, **options
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with _sandbox(args) as sandbox:
+            api_url = sandbox.serve_api(args.api_port)
+            aws_url = sandbox.serve_aws(args.aws_port)
+            print(
+                f"HyperPod Autopilot sandbox: stack {sandbox.stack.name} in {sandbox.region} "
+                f"(clock x{sandbox.clock.speed:g})"
+            )
+            print(f"  API (SigV4, service execute-api): {api_url}")
+            for api in sandbox.stack.apis.values():
+                for route in api.routes:
+                    print(f"    {route.method:6} {route.path}  -> {route.function_logical_id} [{route.auth}]")
+            print(f"  AWS endpoint:                     {aws_url}   (admin: {aws_url}/_sandbox/health)")
+            print("  credentials:")
+            for key, value in SANDBOX_CREDENTIALS.items():
+                print(f"    export {key}={value}")
+            print(f"    export AWS_DEFAULT_REGION={sandbox.region}")
+            print(f"  e.g. aws --endpoint-url {aws_url} sagemaker list-clusters")
+            print("Ctrl-C to stop.", flush=True)
+            stopping.wait()
+            print("stopping…", flush=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    if args.event is None:
+        event: Any = {}
+    elif str(args.event) == "-":
+        event = json.load(sys.stdin)
+    else:
+        event = json.loads(args.event.read_text(encoding="utf-8"))
+    with _sandbox(args, background=False) as sandbox:
+        if args.function not in sandbox.stack.functions:
+            known = ", ".join(sorted(sandbox.stack.functions)) or "none"
+            print(
+                f"error: {args.function} is not a function of the template (functions: {known})",
+                file=sys.stderr,
+            )
+            return 2
+        result = sandbox.invoke(args.function, event)
+        print(json.dumps(result.json(), indent=2))
+        return 0 if result.ok else 1
+
+
+def _inject(args: argparse.Namespace) -> int:
+    url = f"{args.aws_url.rstrip('/')}/_sandbox/faults"
+    try:
+        response = requests.post(url, json={"fault": args.fault, "params": dict(args.param)}, timeout=30)
+    except requests.RequestException as error:
+        print(
+            f"error: no sandbox at {args.aws_url} ({error}); start one with `python -m sandbox up`",
+            file=sys.stderr,
+        )
+        return 2
+    print(json.dumps(response.json(), indent=2))
+    return 0 if response.ok else 1
+
+
+def _demo(argv: list[str]) -> int:
+    """Scenarios live in sandbox/demo/ (another module); this is only the dispatch."""
+    try:
+        demo = importlib.import_module("sandbox.demo")
+    except ModuleNotFoundError as error:
+        if error.name not in ("sandbox.demo",):
+            raise
+        print("error: no demo scenarios yet (sandbox/demo/ is not present)", file=sys.stderr)
+        return 2
+    return int(demo.main(argv) or 0)

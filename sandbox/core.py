@@ -1,0 +1,603 @@
+"""The Sandbox: the whole control plane in one process on moto, with the simulators.
+
+    with Sandbox() as sandbox:                      # deploys /work/main/template.yaml
+        sandbox.invoke("ApiFunction", event)        # in-process Lambda, real LambdaContext
+        sandbox.client("stepfunctions").list_state_machines()
+        sandbox.hyperpod.apply_fault("node_unhealthy", {...})
+        url = sandbox.serve_api(3000)               # like `sam local start-api`, SigV4 (AWS_IAM)
+        aws = sandbox.serve_aws(5000)               # moto server sharing the same backends
+        sandbox.metrics()
+
+Start order: credentials env → ``mock_aws`` (Step Functions executes ASL; Lambda without Docker)
+→ seams (sandbox.seams) → simulators → deploy → background threads (simulator ticker and
+scheduler on the sandbox clock, the SQS event-source poller, the async delivery worker).
+``stop()`` undoes all of it in reverse order; the process environment is restored.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+import boto3
+from moto import mock_aws
+from moto.core.config import DefaultConfig
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.events.models import events_backends
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Request, Response
+
+from sandbox import seams
+from sandbox.api_server import ApiServer
+from sandbox.clock import SandboxClock
+from sandbox.deploy import ScheduleSpec, Stack, deploy
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, InvocationResult, LambdaRuntime, SqsEventSourcePoller
+
+DEFAULT_TEMPLATE: Final = Path(__file__).resolve().parent.parent / "template.yaml"
+DEFAULT_REGION: Final = "us-east-1"
+DEFAULT_STACK_NAME: Final = "hyperpod-autopilot"
+MOCK_CONFIG: Final[DefaultConfig] = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+}
+ADMIN_PREFIX: Final = "/_sandbox/"
+
+# Host settings that would send boto3 elsewhere than the in-process mock while the sandbox runs.
+_CLEARED_ENV: Final = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+)
+
+
+class Sandbox:
+    """The embedded control plane. Use as a context manager, or ``start()`` / ``stop()``."""
+
+    def __init__(
+        self,
+        template: Path | str = DEFAULT_TEMPLATE,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+        region: str = DEFAULT_REGION,
+        account_id: str = DEFAULT_ACCOUNT_ID,
+        speed: float = 600.0,
+        clock: SandboxClock | None = None,
+        stack_name: str = DEFAULT_STACK_NAME,
+        simulators: bool = True,
+        background: bool = True,
+        schedules: bool = True,
+        tick_interval: float = 0.05,
+        seed: int | None = None,
+    ) -> None:
+        self.template = Path(template).resolve()
+        self.parameters = dict(parameters or {})
+        self.region = region
+        self.account_id = account_id
+        self.clock = clock or SandboxClock(speed=speed)
+        self.stack_name = stack_name
+        self.simulators_enabled = simulators
+        self.background = background
+        self.schedules_enabled = schedules
+        self.tick_interval = tick_interval
+        self.seed = seed
+        self.hyperpod: Any = None
+        self.ssm: Any = None
+        self.budgets: Any = None
+        self._stack: Stack | None = None
+        self._runtime: LambdaRuntime | None = None
+        self._poller: SqsEventSourcePoller | None = None
+        self._scheduler: Scheduler | None = None
+        self._mock: Any = None
+        self._saved_env: dict[str, str | None] = {}
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._servers: list[ApiServer | AwsEndpoint] = []
+        self._undo: list[Callable[[], None]] = []
+        self.deploy_calls: dict[str, int] = {}
+
+    # lifecycle ---------------------------------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> Sandbox:
+        if self._mock is not None:
+            raise RuntimeError("sandbox already started")
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self._set_environment()
+        self._mock = mock_aws(config=MOCK_CONFIG)
+        self._mock.start()
+        self._undo.append(self._mock.stop)
+        self._runtime = LambdaRuntime(
+            region=self.region,
+            account_id=self.account_id,
+            retry_delay=self._wall_seconds,
+            session=self.session(),
+        )
+        self._undo.append(self._runtime.stop)
+        seams.install(self._runtime)
+        self._undo.append(seams.uninstall)
+        if self.simulators_enabled:
+            self._install_simulators()
+        self._stack = deploy(
+            self.template,
+            session=self.session(),
+            region=self.region,
+            account_id=self.account_id,
+            stack_name=self.stack_name,
+            parameters=self.parameters,
+            seed=self.seed,
+        )
+        for spec in self._stack.functions.values():
+            self._runtime.register(spec)
+        self.deploy_calls = seams.aws_calls()
+        seams.reset_aws_calls()
+        self._poller = SqsEventSourcePoller(self._runtime, visibility_seconds=self._wall_seconds)
+        self._scheduler = Scheduler(self._stack, self.clock, self.region, self.account_id)
+        if self.background:
+            self._poller.start()
+            self._undo.append(self._poller.stop)
+            self._ticker = threading.Thread(target=self._tick_forever, name="sandbox-ticker", daemon=True)
+            self._ticker.start()
+            self._undo.append(self._stop_ticker)
+
+    def stop(self) -> None:
+        """Stop servers, threads, simulators, seams and moto; restore the environment. Idempotent."""
+        for server in self._servers:
+            server.stop()
+        self._servers.clear()
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception:  # noqa: BLE001 - keep tearing down; report what failed
+                traceback.print_exc()
+        self._mock = None
+        self._restore_environment()
+
+    def _set_environment(self) -> None:
+        wanted: dict[str, str | None] = {
+            **SANDBOX_CREDENTIALS,
+            "AWS_SECURITY_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            **dict.fromkeys(_CLEARED_ENV),
+            **{key: None for key in os.environ if key.startswith("AWS_ENDPOINT_URL_")},
+        }
+        if self.account_id != DEFAULT_ACCOUNT_ID:
+            wanted["MOTO_ACCOUNT_ID"] = self.account_id
+        for key, value in wanted.items():
+            self._saved_env[key] = os.environ.get(key)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def _restore_environment(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def _install_simulators(self) -> None:
+        """Install the HyperPod, SSM sessions and Budgets simulators (each only if its module exists)."""
+        hyperpod = _optional_module("sandbox.hyperpod")
+        if hyperpod is not None:
+            self.hyperpod = hyperpod.HyperPodSimulator(
+                self.clock, region=self.region, account_id=self.account_id, seed=self.seed
+            )
+            self.hyperpod.install()
+            self._undo.append(self.hyperpod.uninstall)
+        ssm = _optional_module("sandbox.ssm_sessions")
+        if ssm is not None:
+            self.ssm = ssm.SsmSessionsSimulator(self.clock, region=self.region, account_id=self.account_id)
+            self.ssm.install()
+            self._undo.append(self.ssm.uninstall)
+        budgets = _optional_module("sandbox.budgets")
+        if budgets is not None:
+            fleet: Callable[[], list[Any]] = (
+                self.hyperpod.running_instances if self.hyperpod is not None else list
+            )
+            self.budgets = budgets.BudgetsSimulator(
+                self.clock, fleet=fleet, region=self.region, account_id=self.account_id
+            )
+            self.budgets.install()
+            self._undo.append(self.budgets.uninstall)
+
+    def _wall_seconds(self, simulated: float) -> float:
+        """A simulated delay in wall seconds, never longer than the real one (frozen clock: real time)."""
+        return min(self.clock.wall_seconds(simulated), simulated)
+
+    def _tick_forever(self) -> None:
+        while not self._stop.wait(self.tick_interval):
+            self.tick()
+
+    def _stop_ticker(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(10)
+        self._stop.clear()
+
+    def tick(self) -> None:
+        """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
+        for simulator in (self.hyperpod, self.budgets):
+            if simulator is not None:
+                try:
+                    simulator.tick()
+                except Exception:  # noqa: BLE001 - one failed tick must not stop the sandbox
+                    traceback.print_exc()
+        if self.schedules_enabled and self._scheduler is not None:
+            try:
+                self._scheduler.fire_due()
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+
+    # accessors ---------------------------------------------------------------------------------
+    @property
+    def stack(self) -> Stack:
+        if self._stack is None:
+            raise RuntimeError("sandbox not started")
+        return self._stack
+
+    @property
+    def runtime(self) -> LambdaRuntime:
+        if self._runtime is None:
+            raise RuntimeError("sandbox not started")
+        return self._runtime
+
+    @property
+    def poller(self) -> SqsEventSourcePoller:
+        if self._poller is None:
+            raise RuntimeError("sandbox not started")
+        return self._poller
+
+    def session(self) -> boto3.Session:
+        return boto3.Session(
+            aws_access_key_id=SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
+            region_name=self.region,
+        )
+
+    def client(self, service: str) -> Any:
+        """A boto3 client bound to the sandbox (region, credentials; calls reach moto in-process)."""
+        return self.session().client(service)  # type: ignore[call-overload]
+
+    # doing things ------------------------------------------------------------------------------
+    def invoke(self, function: str, event: Any = None) -> InvocationResult:
+        """Invoke a template function synchronously (logical id, name or ARN), like `sam local invoke`."""
+        return self.runtime.invoke(function, {} if event is None else event)
+
+    def fire_schedule(self, logical_id: str) -> None:
+        """Fire a schedule rule now (its targets get the Scheduled Event), whatever the clock says."""
+        if self._scheduler is None:
+            raise RuntimeError("sandbox not started")
+        self._scheduler.fire(logical_id)
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward and tick once (deterministic stepping with speed=0)."""
+        self.clock.advance(seconds)
+        self.tick()
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until queued deliveries, async invocations and SQS batches are done (not SFN executions)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            idle = self.runtime.dispatcher.wait_idle(max(0.0, deadline - time.monotonic()))
+            delivered = self.poller.poll_once()
+            if idle and not delivered and self.runtime.dispatcher.pending() == 0:
+                return True
+        return False
+
+    def wait_for_execution(self, execution_arn: str, timeout: float = 30.0) -> dict[str, Any]:
+        """DescribeExecution until the execution leaves RUNNING (raises TimeoutError at the deadline)."""
+        sfn = self.client("stepfunctions")
+        deadline = time.monotonic() + timeout
+        while True:
+            described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
+            if described["status"] != "RUNNING":
+                return described
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{execution_arn} still RUNNING after {timeout} s")
+            time.sleep(0.02)
+
+    def metrics(self) -> dict[str, Any]:
+        """Invocations per function, AWS calls per service:Operation, deliveries, clock."""
+        return {
+            "invocations": self.runtime.metrics(),
+            "aws_calls": seams.aws_calls(),
+            "deploy_aws_calls": dict(self.deploy_calls),
+            "deliveries": {**seams.deliveries(), "sqs->lambda batches": self.poller.batches},
+            "delivery_errors": seams.delivery_errors(),
+            "scheduled_events": dict(self._scheduler.fired) if self._scheduler else {},
+            "clock": {
+                "now": self.clock.now().isoformat(),
+                "speed": self.clock.speed,
+                "elapsed_s": self.clock.elapsed(),
+            },
+        }
+
+    # servers -----------------------------------------------------------------------------------
+    def serve_api(self, port: int = 3000, host: str = "127.0.0.1") -> str:
+        """Serve the template's API events on ``host:port`` (0 picks a free port); returns the base URL."""
+        server = ApiServer(self.stack, self.runtime, host=host, port=port)
+        server.start()
+        self._servers.append(server)
+        return server.url
+
+    def serve_aws(self, port: int = 5000, host: str = "127.0.0.1") -> str:
+        """Serve moto (same in-process backends, simulators included) plus /_sandbox/ admin routes."""
+        server = AwsEndpoint(self, host=host, port=port)
+        server.start()
+        self._servers.append(server)
+        return server.url
+
+    def admin(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        """The /_sandbox/ admin routes (used by the AWS endpoint and the CLI's ``inject``)."""
+        route = path.removeprefix(ADMIN_PREFIX).strip("/")
+        if route == "health" and method == "GET":
+            return 200, {"ok": True, "stack": self.stack.name, "region": self.region}
+        if route == "metrics" and method == "GET":
+            return 200, self.metrics()
+        if route == "stack" and method == "GET":
+            return 200, {
+                "name": self.stack.name,
+                "outputs": self.stack.outputs,
+                "resources": {
+                    lid: {"type": r.type, "physical_id": r.physical_id, "arn": r.arn}
+                    for lid, r in self.stack.resources.items()
+                },
+            }
+        if route == "clock":
+            if method == "POST":
+                self.advance(float((body or {}).get("advance", 0)))
+            return 200, {"now": self.clock.now().isoformat(), "speed": self.clock.speed}
+        if route == "faults" and method == "POST":
+            if self.hyperpod is None:
+                return 503, {"error": "the HyperPod simulator is not installed"}
+            if not isinstance(body, dict) or not isinstance(body.get("fault"), str):
+                return 400, {"error": 'body must be {"fault": name, "params": {...}}'}
+            try:
+                result = self.hyperpod.apply_fault(body["fault"], dict(body.get("params") or {}))
+            except (ValueError, KeyError) as error:
+                return 400, {"error": str(error)}
+            return 200, {"fault": body["fault"], "result": result}
+        if route == "schedules" and method == "POST":
+            try:
+                self.fire_schedule(str((body or {}).get("logical_id")))
+            except KeyError as error:
+                return 404, {"error": str(error)}
+            return 200, {"fired": (body or {}).get("logical_id")}
+        return 404, {"error": f"no admin route {method} {path}"}
+
+
+def _optional_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and name.startswith(error.name):
+            return None
+        raise
+
+
+# --------------------------------------------------------------------------------------------------
+# the AWS endpoint: moto's server app + admin routes
+# --------------------------------------------------------------------------------------------------
+class AwsEndpoint:
+    """moto's werkzeug app (as ThreadedMotoServer runs it), sharing this process's backends.
+
+    Requests under /_sandbox/ go to ``Sandbox.admin`` (faults, clock, metrics, stack); every other
+    request is an AWS API call answered by moto and the simulators. Bound to loopback, no auth on
+    the admin routes: it is a local development endpoint.
+    """
+
+    def __init__(self, sandbox: Sandbox, host: str, port: int) -> None:
+        self.sandbox = sandbox
+        self._moto_app = DomainDispatcherApplication(create_backend_app)
+        self._server: BaseWSGIServer = make_server(
+            host, port, self._app, threaded=True, request_handler=MotoRequestHandler
+        )
+        bound_host, bound_port = self._server.server_address[:2]
+        self.url = f"http://{bound_host!s}:{bound_port}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="sandbox-aws-endpoint", daemon=True
+        )
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = str(environ.get("PATH_INFO", ""))
+        if not path.startswith(ADMIN_PREFIX):
+            return self._moto_app(environ, start_response)
+        request = Request(environ)
+        try:
+            body = json.loads(request.get_data() or b"null")
+        except ValueError:
+            response = Response(json.dumps({"error": "body is not JSON"}), 400, mimetype="application/json")
+            return response(environ, start_response)
+        status, payload = self.sandbox.admin(request.method, path, body)
+        response = Response(json.dumps(payload, default=str), status, mimetype="application/json")
+        return response(environ, start_response)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+# --------------------------------------------------------------------------------------------------
+# schedules on the sandbox clock
+# --------------------------------------------------------------------------------------------------
+_RATE: Final = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
+_CRON: Final = re.compile(r"cron\((.+)\)")
+_UNIT_SECONDS: Final = {"minute": 60, "hour": 3600, "day": 86400}
+_MONTHS: Final = {
+    m: i + 1
+    for i, m in enumerate(
+        ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+    )
+}
+_DAYS: Final = {d: i + 1 for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
+_MAX_FIRES_PER_TICK: Final = 20
+
+
+@dataclass
+class _Cron:
+    minutes: set[int] | None
+    hours: set[int] | None
+    days: set[int] | None
+    months: set[int] | None
+    weekdays: set[int] | None  # 1 = Sunday, as EventBridge counts
+    years: set[int] | None
+
+    def matches(self, when: datetime) -> bool:
+        weekday = (when.isoweekday() % 7) + 1
+        checks = (
+            (self.minutes, when.minute),
+            (self.hours, when.hour),
+            (self.days, when.day),
+            (self.months, when.month),
+            (self.weekdays, weekday),
+            (self.years, when.year),
+        )
+        return all(allowed is None or value in allowed for allowed, value in checks)
+
+
+def _cron_field(text: str, low: int, high: int, names: Mapping[str, int], expression: str) -> set[int] | None:
+    if text in ("*", "?"):
+        return None
+    values: set[int] = set()
+    for part in text.upper().split(","):
+        base, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if base == "*":
+            start, end = low, high
+        elif "-" in base:
+            first, _, last = base.partition("-")
+            start, end = names.get(first) or int(first), names.get(last) or int(last)
+        elif base in names or base.isdigit():
+            start = names.get(base) or int(base)
+            end = high if step_text else start
+        else:
+            raise ValueError(f"{expression}: cron field {text!r} is not supported by the sandbox scheduler")
+        values.update(range(start, end + 1, step))
+    return values
+
+
+def parse_schedule(expression: str) -> timedelta | _Cron:
+    """rate(N unit) → the period; cron(m h dom mon dow year) → a matcher. Loud on what it cannot do."""
+    rate = _RATE.fullmatch(expression.strip())
+    if rate:
+        return timedelta(seconds=int(rate.group(1)) * _UNIT_SECONDS[rate.group(2).rstrip("s")])
+    cron = _CRON.fullmatch(expression.strip())
+    if cron:
+        fields = cron.group(1).split()
+        if len(fields) != 6:
+            raise ValueError(f"{expression}: cron needs 6 fields")
+        return _Cron(
+            _cron_field(fields[0], 0, 59, {}, expression),
+            _cron_field(fields[1], 0, 23, {}, expression),
+            _cron_field(fields[2], 1, 31, {}, expression),
+            _cron_field(fields[3], 1, 12, _MONTHS, expression),
+            _cron_field(fields[4], 1, 7, _DAYS, expression),
+            _cron_field(fields[5], 1970, 2199, {}, expression),
+        )
+    raise ValueError(f"schedule expression {expression!r} is not supported by the sandbox scheduler")
+
+
+class Scheduler:
+    """Fires the stack's schedule rules on the sandbox clock (their targets get a Scheduled Event)."""
+
+    def __init__(self, stack: Stack, clock: SandboxClock, region: str, account_id: str) -> None:
+        self.stack = stack
+        self.clock = clock
+        self.region = region
+        self.account_id = account_id
+        self.fired: dict[str, int] = {}
+        self._lock = threading.Lock()
+        start = clock.now()
+        self._plans: dict[str, tuple[ScheduleSpec, timedelta | _Cron]] = {
+            lid: (spec, parse_schedule(spec.expression)) for lid, spec in stack.schedules.items()
+        }
+        self._next: dict[str, datetime] = {}
+        for lid, (_, plan) in self._plans.items():
+            self._next[lid] = start + plan if isinstance(plan, timedelta) else _next_minute(start)
+
+    def fire_due(self) -> None:
+        now = self.clock.now()
+        with self._lock:
+            for lid, (_, plan) in self._plans.items():
+                fires = 0
+                while self._next[lid] <= now and fires < _MAX_FIRES_PER_TICK:
+                    due = self._next[lid]
+                    if isinstance(plan, timedelta):
+                        self._fire(lid, due)
+                        self._next[lid] = due + plan
+                    else:
+                        if plan.matches(due):
+                            self._fire(lid, due)
+                        self._next[lid] = due + timedelta(minutes=1)
+                    fires += 1
+                if self._next[lid] <= now:  # far behind (a big advance): skip to now, as a missed schedule
+                    self._next[lid] = now + plan if isinstance(plan, timedelta) else _next_minute(now)
+
+    def fire(self, logical_id: str, when: datetime | None = None) -> None:
+        if logical_id not in self._plans:
+            raise KeyError(f"{logical_id} is not a schedule of stack {self.stack.name}")
+        self._fire(logical_id, when or self.clock.now())
+
+    def _fire(self, logical_id: str, when: datetime) -> None:
+        spec, _ = self._plans[logical_id]
+        bus = events_backends[self.account_id][self.region].describe_event_bus(spec.event_bus)
+        rule = bus.rules.get(spec.rule_name)
+        if rule is None or rule.state != "ENABLED":
+            return
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": self.account_id,
+            "time": when.timestamp(),
+            "region": self.region,
+            "resources": [spec.rule_arn],
+            "detail": {},
+        }
+        seams.deliver_to_rule_targets(rule, event)
+        self.fired[logical_id] = self.fired.get(logical_id, 0) + 1
+
+
+def _next_minute(when: datetime) -> datetime:
+    return when.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
+__all__ = ["DEFAULT_TEMPLATE", "AwsEndpoint", "Sandbox", "Scheduler", "parse_schedule"]

@@ -1,0 +1,657 @@
+"""The template's Lambda functions, run in-process the way the Python Lambda runtime runs them.
+
+Each function gets its own *execution environment*: its handler module and everything imported
+from its CodeUri and layers live in a private module space, swapped into ``sys.modules`` only while
+that function runs (so every function's ``app.py`` is ``app``, and a layer's lru_caches and
+settings are per function, as on Lambda). The first invocation is a cold start (module import).
+
+Environment: ``os.environ`` is process-wide and Step Functions runs executions in threads, so every
+invocation holds ``INVOCATION_LOCK`` (re-entrant: a handler may synchronously invoke another
+function) while the environment, ``sys.path`` and ``sys.modules`` are swapped and the handler
+runs. Invocations are therefore serialized; the sandbox is a functional model, not a load test.
+Other threads reading the environment meanwhile see the same region and "testing" credentials.
+
+Results are shaped exactly as Lambda returns them: a handler exception becomes FunctionError
+``Unhandled`` with an ``errorType``/``errorMessage``/``requestId``/``stackTrace`` payload, so Step
+Functions Retry/Catch on custom error names and ``Lambda.*`` work.
+"""
+
+from __future__ import annotations
+
+import decimal
+import heapq
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Final
+
+import boto3
+from moto.awslambda.utils import get_backend
+from moto.sqs.models import sqs_backends
+
+from sandbox.deploy import FunctionSpec
+
+INVOCATION_LOCK: Final = threading.RLock()
+"""Held while a handler runs with its environment swapped in (see module docstring)."""
+
+# Host variables a function still sees (everything else comes from Lambda and the template).
+_HOST_VARIABLES: Final = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "VIRTUAL_ENV")
+SANDBOX_CREDENTIALS: Final = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+
+class _CognitoIdentity:
+    cognito_identity_id: str | None = None
+    cognito_identity_pool_id: str | None = None
+
+
+class LambdaContext:
+    """The context the Python runtime passes (same attributes; memory_limit_in_mb is a str there too)."""
+
+    def __init__(self, spec: FunctionSpec, request_id: str, deadline: float) -> None:
+        self.aws_request_id = request_id
+        self.function_name = spec.name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = spec.arn
+        self.memory_limit_in_mb = str(spec.memory_size)
+        self.log_group_name = f"/aws/lambda/{spec.name}"
+        self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{request_id.replace('-', '')}"
+        self.identity = _CognitoIdentity()
+        self.client_context: Any = None
+        self.tenant_id: str | None = None
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+    def log(self, message: str) -> None:
+        sys.stdout.write(message)
+
+
+@dataclass(frozen=True)
+class InvocationResult:
+    """What Lambda's Invoke returns: the payload bytes and, on failure, FunctionError."""
+
+    payload: bytes
+    function_error: str | None
+    request_id: str
+    duration_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.function_error is None
+
+    def json(self) -> Any:
+        return json.loads(self.payload) if self.payload else None
+
+
+@dataclass
+class FunctionMetrics:
+    invocations: int = 0
+    errors: int = 0
+    cold_starts: int = 0
+    async_invocations: int = 0
+    duration_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "invocations": self.invocations,
+            "errors": self.errors,
+            "cold_starts": self.cold_starts,
+            "async_invocations": self.async_invocations,
+            "duration_ms": round(self.duration_ms, 1),
+        }
+
+
+@dataclass
+class _Environment:
+    """One function's execution environment: its private modules and cached handler."""
+
+    spec: FunctionSpec
+    top_level_names: frozenset[str]
+    modules: dict[str, ModuleType] = field(default_factory=dict)
+    handler: Callable[[Any, LambdaContext], Any] | None = None
+
+
+class _InitError(Exception):
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def _provided_names(directories: list[Path]) -> frozenset[str]:
+    """Top-level module names a CodeUri / layer directory provides (app, autopilot, …)."""
+    names: set[str] = set()
+    for directory in directories:
+        if not directory.is_dir():
+            continue
+        for entry in directory.iterdir():
+            if entry.suffix == ".py":
+                names.add(entry.stem)
+            elif entry.is_dir() and entry.name.isidentifier():
+                names.add(entry.name)
+    return frozenset(names)
+
+
+def _module_file(module: ModuleType) -> str | None:
+    file = getattr(module, "__file__", None)
+    if isinstance(file, str):
+        return file
+    paths = getattr(module, "__path__", None)
+    if paths is not None:
+        for path in list(paths):
+            return str(path)
+    return None
+
+
+class AsyncDispatcher:
+    """One worker thread running deliveries in due order (async invokes, event deliveries)."""
+
+    def __init__(self, name: str = "sandbox-dispatcher") -> None:
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._condition = threading.Condition()
+        self._sequence = 0
+        self._busy = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self.errors: list[BaseException] = []
+
+    def submit(self, work: Callable[[], None], delay: float = 0.0) -> None:
+        with self._condition:
+            if self._stopping:
+                return
+            self._sequence += 1
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), self._sequence, work))
+            self._condition.notify_all()
+
+    def pending(self) -> int:
+        with self._condition:
+            return len(self._heap) + (1 if self._busy else 0)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until nothing is queued or running; False when ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            while self._heap or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._condition.wait(min(remaining, 0.05))
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._condition:
+            self._stopping = True
+            self._heap.clear()
+            self._condition.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._stopping and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._condition.wait(wait if wait is None else max(0.001, wait))
+                if self._stopping:
+                    return
+                _, _, work = heapq.heappop(self._heap)
+                self._busy = True
+            try:
+                work()
+            except Exception as error:  # noqa: BLE001 - a failed delivery must not kill the worker
+                self.errors.append(error)
+                traceback.print_exc()
+            finally:
+                with self._condition:
+                    self._busy = False
+                    self._condition.notify_all()
+
+
+class LambdaRuntime:
+    """Runs registered template functions in-process; synchronous and asynchronous invocation."""
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        account_id: str = "123456789012",
+        retry_delay: Callable[[float], float] | None = None,
+        session: boto3.Session | None = None,
+    ) -> None:
+        self.region = region
+        self.account_id = account_id
+        # Lambda retries a failed async invocation after ~1 min, then ~2 min (simulated time).
+        self._retry_delay = retry_delay or (lambda seconds: 0.0)
+        self._session = session
+        self._environments: dict[str, _Environment] = {}
+        self._by_name: dict[str, str] = {}
+        self._roots: tuple[str, ...] = ()
+        self._metrics: dict[str, FunctionMetrics] = defaultdict(FunctionMetrics)
+        self._metrics_lock = threading.Lock()
+        self.dispatcher = AsyncDispatcher()
+
+    # registration ------------------------------------------------------------------------------
+    def register(self, spec: FunctionSpec) -> None:
+        directories = [spec.code_dir, *spec.layer_dirs]
+        self._environments[spec.logical_id] = _Environment(spec, _provided_names(directories))
+        for key in (spec.logical_id, spec.name, spec.arn):
+            self._by_name[key] = spec.logical_id
+        roots = {
+            str(d) + os.sep
+            for env in self._environments.values()
+            for d in (env.spec.code_dir, *env.spec.layer_dirs)
+        }
+        self._roots = tuple(sorted(roots))
+
+    def knows(self, name_or_arn: str) -> bool:
+        return self._lookup(name_or_arn) is not None
+
+    def spec(self, name_or_arn: str) -> FunctionSpec:
+        logical_id = self._lookup(name_or_arn)
+        if logical_id is None:
+            raise KeyError(f"no in-process function {name_or_arn!r}")
+        return self._environments[logical_id].spec
+
+    def _lookup(self, name_or_arn: str) -> str | None:
+        if name_or_arn in self._by_name:
+            return self._by_name[name_or_arn]
+        if name_or_arn.startswith("arn:"):
+            parts = name_or_arn.split(":")
+            if len(parts) >= 7:
+                return self._by_name.get(parts[6])  # unqualified name of a qualified ARN
+        return None
+
+    def stop(self) -> None:
+        self.dispatcher.stop()
+
+    # metrics -----------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        with self._metrics_lock:
+            return {name: m.as_dict() for name, m in sorted(self._metrics.items())}
+
+    def reset_metrics(self) -> None:
+        with self._metrics_lock:
+            self._metrics.clear()
+
+    # invocation --------------------------------------------------------------------------------
+    def invoke(self, name_or_arn: str, payload: bytes | str | Any = b"{}") -> InvocationResult:
+        """Synchronous (RequestResponse) invocation. ``payload`` may be bytes, a JSON string or an object."""
+        spec = self.spec(name_or_arn)
+        environment = self._environments[spec.logical_id]
+        body = _payload_bytes(payload)
+        request_id = str(uuid.uuid4())
+        started = time.monotonic()
+        deadline = started + spec.timeout
+        error_kind: str | None
+        with INVOCATION_LOCK, self._swapped_in(environment):
+            cold = environment.handler is None
+            try:
+                event = json.loads(body) if body.strip() else {}
+            except ValueError as error:
+                result_payload, error_kind = (
+                    _error_payload(
+                        "Runtime.UnmarshalError", f"Unable to unmarshal input: {error}", request_id
+                    ),
+                    "Unhandled",
+                )
+            else:
+                result_payload, error_kind = self._run_handler(environment, event, request_id, deadline)
+        elapsed = time.monotonic() - started
+        if error_kind is None and elapsed > spec.timeout:
+            result_payload = _error_payload(
+                "Sandbox.Timedout",
+                f"Task timed out after {spec.timeout:.2f} seconds",
+                request_id,
+                with_trace=False,
+            )
+            error_kind = "Unhandled"
+        duration = elapsed * 1000
+        with self._metrics_lock:
+            metrics = self._metrics[spec.logical_id]
+            metrics.invocations += 1
+            metrics.duration_ms += duration
+            metrics.cold_starts += 1 if cold else 0
+            metrics.errors += 1 if error_kind else 0
+        return InvocationResult(result_payload, error_kind, request_id, duration)
+
+    def invoke_async(self, name_or_arn: str, payload: bytes | str | Any) -> str:
+        """Event invocation: queued, retried on error (MaximumRetryAttempts), then dead-lettered."""
+        spec = self.spec(name_or_arn)
+        body = _payload_bytes(payload)
+        request_id = str(uuid.uuid4())
+        with self._metrics_lock:
+            self._metrics[spec.logical_id].async_invocations += 1
+        self.dispatcher.submit(lambda: self._run_async(spec, body, request_id, attempt=0))
+        return request_id
+
+    def _run_async(self, spec: FunctionSpec, body: bytes, request_id: str, attempt: int) -> None:
+        result = self.invoke(spec.logical_id, body)
+        if result.ok:
+            return
+        if attempt < spec.max_async_retries:
+            delay = self._retry_delay(60.0 * (attempt + 1))
+            self.dispatcher.submit(lambda: self._run_async(spec, body, request_id, attempt + 1), delay)
+            return
+        if spec.dead_letter_arn:
+            self._dead_letter(spec, body, request_id, result)
+
+    def _dead_letter(
+        self, spec: FunctionSpec, body: bytes, request_id: str, result: InvocationResult
+    ) -> None:
+        error = result.json() or {}
+        attributes: dict[str, Any] = {
+            "RequestID": {"DataType": "String", "StringValue": request_id},
+            "ErrorCode": {"DataType": "Number", "StringValue": "200"},
+            "ErrorMessage": {
+                "DataType": "String",
+                "StringValue": str(error.get("errorMessage", ""))[:256] or "error",
+            },
+        }
+        session = self._session or boto3.Session()
+        target = str(spec.dead_letter_arn)
+        if target.split(":")[2] == "sqs":
+            sqs = session.client("sqs", region_name=self.region)
+            url = sqs.get_queue_url(
+                QueueName=target.split(":")[5], QueueOwnerAWSAccountId=target.split(":")[4]
+            )
+            sqs.send_message(
+                QueueUrl=url["QueueUrl"], MessageBody=body.decode(), MessageAttributes=attributes
+            )
+        else:
+            session.client("sns", region_name=self.region).publish(
+                TopicArn=target,
+                Message=body.decode(),
+                MessageAttributes={
+                    k: {"DataType": v["DataType"], "StringValue": v["StringValue"]}
+                    for k, v in attributes.items()
+                },
+            )
+
+    # the handler call ----------------------------------------------------------------------------
+    def _run_handler(
+        self, environment: _Environment, event: Any, request_id: str, deadline: float
+    ) -> tuple[bytes, str | None]:
+        spec = environment.spec
+        try:
+            handler = self._load_handler(environment)
+        except _InitError as error:
+            return _error_payload(error.error_type, str(error), request_id, with_trace=False), "Unhandled"
+        context = LambdaContext(spec, request_id, deadline)
+        try:
+            result = handler(event, context)
+        except Exception as error:  # noqa: BLE001 - a handler error is a Lambda error result
+            return _error_payload(type(error).__name__, str(error), request_id, error=error), "Unhandled"
+        try:
+            return json.dumps(result, default=_json_default).encode(), None
+        except (TypeError, ValueError) as error:
+            return _error_payload(
+                "Runtime.MarshalError", f"Unable to marshal response: {error}", request_id
+            ), "Unhandled"
+
+    def _load_handler(self, environment: _Environment) -> Callable[[Any, LambdaContext], Any]:
+        if environment.handler is not None:
+            return environment.handler
+        spec = environment.spec
+        module_name, _, function_name = spec.handler.rpartition(".")
+        module_name = module_name.replace("/", ".")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:
+            traceback.print_exc()
+            raise _InitError(
+                "Runtime.ImportModuleError", f"Unable to import module '{module_name}': {error}"
+            ) from error
+        handler: Callable[[Any, LambdaContext], Any] | None = getattr(module, function_name, None)
+        if not callable(handler):
+            raise _InitError(
+                "Runtime.HandlerNotFound", f"Handler '{function_name}' missing on module '{module_name}'"
+            )
+        environment.handler = handler
+        return environment.handler
+
+    @contextmanager
+    def _swapped_in(self, environment: _Environment) -> Iterator[None]:
+        """Install the function's env, sys.path and private modules; restore the host's after."""
+        spec = environment.spec
+        saved_environ = dict(os.environ)
+        saved_path = list(sys.path)
+        stashed = self._take_modules(environment)
+        sys.modules.update(environment.modules)
+        os.environ.clear()
+        os.environ.update(self._function_environ(spec, saved_environ))
+        sys.path[:0] = [
+            str(spec.code_dir),
+            *(str(d) for d in spec.layer_dirs),
+            *(str(d / "python") for d in spec.layer_dirs if (d / "python").is_dir()),
+        ]
+        try:
+            yield
+        finally:
+            environment.modules = self._take_modules(environment)
+            sys.modules.update(stashed)
+            sys.path[:] = saved_path
+            os.environ.clear()
+            os.environ.update(saved_environ)
+
+    def _take_modules(self, environment: _Environment) -> dict[str, ModuleType]:
+        """Remove and return the sys.modules entries that belong to function code or layers."""
+        names = environment.top_level_names
+        roots = self._roots
+        taken: dict[str, ModuleType] = {}
+        for name, module in list(sys.modules.items()):
+            if name.partition(".")[0] in names:
+                taken[name] = module
+                continue
+            file = _module_file(module) if module is not None else None
+            if file is not None and file.startswith(roots):
+                taken[name] = module
+        for name in taken:
+            del sys.modules[name]
+        return taken
+
+    def _function_environ(self, spec: FunctionSpec, host: dict[str, str]) -> dict[str, str]:
+        environ = {
+            key: value for key, value in host.items() if key in _HOST_VARIABLES or key.startswith("MOTO_")
+        }
+        environ.update(
+            {
+                "AWS_REGION": self.region,
+                "AWS_DEFAULT_REGION": self.region,
+                "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
+                "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+                "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+                "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
+                "AWS_SAM_LOCAL": "true",  # Powertools Tracer stays quiet, as under `sam local`
+                "LAMBDA_TASK_ROOT": str(spec.code_dir),
+                "_HANDLER": spec.handler,
+                "TZ": ":UTC",
+                **SANDBOX_CREDENTIALS,
+            }
+        )
+        environ.update(spec.environment)
+        return environ
+
+
+def _payload_bytes(payload: bytes | str | Any) -> bytes:
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode()
+    return json.dumps(payload, default=_json_default).encode()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_THIS_FILE: Final = str(Path(__file__).resolve())
+
+
+def _error_payload(
+    error_type: str,
+    message: str,
+    request_id: str,
+    *,
+    error: BaseException | None = None,
+    with_trace: bool = True,
+) -> bytes:
+    body: dict[str, Any] = {"errorMessage": message, "errorType": error_type, "requestId": request_id}
+    if with_trace:
+        frames = traceback.extract_tb(error.__traceback__) if error is not None else []
+        body["stackTrace"] = traceback.format_list([f for f in frames if f.filename != _THIS_FILE])
+    return json.dumps(body).encode()
+
+
+class SqsEventSourcePoller:
+    """Lambda's SQS poller: batches of BatchSize, partial batch responses, visibility and redrive.
+
+    Reads the event-source mappings from moto's Lambda backend (so Create/Update/Delete
+    EventSourceMapping and Enabled take effect) and the queues from moto's SQS backend. A failed
+    message stays in the queue for the queue's VisibilityTimeout (scaled to sandbox time by
+    ``visibility_seconds``) and moves to the RedrivePolicy's DLQ after maxReceiveCount receives.
+    """
+
+    def __init__(
+        self,
+        runtime: LambdaRuntime,
+        *,
+        visibility_seconds: Callable[[float], float] | None = None,
+        interval: float = 0.02,
+    ) -> None:
+        self.runtime = runtime
+        self._visibility_seconds = visibility_seconds or (lambda seconds: seconds)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._poll_lock = threading.Lock()
+        self.batches = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sandbox-sqs-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                delivered = self.poll_once()
+            except Exception:  # noqa: BLE001 - keep polling; the error is printed
+                traceback.print_exc()
+                delivered = 0
+            if not delivered:
+                self._stop.wait(self._interval)
+
+    def poll_once(self) -> int:
+        """One pass over every enabled SQS mapping; returns how many batches were delivered."""
+        with self._poll_lock:
+            runtime = self.runtime
+            sqs = sqs_backends[runtime.account_id][runtime.region]
+            mappings = list(get_backend(runtime.account_id, runtime.region)._event_source_mappings.values())
+            delivered = 0
+            for mapping in mappings:
+                arn = str(mapping.event_source_arn)
+                if (
+                    arn.split(":")[2] != "sqs"
+                    or not mapping.enabled
+                    or not runtime.knows(mapping.function_arn)
+                ):
+                    continue
+                queue = next((q for q in sqs.queues.values() if q.queue_arn == arn), None)
+                if queue is None:
+                    continue
+                visibility = int(queue.visibility_timeout)  # type: ignore[attr-defined]
+                messages = sqs.receive_message(queue.name, int(mapping.batch_size or 10), 0, visibility)
+                if not messages:
+                    continue
+                delivered += 1
+                self.batches += 1
+                event = {"Records": [_sqs_record(message, arn, runtime.region) for message in messages]}
+                result = runtime.invoke(mapping.function_arn, event)
+                failed = _failed_message_ids(result, messages, mapping.function_response_types or [])
+                retry_after = max(0, round(self._visibility_seconds(visibility)))
+                for message in messages:
+                    receipt = str(message.receipt_handle)
+                    if message.id in failed:
+                        sqs.change_message_visibility(queue.name, receipt, retry_after)
+                    else:
+                        sqs.delete_message(queue.name, receipt)
+            return delivered
+
+
+def _sqs_record(message: Any, queue_arn: str, region: str) -> dict[str, Any]:
+    attributes = {
+        "ApproximateReceiveCount": str(message.approximate_receive_count),
+        "SentTimestamp": str(message.sent_timestamp),
+        "SenderId": str(message.sender_id),
+        "ApproximateFirstReceiveTimestamp": str(message.approximate_first_receive_timestamp),
+    }
+    if message.group_id:
+        attributes["MessageGroupId"] = str(message.group_id)
+    if message.deduplication_id:
+        attributes["MessageDeduplicationId"] = str(message.deduplication_id)
+    if message.sequence_number:
+        attributes["SequenceNumber"] = str(message.sequence_number)
+    record: dict[str, Any] = {
+        "messageId": message.id,
+        "receiptHandle": message.receipt_handle,
+        "body": message.body,
+        "attributes": attributes,
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value.get("DataType"),
+            }
+            for name, value in (message.message_attributes or {}).items()
+        },
+        "md5OfBody": message.body_md5,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+    if message.message_attributes:
+        record["md5OfMessageAttributes"] = message.attribute_md5
+    return record
+
+
+def _failed_message_ids(result: InvocationResult, messages: list[Any], response_types: list[str]) -> set[str]:
+    """Which messages stay in the queue: all on error; with ReportBatchItemFailures, those reported."""
+    every = {str(message.id) for message in messages}
+    if not result.ok:
+        return every
+    if "ReportBatchItemFailures" not in response_types:
+        return set()
+    response = result.json()
+    if not isinstance(response, dict) or not response.get("batchItemFailures"):
+        return set()
+    failures = response["batchItemFailures"]
+    ids = {item.get("itemIdentifier") for item in failures if isinstance(item, dict)}
+    if not isinstance(failures, list) or None in ids or "" in ids or not ids <= every:
+        return every  # an invalid partial response fails the whole batch, as Lambda does
+    return {str(i) for i in ids}

@@ -1,0 +1,502 @@
+"""Every place the sandbox changes moto's behaviour, each a named seam (moto is pinned: 5.2.5).
+
+A seam is installed by ``install(...)`` when a Sandbox starts and removed by ``uninstall()`` when
+it stops; each checks, when installed, that the moto code it replaces still has the shape it was
+written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/test_seams.py.
+
+- ``route_lambda_invoke``: moto's no-docker Lambda (LambdaSimpleBackend.invoke) → the in-process
+  runtime, for RequestResponse (synchronous, FunctionError on handler errors) and Event (queued,
+  retried, dead-lettered) invocations. Step Functions' lambda:invoke, SNS/EventBridge deliveries
+  and boto3 ``lambda.invoke`` all arrive here.
+- ``deliver_eventbridge_targets``: moto's Rule.send_to_targets raises NotImplementedError for
+  Lambda, Step Functions and SNS targets; the seam delivers them (Input/InputPath/InputTransformer
+  honoured, asynchronously, target DeadLetterConfig on a failed delivery), and SQS targets too
+  (synchronously; moto ignores Input/InputPath), skips DISABLED and schedule rules, and hands
+  every other target (logs, archives, buses, API destinations) back to moto.
+- ``deliver_sns_to_lambda``: moto's SNS→Lambda delivery builds a placeholder event
+  ("arn:aws:sns:EXAMPLE"); the seam sends the real-shaped event (topic and subscription ARNs,
+  message id, attributes), asynchronously as SNS does, after moto's filter-policy check.
+- ``detach_sqs_event_source_mappings``: moto delivers SQS→Lambda inline inside SendMessage, one
+  message per invoke, without partial-batch responses; the seam keeps the mapping (List/Get work)
+  but detaches it from the queue so the runtime's ``SqsEventSourcePoller`` delivers batches.
+- ``name_unnamed_executions``: moto's executing Step Functions backend names an execution started
+  without ``name`` "None" (so the second unnamed StartExecution fails ExecutionAlreadyExists and
+  ``$$.Execution.Name`` is null); Step Functions generates a UUID name, and so does the seam.
+- ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
+  in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import threading
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import boto3
+import botocore.handlers
+from moto.awslambda.models import LambdaBackend
+from moto.awslambda.utils import get_backend
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.events.models import Rule
+from moto.events.utils import EventTemplateParser
+from moto.sns.models import Subscription, sns_backends
+from moto.sqs.models import sqs_backends
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+from moto.stepfunctions.responses import get_backend as sfn_backend
+
+from sandbox.lambda_runtime import LambdaRuntime
+
+
+class SeamDrift(RuntimeError):
+    """moto no longer has the shape a seam was written against: re-check the seam after an upgrade."""
+
+
+@dataclass
+class _State:
+    runtime: LambdaRuntime | None = None
+    undo: list[Callable[[], None]] = field(default_factory=list)
+    deliveries: Counter[str] = field(default_factory=Counter)
+    delivery_errors: list[str] = field(default_factory=list)
+
+
+_state: Final = _State()
+_lock: Final = threading.Lock()
+
+
+def _expect_signature(owner: type, name: str, parameters: list[str], seam: str) -> Callable[..., Any]:
+    """The moto function a seam replaces, after checking it still takes the parameters the seam passes."""
+    target = owner.__dict__.get(name)
+    if not callable(target):
+        raise SeamDrift(f"{seam}: {owner.__module__}.{owner.__name__}.{name} is gone")
+    actual = list(inspect.signature(target).parameters)
+    if actual[: len(parameters)] != parameters:
+        raise SeamDrift(f"{seam}: {owner.__name__}.{name} has parameters {actual}, expected {parameters}")
+    return target  # type: ignore[no-any-return]
+
+
+def _replace(owner: type, name: str, replacement: Callable[..., Any]) -> None:
+    original = owner.__dict__[name]
+    setattr(owner, name, replacement)
+    _state.undo.append(lambda: setattr(owner, name, original))
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not headers:
+        return None
+    for key in (name, name.lower()):
+        value = headers.get(key)
+        if value:
+            return str(value)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: Lambda invoke → in-process runtime
+# --------------------------------------------------------------------------------------------------
+def route_lambda_invoke() -> None:
+    original = _expect_signature(
+        LambdaSimpleBackend,
+        "invoke",
+        ["self", "function_name", "qualifier", "body", "headers", "response_headers"],
+        "route_lambda_invoke",
+    )
+
+    def invoke(  # noqa: PLR0917 - moto's signature
+        self: LambdaSimpleBackend,
+        function_name: str,
+        qualifier: str | None,
+        body: Any,
+        headers: Any,
+        response_headers: Any,
+    ) -> str | bytes | None:
+        runtime = _state.runtime
+        function = self.get_function(function_name, qualifier)  # ResourceNotFoundException as Lambda
+        if runtime is None or not runtime.knows(function.function_name):
+            result: str | bytes | None = original(
+                self, function_name, qualifier, body, headers, response_headers
+            )
+            return result
+        payload = body if body else b"{}"
+        invocation_type = _header(headers, "X-Amz-Invocation-Type") or "RequestResponse"
+        if invocation_type == "Event":
+            runtime.invoke_async(function.function_name, payload)
+            return b""
+        if invocation_type == "DryRun":
+            return b""
+        outcome = runtime.invoke(function.function_name, payload)
+        if outcome.function_error:
+            response_headers["x-amz-function-error"] = outcome.function_error
+        response_headers["x-amz-executed-version"] = "$LATEST"
+        return outcome.payload
+
+    _replace(LambdaSimpleBackend, "invoke", invoke)
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: EventBridge rule targets (Lambda, Step Functions, SNS)
+# --------------------------------------------------------------------------------------------------
+_OWN_TARGET_SERVICES: Final = frozenset({"lambda", "states", "sns"})
+# delivered by the seam too (moto ignores Input/InputPath for them), synchronously: no code runs
+_DIRECT_TARGET_SERVICES: Final = frozenset({"sqs"})
+
+
+def public_event(event: dict[str, Any]) -> dict[str, Any]:
+    """moto's internal event (epoch time, ingestion-time) → the JSON EventBridge delivers."""
+    published = {key: value for key, value in event.items() if key != "ingestion-time"}
+    when = published.get("time")
+    if isinstance(when, (int, float)):
+        published["time"] = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return published
+
+
+def target_input(target: dict[str, Any], event: dict[str, Any]) -> str:
+    """The payload a target receives: Input, InputPath, InputTransformer or the whole event."""
+    if "Input" in target:
+        return str(target["Input"])
+    if "InputPath" in target:
+        value: Any = event
+        for part in [p for p in str(target["InputPath"]).removeprefix("$").split(".") if p]:
+            value = value.get(part) if isinstance(value, dict) else None
+        return json.dumps(value)
+    transformer = target.get("InputTransformer")
+    if transformer:
+        transformed = EventTemplateParser.parse(
+            input_template=transformer.get("InputTemplate"),
+            input_paths_map=transformer.get("InputPathsMap", {}),
+            event=event,  # type: ignore[arg-type]
+        )
+        return transformed if isinstance(transformed, str) else json.dumps(transformed)
+    return json.dumps(event)
+
+
+def deliver_to_target(rule_arn: str, target: dict[str, Any], event: dict[str, Any]) -> None:
+    """Deliver one matched event to one Lambda / Step Functions / SNS target, as EventBridge does."""
+    runtime = _state.runtime
+    if runtime is None:
+        raise RuntimeError("no sandbox is active")
+    arn = str(target["Arn"])
+    parts = arn.split(":")
+    service, region, account = parts[2], parts[3], parts[4]
+    payload = target_input(target, event)
+    try:
+        if service == "lambda":
+            get_backend(account, region).invoke(arn, None, payload, {"X-Amz-Invocation-Type": "Event"}, {})
+        elif service == "states":
+            sfn_backend(account, region).start_execution(arn, name=str(uuid.uuid4()), execution_input=payload)
+        elif service == "sns":
+            sns_backends[account][region].publish(message=payload, arn=arn)
+        elif service == "sqs":
+            group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
+            sqs_backends[account][region].send_message(parts[5], payload, group_id=group_id)
+        else:
+            raise ValueError(f"{service} targets are delivered by moto, not the sandbox")
+        _state.deliveries[f"events->{service}"] += 1
+    except Exception as error:  # noqa: BLE001 - a failed delivery goes to the target's DLQ
+        _state.delivery_errors.append(f"{rule_arn} -> {arn}: {error!r}")
+        traceback.print_exc()
+        dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
+        if dead_letter:
+            dlq_parts = str(dead_letter).split(":")
+            sqs_backends[dlq_parts[4]][dlq_parts[3]].send_message(
+                dlq_parts[5],
+                json.dumps(event),
+                message_attributes={
+                    "RULE_ARN": {"DataType": "String", "StringValue": rule_arn},
+                    "TARGET_ARN": {"DataType": "String", "StringValue": arn},
+                    "ERROR_MESSAGE": {"DataType": "String", "StringValue": str(error)[:256] or "error"},
+                },
+            )
+
+
+def deliver_to_rule_targets(rule: Rule, event: dict[str, Any]) -> None:
+    """All of a rule's targets (used for events that matched and for scheduled events)."""
+    runtime = _state.runtime
+    published = public_event(event)
+    for target in list(rule.targets):
+        service = str(target.get("Arn", "")).split(":")[2]
+        if service in _OWN_TARGET_SERVICES and runtime is not None:
+            runtime.dispatcher.submit(_delivery(rule.arn, target, published))
+        elif service in _DIRECT_TARGET_SERVICES and runtime is not None:
+            deliver_to_target(rule.arn, target, published)
+        else:
+            single = copy.copy(rule)
+            single.targets = [target]
+            _ORIGINAL_SEND_TO_TARGETS[0](single, copy.deepcopy(event))
+
+
+def _delivery(rule_arn: str, target: dict[str, Any], event: dict[str, Any]) -> Callable[[], None]:
+    return lambda: deliver_to_target(rule_arn, target, event)
+
+
+_ORIGINAL_SEND_TO_TARGETS: Final[list[Callable[..., None]]] = []
+
+
+def deliver_eventbridge_targets() -> None:
+    original = _expect_signature(
+        Rule, "send_to_targets", ["self", "original_event", "transform_input"], "deliver_eventbridge_targets"
+    )
+    for attribute in ("_send_to_sqs_queue", "_send_to_cw_log_group"):
+        if not hasattr(Rule, attribute):
+            raise SeamDrift(f"deliver_eventbridge_targets: Rule.{attribute} is gone")
+    _ORIGINAL_SEND_TO_TARGETS[:] = [original]
+
+    def send_to_targets(self: Rule, original_event: dict[str, Any], transform_input: bool = True) -> None:
+        if _state.runtime is None or not transform_input:
+            original(self, original_event, transform_input)
+            return
+        # A schedule rule has no pattern (moto's empty pattern matches every event); it only fires on time.
+        if self.state != "ENABLED" or self.scheduled_expression:
+            return
+        if not self.event_pattern.matches_event(original_event):  # type: ignore[arg-type]
+            return
+        deliver_to_rule_targets(self, original_event)
+
+    _replace(Rule, "send_to_targets", send_to_targets)
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: SNS → Lambda with the real event shape
+# --------------------------------------------------------------------------------------------------
+def sns_lambda_event(
+    *,
+    subscription_arn: str,
+    topic_arn: str,
+    message: str,
+    message_id: str,
+    subject: str | None,
+    message_attributes: dict[str, Any] | None,
+) -> dict[str, Any]:
+    host = f"https://sns.{topic_arn.split(':')[3]}.amazonaws.com"
+    return {
+        "Records": [
+            {
+                "EventSource": "aws:sns",
+                "EventVersion": "1.0",
+                "EventSubscriptionArn": subscription_arn,
+                "Sns": {
+                    "Type": "Notification",
+                    "MessageId": message_id,
+                    "TopicArn": topic_arn,
+                    "Subject": subject,
+                    "Message": message,
+                    "Timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+                    "SignatureVersion": "1",
+                    "Signature": "EXAMPLE",
+                    "SigningCertUrl": f"{host}/SimpleNotificationService-sandbox.pem",
+                    "UnsubscribeUrl": f"{host}/?Action=Unsubscribe&SubscriptionArn={subscription_arn}",
+                    "MessageAttributes": {
+                        name: {"Type": value.get("Type"), "Value": value.get("Value")}
+                        for name, value in (message_attributes or {}).items()
+                    },
+                },
+            }
+        ]
+    }
+
+
+def deliver_sns_to_lambda() -> None:
+    original = _expect_signature(
+        Subscription,
+        "publish",
+        [
+            "self",
+            "message",
+            "message_id",
+            "subject",
+            "message_attributes",
+            "group_id",
+            "deduplication_id",
+            "message_structure",
+        ],
+        "deliver_sns_to_lambda",
+    )
+    if not hasattr(Subscription, "_parse_message_structure"):
+        raise SeamDrift("deliver_sns_to_lambda: Subscription._parse_message_structure is gone")
+
+    def publish(  # noqa: PLR0917 - moto's signature
+        self: Subscription,
+        message: str,
+        message_id: str,
+        subject: str | None = None,
+        message_attributes: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        deduplication_id: str | None = None,
+        message_structure: str | None = None,
+    ) -> None:
+        runtime = _state.runtime
+        if self.protocol != "lambda" or runtime is None:
+            original(
+                self,
+                message,
+                message_id,
+                subject,
+                message_attributes,
+                group_id,
+                deduplication_id,
+                message_structure,
+            )
+            return
+        matcher = self._filter_policy_matcher
+        if matcher is not None and not matcher.matches(message_attributes, message):
+            return
+        if message_structure == "json":
+            message = self._parse_message_structure(message, self.protocol)
+        event = sns_lambda_event(
+            subscription_arn=self.arn,
+            topic_arn=self.topic.arn,
+            message=message,
+            message_id=message_id,
+            subject=subject,
+            message_attributes=message_attributes,
+        )
+        arn_parts = self.endpoint.split(":")
+        get_backend(arn_parts[4], arn_parts[3]).invoke(
+            self.endpoint, None, json.dumps(event), {"X-Amz-Invocation-Type": "Event"}, {}
+        )
+        _state.deliveries["sns->lambda"] += 1
+
+    _replace(Subscription, "publish", publish)
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: SQS event-source mappings are polled by the runtime, not delivered inline by moto
+# --------------------------------------------------------------------------------------------------
+def detach_sqs_event_source_mappings() -> None:
+    original = _expect_signature(
+        LambdaBackend, "create_event_source_mapping", ["self", "spec"], "detach_sqs_event_source_mappings"
+    )
+
+    def create_event_source_mapping(self: LambdaBackend, spec: dict[str, Any]) -> Any:
+        mapping: Any = original(self, spec)
+        if _state.runtime is not None and str(mapping.event_source_arn).split(":")[2] == "sqs":
+            queues = sqs_backends[self.account_id][self.region_name].queues.values()
+            for queue in queues:
+                if not hasattr(queue, "lambda_event_source_mappings"):
+                    raise SeamDrift(
+                        "detach_sqs_event_source_mappings: Queue.lambda_event_source_mappings is gone"
+                    )
+                function_arn = str(mapping.function_arn)
+                if queue.lambda_event_source_mappings.get(function_arn) is mapping:
+                    del queue.lambda_event_source_mappings[function_arn]
+        return mapping
+
+    _replace(LambdaBackend, "create_event_source_mapping", create_event_source_mapping)
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: StartExecution without a name gets a UUID name, as in Step Functions
+# --------------------------------------------------------------------------------------------------
+def name_unnamed_executions() -> None:
+    original = _expect_signature(
+        StepFunctionsParserBackend,
+        "start_execution",
+        ["self", "state_machine_arn", "name", "execution_input"],
+        "name_unnamed_executions",
+    )
+
+    def start_execution(
+        self: StepFunctionsParserBackend,
+        state_machine_arn: str,
+        name: str | None = None,
+        execution_input: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        return original(self, state_machine_arn, name or str(uuid.uuid4()), execution_input, *args, **kwargs)
+
+    _replace(StepFunctionsParserBackend, "start_execution", start_execution)
+
+
+# --------------------------------------------------------------------------------------------------
+# AWS call recording (botocore extension point, not a patch)
+# --------------------------------------------------------------------------------------------------
+_calls: Final[Counter[str]] = Counter()
+_calls_lock: Final = threading.Lock()
+_recording: Final = threading.Event()
+
+
+def _count_call(model: Any = None, **_: Any) -> None:
+    if _recording.is_set() and model is not None:
+        key = f"{model.service_model.service_name}:{model.name}"
+        with _calls_lock:
+            _calls[key] += 1
+
+
+def record_aws_calls() -> None:
+    """Count every in-process botocore call (clients created after this too) per service:Operation."""
+    handler = ("before-call", _count_call)
+    if handler not in botocore.handlers.BUILTIN_HANDLERS:
+        botocore.handlers.BUILTIN_HANDLERS.append(handler)
+    if boto3.DEFAULT_SESSION is not None:
+        boto3.DEFAULT_SESSION._session.unregister("before-call", _count_call)
+        boto3.DEFAULT_SESSION._session.register("before-call", _count_call)
+    _recording.set()
+    _state.undo.append(_recording.clear)
+
+
+def aws_calls() -> dict[str, int]:
+    with _calls_lock:
+        return dict(sorted(_calls.items()))
+
+
+def reset_aws_calls() -> None:
+    with _calls_lock:
+        _calls.clear()
+
+
+def deliveries() -> dict[str, int]:
+    return dict(sorted(_state.deliveries.items()))
+
+
+# --------------------------------------------------------------------------------------------------
+SEAMS: Final = (
+    route_lambda_invoke,
+    deliver_eventbridge_targets,
+    deliver_sns_to_lambda,
+    detach_sqs_event_source_mappings,
+    name_unnamed_executions,
+    record_aws_calls,
+)
+
+
+def install(runtime: LambdaRuntime) -> None:
+    """Install every seam, routing to ``runtime`` (one sandbox at a time)."""
+    with _lock:
+        if _state.runtime is not None:
+            raise RuntimeError("another sandbox is already running in this process")
+        try:
+            for seam in SEAMS:
+                seam()
+        except BaseException:
+            _undo_all()
+            raise
+        _state.runtime = runtime
+        _state.deliveries.clear()
+        _state.delivery_errors.clear()
+
+
+def uninstall() -> None:
+    with _lock:
+        _undo_all()
+
+
+def _undo_all() -> None:
+    while _state.undo:
+        _state.undo.pop()()
+    _state.runtime = None
+
+
+def active_runtime() -> LambdaRuntime | None:
+    return _state.runtime
+
+
+def delivery_errors() -> list[str]:
+    return list(_state.delivery_errors)

@@ -1,0 +1,363 @@
+"""Deploying SAM templates into moto: every resource type, intrinsics, loud errors, the real template."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from moto import mock_aws
+
+from sandbox.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
+from sandbox.deploy import Stack, TemplateError, deploy, load_template
+from sandbox.intrinsics import NO_VALUE, Resolver
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TEMPLATE = FIXTURES / "template.yaml"
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="class")
+def deployed() -> Iterator[Sandbox]:
+    with Sandbox(TEMPLATE, simulators=False, background=False, seed=1) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+def _deploy_tmp(tmp_path: Path, template: dict[str, Any], **parameters: Any) -> Stack:
+    path = tmp_path / "template.yaml"
+    path.write_text(yaml.safe_dump(template))
+    with mock_aws(config=MOCK_CONFIG):
+        return deploy(path, parameters=parameters)
+
+
+def _fixture_with(tmp_path: Path, edit: Any) -> Path:
+    """A copy of the fixture template (in the fixture dir's place, so CodeUris resolve) after ``edit``."""
+    template = load_template(TEMPLATE)
+    edit(template)
+    path = FIXTURES / f"_tmp_{tmp_path.name}.json"
+    path.write_text(json.dumps(template))
+    return path
+
+
+# --- every resource exists in moto ---------------------------------------------------------------
+class TestFixtureStack:
+    """One deployment of the fixture template, shared by the read-only checks (class-scoped)."""
+
+    def test_table_is_created_with_schema_ttl_and_sse(self, deployed: Sandbox) -> None:
+        table = deployed.client("dynamodb").describe_table(
+            TableName=deployed.stack.physical_id("RecordsTable")
+        )["Table"]
+        assert table["TableName"] == "fixture-records-test"
+        assert [k["AttributeName"] for k in table["KeySchema"]] == ["pk", "sk"]
+        assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+        ttl = deployed.client("dynamodb").describe_time_to_live(TableName="fixture-records-test")
+        assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires"
+        assert deployed.stack.arn("RecordsTable") == table["TableArn"]
+
+    def test_queues_have_redrive_policy_and_queue_policy(self, deployed: Sandbox) -> None:
+        sqs = deployed.client("sqs")
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=deployed.stack.physical_id("WorkQueue"), AttributeNames=["All"]
+        )["Attributes"]
+        assert json.loads(attributes["RedrivePolicy"]) == {
+            "deadLetterTargetArn": deployed.stack.arn("WorkDeadLetterQueue"),
+            "maxReceiveCount": 2,
+        }
+        assert attributes["VisibilityTimeout"] == "60"
+        assert json.loads(attributes["Policy"])["Statement"][0]["Action"] == "sqs:SendMessage"
+
+    def test_topic_policy_and_subscriptions(self, deployed: Sandbox) -> None:
+        sns = deployed.client("sns")
+        topic = deployed.stack.arn("NotificationsTopic")
+        policy = json.loads(sns.get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"])
+        assert policy["Statement"][0]["Principal"]["Service"] == [
+            "events.amazonaws.com",
+            "budgets.amazonaws.com",
+        ]
+        subscriptions = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+        assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == [
+            ("lambda", deployed.stack.arn("RecorderFunction"))
+        ]
+
+    def test_functions_exist_in_moto_lambda_with_env_layers_and_role(self, deployed: Sandbox) -> None:
+        configuration = deployed.client("lambda").get_function(
+            FunctionName=deployed.stack.physical_id("EchoFunction")
+        )["Configuration"]
+        assert configuration["Handler"] == "app.handler"
+        assert configuration["Timeout"] == 5
+        assert configuration["MemorySize"] == 256
+        assert configuration["Environment"]["Variables"]["RECORDS_TABLE"] == "fixture-records-test"
+        assert configuration["Environment"]["Variables"]["MODE"] == "sandbox"
+        assert [layer["Arn"] for layer in configuration["Layers"]] == [
+            deployed.stack.physical_id("FixtureLayer")
+        ]
+        assert configuration["Role"] == deployed.stack.arn("EchoFunctionRole")
+        assert deployed.stack.function("EchoFunction").code_dir == FIXTURES / "functions" / "echo"
+        assert deployed.stack.function("EchoFunction").layer_dirs == [FIXTURES / "layer"]
+
+    def test_event_sources_become_rules_mappings_and_permissions(self, deployed: Sandbox) -> None:
+        stack = deployed.stack
+        mapping = deployed.client("lambda").get_event_source_mapping(
+            UUID=stack.physical_id("WorkerFunctionWork")
+        )
+        assert mapping["EventSourceArn"] == stack.arn("WorkQueue")
+        assert mapping["BatchSize"] == 3
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        events = deployed.client("events")
+        rule = events.describe_rule(Name=stack.physical_id("RecorderFunctionNodeEvents"))
+        assert json.loads(rule["EventPattern"]) == {
+            "source": ["fixture.nodes"],
+            "detail-type": ["Node Health Event"],
+        }
+        schedule = events.describe_rule(Name=stack.physical_id("RecorderFunctionSweep"))
+        assert schedule["ScheduleExpression"] == "rate(5 minutes)"
+        target = events.list_targets_by_rule(Rule=stack.physical_id("RecorderFunctionSweep"))["Targets"][0]
+        assert (target["Arn"], target["Input"]) == (stack.arn("RecorderFunction"), '{"kind": "sweep"}')
+        routing = events.list_targets_by_rule(Rule=stack.physical_id("RoutingRule"))["Targets"]
+        assert {t["Id"] for t in routing} == {"queue", "flow", "topic", "echo"}
+        policy = json.loads(
+            deployed.client("lambda").get_policy(FunctionName=stack.physical_id("EchoFunction"))["Policy"]
+        )
+        assert [s["Sid"] for s in policy["Statement"]] == ["RoutingRuleEchoPermission"]
+        assert "RecorderFunctionSweep" in stack.schedules
+
+    def test_state_machine_definition_is_substituted(self, deployed: Sandbox) -> None:
+        described = deployed.client("stepfunctions").describe_state_machine(
+            stateMachineArn=deployed.stack.arn("FlowStateMachine")
+        )
+        definition = json.loads(described["definition"])
+        assert definition["States"]["Echo"]["Parameters"]["FunctionName"] == deployed.stack.arn(
+            "EchoFunction"
+        )
+        assert definition["States"]["Echo"]["Resource"] == "arn:aws:states:::lambda:invoke"
+        assert definition["States"]["Record Result"]["Parameters"]["TableName"] == "fixture-records-test"
+        assert described["roleArn"] == deployed.stack.arn("FlowStateMachineRole")
+
+    def test_api_resources_methods_and_stage(self, deployed: Sandbox) -> None:
+        api = deployed.stack.apis["FixtureApi"]
+        apigw = deployed.client("apigateway")
+        paths = {item["path"]: item for item in apigw.get_resources(restApiId=api.api_id)["items"]}
+        assert {"/items", "/items/{id}", "/files/{proxy+}", "/health"} <= set(paths)
+        method = apigw.get_method(
+            restApiId=api.api_id, resourceId=paths["/items/{id}"]["id"], httpMethod="GET"
+        )
+        assert method["authorizationType"] == "AWS_IAM"
+        health = apigw.get_method(restApiId=api.api_id, resourceId=paths["/health"]["id"], httpMethod="GET")
+        assert health["authorizationType"] == "NONE"
+        assert apigw.get_stage(restApiId=api.api_id, stageName="test")["stageName"] == "test"
+
+    def test_roles_alarm_and_log_group(self, deployed: Sandbox) -> None:
+        iam = deployed.client("iam")
+        role = deployed.stack.physical_id("StateMachineEventsRole")
+        assert iam.list_role_policies(RoleName=role)["PolicyNames"] == ["start-flow"]
+        alarms = deployed.client("cloudwatch").describe_alarms(
+            AlarmNames=[deployed.stack.physical_id("DeadLetterAlarm")]
+        )
+        alarm = alarms["MetricAlarms"][0]
+        assert alarm["Dimensions"] == [
+            {"Name": "QueueName", "Value": deployed.stack.attribute("WorkDeadLetterQueue", "QueueName")}
+        ]
+        assert alarm["AlarmActions"] == [deployed.stack.arn("NotificationsTopic")]
+        groups = deployed.client("logs").describe_log_groups(logGroupNamePrefix="/aws/lambda/")["logGroups"]
+        assert [(g["logGroupName"], g["retentionInDays"]) for g in groups] == [
+            (f"/aws/lambda/{deployed.stack.physical_id('EchoFunction')}", 7)
+        ]
+
+    def test_outputs_and_conditions(self, deployed: Sandbox) -> None:
+        stack = deployed.stack
+        api_id = stack.apis["FixtureApi"].api_id
+        assert stack.outputs == {
+            "ApiUrl": f"https://{api_id}.execute-api.us-east-1.amazonaws.com/test/",
+            "FlowArn": stack.arn("FlowStateMachine"),
+            "TableAndTopic": "fixture-records-test fixture-notifications-test",
+            "SecondZone": "y",
+            "Literal": "${NotAVariable}-hello",
+        }
+        assert stack.conditions == {"IsProd": False, "NotProd": True, "TestOrDev": True, "TestAndHello": True}
+        assert stack.skipped == {"ProdOnlyTopic": "IsProd"}
+        with pytest.raises(KeyError, match="condition IsProd is false"):
+            stack.physical_id("ProdOnlyTopic")
+
+
+# --- parameters, conditions, intrinsics ------------------------------------------------------------
+def test_parameter_overrides_flip_conditions(tmp_path: Path, aws_env: None) -> None:
+    with mock_aws(config=MOCK_CONFIG):
+        stack = deploy(TEMPLATE, parameters={"Stage": "prod", "Greeting": "hi"})
+        assert stack.physical_id("ProdOnlyTopic").endswith(":prod-only")
+        assert "DeadLetterAlarm" in stack.skipped
+        assert stack.function("EchoFunction").environment["MODE"] == "production"
+        assert stack.function("EchoFunction").environment["GREETING"] == "hi"
+        assert stack.outputs["ProdTopic"] == stack.physical_id("ProdOnlyTopic")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"Stage": "Not Valid"}, r"Parameters.Stage: 'Not Valid' does not match"),
+        ({"Nope": "x"}, r"unknown parameter override\(s\) Nope"),
+    ],
+)
+def test_bad_parameters_are_loud(aws_env: None, parameters: dict[str, str], message: str) -> None:
+    with mock_aws(config=MOCK_CONFIG), pytest.raises(TemplateError, match=message):
+        deploy(TEMPLATE, parameters=parameters)
+
+
+def _resolver(**resources: Any) -> Resolver:
+    def ref(name: str) -> Any:
+        return resources[name]["Ref"]
+
+    def get_att(name: str, attribute: str) -> Any:
+        return resources[name][attribute]
+
+    return Resolver(
+        region="eu-west-1",
+        account_id="111122223333",
+        stack_name="s",
+        parameters={"Env": "dev", "List": ["a", "b"]},
+        condition_definitions={"IsDev": {"Fn::Equals": [{"Ref": "Env"}, "dev"]}},
+        ref=ref,
+        get_att=get_att,
+    )
+
+
+def test_resolver_intrinsics() -> None:
+    resolver = _resolver(Queue={"Ref": "https://q", "Arn": "arn:q"})
+    resolved = resolver.resolve(
+        {
+            "sub": {
+                "Fn::Sub": "${AWS::Partition}:${AWS::Region}:${AWS::AccountId}:${Queue.Arn}:${Env}"
+                ":${AWS::URLSuffix}"
+            },
+            "subMap": {"Fn::Sub": ["${X}-${AWS::StackName}", {"X": {"Ref": "Queue"}}]},
+            "if": {"Fn::If": ["IsDev", "yes", "no"]},
+            "gone": {"Fn::If": ["IsDev", {"Ref": "AWS::NoValue"}, "kept"]},
+            "list": ["a", {"Ref": "AWS::NoValue"}, "b"],
+            "join": {"Fn::Join": ["-", {"Ref": "List"}]},
+            "select": {"Fn::Select": ["1", {"Fn::Split": [",", "x,y"]}]},
+            "logic": {"Fn::And": [{"Condition": "IsDev"}, {"Fn::Or": [False, {"Fn::Not": [False]}]}]},
+            "getatt": {"Fn::GetAtt": "Queue.Arn"},
+        },
+        where="test",
+    )
+    assert resolved == {
+        "sub": "aws:eu-west-1:111122223333:arn:q:dev:amazonaws.com",
+        "subMap": "https://q-s",
+        "if": "yes",
+        "list": ["a", "b"],
+        "join": "a-b",
+        "select": "y",
+        "logic": True,
+        "getatt": "arn:q",
+    }
+    assert resolver.resolve({"Ref": "AWS::NoValue"}, where="x") is NO_VALUE
+
+
+# --- loud errors ------------------------------------------------------------------------------------
+def test_unsupported_resource_type_names_the_logical_id(tmp_path: Path, aws_env: None) -> None:
+    template = {"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {}}}}
+    with pytest.raises(TemplateError, match=r"^Bucket: resource type AWS::S3::Bucket is not supported"):
+        _deploy_tmp(tmp_path, template)
+
+
+def test_unsupported_intrinsic_names_the_logical_id(tmp_path: Path, aws_env: None) -> None:
+    template = {
+        "Resources": {
+            "Topic": {
+                "Type": "AWS::SNS::Topic",
+                "Properties": {"TopicName": {"Fn::FindInMap": ["M", "a", "b"]}},
+            }
+        }
+    }
+    with pytest.raises(TemplateError, match=r"Topic.*Fn::FindInMap is not supported"):
+        _deploy_tmp(tmp_path, template)
+
+
+def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None) -> None:
+    template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {"Colour": "red"}}}}
+    with pytest.raises(TemplateError, match=r"^Queue: property Colour not supported"):
+        _deploy_tmp(tmp_path, template)
+
+    def add_s3_event(template: dict[str, Any]) -> None:
+        template["Resources"]["EchoFunction"]["Properties"]["Events"] = {
+            "Upload": {"Type": "S3", "Properties": {"Bucket": "b", "Events": "s3:ObjectCreated:*"}}
+        }
+
+    path = _fixture_with(tmp_path, add_s3_event)
+    try:
+        with (
+            mock_aws(config=MOCK_CONFIG),
+            pytest.raises(TemplateError, match=r"EchoFunction: Events.Upload: event type S3"),
+        ):
+            deploy(path)
+    finally:
+        path.unlink()
+
+
+def test_missing_definition_substitution_is_loud(tmp_path: Path, aws_env: None) -> None:
+    def drop_substitution(template: dict[str, Any]) -> None:
+        del template["Resources"]["FlowStateMachine"]["Properties"]["DefinitionSubstitutions"][
+            "RecordsTableName"
+        ]
+
+    path = _fixture_with(tmp_path, drop_substitution)
+    try:
+        with (
+            mock_aws(config=MOCK_CONFIG),
+            pytest.raises(TemplateError, match=r"FlowStateMachine: .*RecordsTableName"),
+        ):
+            deploy(path)
+    finally:
+        path.unlink()
+
+
+def test_unknown_reference_is_loud(tmp_path: Path, aws_env: None) -> None:
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": {"Ref": "Nowhere"}}}}
+    }
+    with pytest.raises(TemplateError, match=r"Topic: Ref: unknown resource or parameter 'Nowhere'"):
+        _deploy_tmp(tmp_path, template)
+
+
+def test_dependency_order_follows_references(tmp_path: Path, aws_env: None) -> None:
+    template = {
+        "Resources": {
+            "Policy": {
+                "Type": "AWS::SQS::QueuePolicy",
+                "Properties": {"Queues": [{"Ref": "Queue"}], "PolicyDocument": {"Statement": []}},
+            },
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        }
+    }
+    stack = _deploy_tmp(tmp_path, template)
+    assert list(stack.resources) == ["Queue", "Policy"]
+
+
+# --- the real template ------------------------------------------------------------------------------
+def test_real_template_deploys() -> None:
+    template = load_template(DEFAULT_TEMPLATE)
+    with Sandbox(DEFAULT_TEMPLATE, background=False) as sandbox:
+        for logical_id, definition in template["Resources"].items():
+            if logical_id in sandbox.stack.skipped:
+                continue
+            assert sandbox.stack.resource(logical_id).type == definition["Type"]
+        for name in template.get("Outputs") or {}:
+            assert name in sandbox.stack.outputs or name in {
+                n for n, o in template["Outputs"].items() if o.get("Condition")
+            }
+        state_table = sandbox.stack.physical_id("StateTable")
+        assert (
+            sandbox.client("dynamodb").describe_table(TableName=state_table)["Table"]["TableStatus"]
+            == "ACTIVE"
+        )
+        assert isinstance(boto3.Session, type)

@@ -1,0 +1,278 @@
+"""The in-process Lambda runtime: env, layer, context, isolation, errors, and every trigger."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.clock import SandboxClock
+from sandbox.core import Sandbox, Scheduler, parse_schedule
+from sandbox.lambda_runtime import INVOCATION_LOCK
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    """The fixture stack with background delivery on, at 600x (60 s of visibility timeout = 0.1 s)."""
+    with Sandbox(TEMPLATE, simulators=False, speed=600, seed=2) as sandbox:
+        yield sandbox
+
+
+def _records(sb: Sandbox, pk: str) -> list[dict[str, Any]]:
+    items = sb.client("dynamodb").query(
+        TableName=sb.stack.physical_id("RecordsTable"),
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+    )["Items"]
+    return [{key: value["S"] for key, value in item.items()} for item in items]
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+# --- env, layer, context --------------------------------------------------------------------------
+def test_environment_layer_and_context(sb: Sandbox) -> None:
+    result = sb.invoke("EchoFunction", {"hello": "world"})
+    assert result.ok
+    body = result.json()
+    spec = sb.stack.function("EchoFunction")
+    assert body["event"] == {"hello": "world"}
+    assert body["env"] == {
+        "STAGE": "test",
+        "MODE": "sandbox",
+        "GREETING": "hello",
+        "FIRST_ZONE": "a",
+        "RECORDS_TABLE": "fixture-records-test",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+        "AWS_SAM_LOCAL": "true",
+        "AWS_ACCESS_KEY_ID": "testing",
+    }
+    context = body["context"]
+    assert context["function_name"] == spec.name
+    assert context["function_version"] == "$LATEST"
+    assert context["invoked_function_arn"] == spec.arn
+    assert context["memory_limit_in_mb"] == "256"
+    assert context["aws_request_id"] == result.request_id
+    assert 4000 < context["remaining_ms"] <= 5000  # Timeout: 5
+    assert body["layer"] == "from-layer"
+    assert body["helper"] == "echo-helper"
+
+
+def test_each_function_has_its_own_modules_and_layer_copy(sb: Sandbox) -> None:
+    echo = sb.invoke("EchoFunction", {}).json()
+    assert echo["layer_loaded_for"] == sb.stack.function("EchoFunction").name
+    # the layer module was imported again for the worker (its own execution environment)
+    sb.client("sqs").send_message(QueueUrl=sb.stack.physical_id("WorkQueue"), MessageBody="isolation")
+    record = _eventually(lambda: [r for r in _records(sb, "sqs") if r["body"] == "isolation"])
+    assert record[0]["helper"] == "worker-helper"
+    with INVOCATION_LOCK:  # no function is running: none of their modules is visible
+        assert not {"app", "helper", "fixturelib"} & set(sys.modules)
+
+
+def test_host_environment_is_restored(sb: Sandbox) -> None:
+    os.environ["HOST_ONLY"] = "1"
+    try:
+        body = sb.invoke("EchoFunction", {}).json()
+        assert "HOST_ONLY" not in body["env"]
+        assert os.environ["HOST_ONLY"] == "1"
+        assert "RECORDS_TABLE" not in os.environ
+    finally:
+        del os.environ["HOST_ONLY"]
+
+
+def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
+    result = sb.invoke("EchoFunction", {"fail": True})
+    assert result.function_error == "Unhandled"
+    error = result.json()
+    assert error["errorType"] == "FixtureError"
+    assert error["errorMessage"] == "asked to fail"
+    assert error["requestId"] == result.request_id
+    assert 'raise FixtureError("asked to fail")' in error["stackTrace"][-1]
+
+
+def test_boto3_invoke_request_response_and_event(sb: Sandbox) -> None:
+    client = sb.client("lambda")
+    name = sb.stack.physical_id("EchoFunction")
+    response = client.invoke(FunctionName=name, Payload=json.dumps({"fail": True}))
+    assert response["FunctionError"] == "Unhandled"
+    assert json.loads(response["Payload"].read())["errorType"] == "FixtureError"
+    ok = client.invoke(FunctionName=name, Payload=b'{"n": 1}')
+    assert "FunctionError" not in ok
+    assert json.loads(ok["Payload"].read())["event"] == {"n": 1}
+    before = sb.metrics()["invocations"]["EchoFunction"]["invocations"]
+    queued = client.invoke(FunctionName=name, InvocationType="Event", Payload=b"{}")
+    assert queued["StatusCode"] == 202
+    assert sb.settle()
+    assert sb.metrics()["invocations"]["EchoFunction"]["invocations"] == before + 1
+
+
+def test_concurrent_invocations_are_serialized_and_isolated(sb: Sandbox) -> None:
+    results: list[Any] = []
+
+    def call(n: int) -> None:
+        results.append(sb.invoke("EchoFunction", {"n": n}).json()["env"]["AWS_LAMBDA_FUNCTION_NAME"])
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [sb.stack.function("EchoFunction").name] * 8
+    assert INVOCATION_LOCK.acquire(blocking=False)
+    INVOCATION_LOCK.release()
+
+
+# --- triggers ---------------------------------------------------------------------------------------
+def test_step_functions_invokes_lambda_and_catches_custom_errors(sb: Sandbox) -> None:
+    sfn = sb.client("stepfunctions")
+    flow = sb.stack.arn("FlowStateMachine")
+    ok = sfn.start_execution(stateMachineArn=flow, name="flow-ok", input=json.dumps({"x": 1}))
+    assert sb.wait_for_execution(ok["executionArn"])["status"] == "SUCCEEDED"
+    assert [r for r in _records(sb, "flow") if r["sk"] == "flow-ok"] == [
+        {"pk": "flow", "sk": "flow-ok", "mode": "sandbox"}
+    ]
+    failed = sfn.start_execution(stateMachineArn=flow, input=json.dumps({"fail": True}))
+    described = sb.wait_for_execution(failed["executionArn"])
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"]) == {"failed": True, "errorName": "FixtureError"}
+
+
+def test_sqs_batches_and_partial_batch_failures_with_redrive(sb: Sandbox) -> None:
+    sqs = sb.client("sqs")
+    queue = sb.stack.physical_id("WorkQueue")
+    dlq = sb.stack.physical_id("WorkDeadLetterQueue")
+    sb.poller.stop()  # send all first, then let one poller pass see them together
+    try:
+        bodies = [f"batch-{n}" for n in range(5)] + ["batch-fail"]
+        for body in bodies:
+            sqs.send_message(QueueUrl=queue, MessageBody=body)
+        assert sb.poller.poll_once() == 1
+    finally:
+        sb.poller.__init__(sb.runtime, visibility_seconds=sb._wall_seconds)  # type: ignore[misc]
+        sb.poller.start()
+    processed = _eventually(
+        lambda: len([r for r in _records(sb, "sqs") if r["body"].startswith("batch-")]) >= 5
+    )
+    assert processed
+    records = [r for r in _records(sb, "sqs") if r["body"].startswith("batch-")]
+    assert sorted(r["body"] for r in records) == [f"batch-{n}" for n in range(5)]
+    assert {r["batch_size"] for r in records} <= {"1", "2", "3"}
+    assert max(int(r["batch_size"]) for r in records) == 3
+    # the failing message is retried (visibility timeout, scaled) and after maxReceiveCount=2 goes to the DLQ
+    dead = _eventually(lambda: sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages"))
+    assert [m["Body"] for m in dead] == ["batch-fail"]
+
+
+def test_sns_publish_reaches_lambda_with_real_event_shape(sb: Sandbox) -> None:
+    topic = sb.stack.arn("NotificationsTopic")
+    message_id = sb.client("sns").publish(TopicArn=topic, Message="budget crossed", Subject="alert")[
+        "MessageId"
+    ]
+    records = _eventually(lambda: [r for r in _records(sb, "sns") if r["sk"] == message_id])
+    assert records[0]["topic"] == topic
+    assert records[0]["message"] == "budget crossed"
+    assert records[0]["subscription"] == sb.stack.physical_id("RecorderFunctionNotifications")
+
+
+def test_eventbridge_rule_invokes_lambda_with_iso_time(sb: Sandbox) -> None:
+    events = sb.client("events")
+    entry = {
+        "Source": "fixture.nodes",
+        "DetailType": "Node Health Event",
+        "Detail": json.dumps({"node": "i-1"}),
+    }
+    event_id = events.put_events(Entries=[entry])["Entries"][0]["EventId"]
+    records = _eventually(lambda: [r for r in _records(sb, "eventbridge") if r["sk"] == event_id])
+    assert json.loads(records[0]["detail"]) == {"node": "i-1"}
+    assert records[0]["detail_type"] == "Node Health Event"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", records[0]["time"])
+
+
+def test_eventbridge_rule_targets_sqs_step_functions_sns_and_lambda(sb: Sandbox) -> None:
+    before = sb.metrics()["invocations"]["EchoFunction"]["invocations"]
+    flow = sb.stack.arn("FlowStateMachine")
+    sfn = sb.client("stepfunctions")
+    executions_before = len(sfn.list_executions(stateMachineArn=flow)["executions"])
+    entry = {"Source": "fixture.routing", "DetailType": "Route", "Detail": json.dumps({"route": "all"})}
+    sb.client("events").put_events(Entries=[entry])
+    # SQS target (InputPath $.detail) → WorkerFunction records the body
+    assert _eventually(lambda: [r for r in _records(sb, "sqs") if r["body"] == json.dumps({"route": "all"})])
+    # SNS target → RecorderFunction receives the whole event as the message
+    assert _eventually(lambda: [r for r in _records(sb, "sns") if '"route": "all"' in r["message"]])
+    # Step Functions target: an execution with the detail as input
+    executions = _eventually(
+        lambda: len(sfn.list_executions(stateMachineArn=flow)["executions"]) > executions_before
+    )
+    assert executions
+    assert sb.settle()
+    assert sb.metrics()["invocations"]["EchoFunction"]["invocations"] >= before + 1  # Lambda target
+    assert not sb.metrics()["delivery_errors"]
+
+
+def test_schedule_fires_on_demand_and_on_the_clock(sb: Sandbox) -> None:
+    count = len(_records(sb, "schedule"))
+    sb.fire_schedule("RecorderFunctionSweep")
+    assert _eventually(lambda: len(_records(sb, "schedule")) > count)
+    with pytest.raises(KeyError):
+        sb.fire_schedule("EchoFunction")
+
+
+def test_schedule_follows_the_sandbox_clock(sb: Sandbox) -> None:
+    clock = SandboxClock(speed=0)
+    scheduler = Scheduler(sb.stack, clock, sb.region, sb.account_id)
+    clock.advance(299)
+    scheduler.fire_due()
+    assert scheduler.fired == {}
+    clock.advance(2)
+    scheduler.fire_due()
+    assert scheduler.fired == {"RecorderFunctionSweep": 1}
+    clock.advance(600)
+    scheduler.fire_due()
+    assert scheduler.fired == {"RecorderFunctionSweep": 3}
+
+
+def test_schedule_expressions() -> None:
+    assert parse_schedule("rate(5 minutes)") == timedelta(minutes=5)
+    assert parse_schedule("rate(1 day)") == timedelta(days=1)
+    every_quarter = parse_schedule("cron(0/15 8-17 ? * MON-FRI *)")
+    assert not isinstance(every_quarter, timedelta)
+    monday = datetime(2026, 1, 5, 8, 30, tzinfo=UTC)
+    assert every_quarter.matches(monday)
+    assert not every_quarter.matches(monday.replace(minute=31))
+    assert not every_quarter.matches(monday.replace(day=4))  # Sunday
+    with pytest.raises(ValueError, match="not supported"):
+        parse_schedule("cron(0 12 L * ? *)")
+    with pytest.raises(ValueError, match="not supported"):
+        parse_schedule("at(2026-01-01T00:00:00)")
+
+
+def test_metrics_count_invocations_and_aws_calls(sb: Sandbox) -> None:
+    sb.invoke(
+        "WorkerFunction",
+        {"Records": [{"messageId": "m1", "body": "metrics", "attributes": {"ApproximateReceiveCount": "1"}}]},
+    )
+    metrics = sb.metrics()
+    assert metrics["invocations"]["WorkerFunction"]["invocations"] >= 1
+    assert metrics["invocations"]["WorkerFunction"]["cold_starts"] == 1
+    assert metrics["aws_calls"]["dynamodb:PutItem"] >= 1
+    assert metrics["deploy_aws_calls"]["lambda:CreateFunction"] == 4

@@ -1,0 +1,208 @@
+"""Each moto seam of sandbox/seams.py: installed and removed cleanly, drift detected, behaviour kept.
+
+These fail when a moto upgrade moves the code a seam replaces (moto is pinned; see seams.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from moto.awslambda.models import LambdaBackend
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.events.models import Rule
+from moto.sns.models import Subscription
+from moto.sqs.models import sqs_backends
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+from sandbox import seams
+from sandbox.core import Sandbox
+from sandbox.lambda_runtime import LambdaRuntime
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
+PATCHED = [
+    (LambdaSimpleBackend, "invoke"),
+    (Rule, "send_to_targets"),
+    (Subscription, "publish"),
+    (LambdaBackend, "create_event_source_mapping"),
+    (StepFunctionsParserBackend, "start_execution"),
+]
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    with Sandbox(TEMPLATE, simulators=False, background=False, seed=4) as sandbox:
+        yield sandbox
+
+
+def _originals() -> list[Any]:
+    return [owner.__dict__[name] for owner, name in PATCHED]
+
+
+def test_install_and_uninstall_restore_moto() -> None:
+    before = _originals()
+    runtime = LambdaRuntime()
+    try:
+        seams.install(runtime)
+        assert all(now is not was for now, was in zip(_originals(), before, strict=True))
+        assert seams.active_runtime() is runtime
+        with pytest.raises(RuntimeError, match="another sandbox"):
+            seams.install(LambdaRuntime())
+    finally:
+        seams.uninstall()
+        runtime.stop()
+    assert _originals() == before
+    assert seams.active_runtime() is None
+
+
+@pytest.mark.parametrize(("owner", "name"), PATCHED)
+def test_drift_is_detected_and_nothing_stays_installed(
+    monkeypatch: pytest.MonkeyPatch, owner: type, name: str
+) -> None:
+    def moved(self: Any, renamed_argument: Any) -> None:
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(owner, name, moved)
+    before = _originals()
+    runtime = LambdaRuntime()
+    try:
+        with pytest.raises(seams.SeamDrift, match=rf"{owner.__name__}\.{name} has parameters"):
+            seams.install(runtime)
+    finally:
+        runtime.stop()
+    assert _originals() == before
+    assert seams.active_runtime() is None
+
+
+# --- route_lambda_invoke ------------------------------------------------------------------------------
+def test_invoke_of_a_function_outside_the_template_keeps_moto_behaviour(sb: Sandbox) -> None:
+    client = sb.client("lambda")
+    role = sb.stack.arn("EchoFunctionRole")
+    client.create_function(
+        FunctionName="outside",
+        Runtime="python3.12",
+        Role=role,
+        Handler="x.y",
+        Code={"ZipFile": b"PK\x05\x06" + b"\0" * 18},
+    )
+    assert client.invoke(FunctionName="outside", Payload=b'{"a": 1}')["Payload"].read() == b'{"a": 1}'
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        client.invoke(FunctionName="does-not-exist", Payload=b"{}")
+
+
+# --- deliver_eventbridge_targets ---------------------------------------------------------------------
+def test_disabled_and_schedule_rules_do_not_deliver_events(sb: Sandbox) -> None:
+    events = sb.client("events")
+    before = sb.metrics()["invocations"].get("RecorderFunction", {}).get("invocations", 0)
+    rule = sb.stack.physical_id("RecorderFunctionNodeEvents")
+    events.disable_rule(Name=rule)
+    try:
+        entry = {"Source": "fixture.nodes", "DetailType": "Node Health Event", "Detail": "{}"}
+        events.put_events(Entries=[entry])
+        # any event at all: the schedule rule (no pattern in moto = matches everything) must stay quiet
+        events.put_events(Entries=[{"Source": "anything", "DetailType": "x", "Detail": "{}"}])
+        assert sb.settle()
+        assert sb.metrics()["invocations"].get("RecorderFunction", {}).get("invocations", 0) == before
+    finally:
+        events.enable_rule(Name=rule)
+    events.put_events(
+        Entries=[{"Source": "fixture.nodes", "DetailType": "Node Health Event", "Detail": "{}"}]
+    )
+    assert sb.settle()
+    assert sb.metrics()["invocations"]["RecorderFunction"]["invocations"] == before + 1
+
+
+def test_other_targets_are_still_delivered_by_moto(sb: Sandbox) -> None:
+    logs = sb.client("logs")
+    events = sb.client("events")
+    logs.create_log_group(logGroupName="/aws/events/seam")
+    events.put_rule(Name="to-logs", EventPattern=json.dumps({"source": ["seam.logs"]}))
+    arn = f"arn:aws:logs:us-east-1:{sb.account_id}:log-group:/aws/events/seam"
+    events.put_targets(Rule="to-logs", Targets=[{"Id": "logs", "Arn": arn}])
+    events.put_events(Entries=[{"Source": "seam.logs", "DetailType": "x", "Detail": '{"k": 1}'}])
+    streams = logs.describe_log_streams(logGroupName="/aws/events/seam")["logStreams"]
+    assert len(streams) == 1
+
+
+def test_failed_target_delivery_goes_to_the_target_dlq(sb: Sandbox) -> None:
+    sqs = sb.client("sqs")
+    events = sb.client("events")
+    dlq = sqs.create_queue(QueueName="seam-target-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    missing = f"arn:aws:states:us-east-1:{sb.account_id}:stateMachine:gone"
+    events.put_rule(Name="to-gone", EventPattern=json.dumps({"source": ["seam.gone"]}))
+    events.put_targets(
+        Rule="to-gone", Targets=[{"Id": "gone", "Arn": missing, "DeadLetterConfig": {"Arn": dlq_arn}}]
+    )
+    events.put_events(Entries=[{"Source": "seam.gone", "DetailType": "x", "Detail": '{"k": 1}'}])
+    assert sb.settle()
+    messages = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
+    assert json.loads(messages[0]["Body"])["detail"] == {"k": 1}
+    assert messages[0]["MessageAttributes"]["TARGET_ARN"]["StringValue"] == missing
+
+
+# --- deliver_sns_to_lambda ------------------------------------------------------------------------------
+def test_sns_filter_policy_is_honoured(sb: Sandbox) -> None:
+    sns = sb.client("sns")
+    topic = sns.create_topic(Name="seam-filtered")["TopicArn"]
+    sns.subscribe(
+        TopicArn=topic,
+        Protocol="lambda",
+        Endpoint=sb.stack.arn("RecorderFunction"),
+        Attributes={"FilterPolicy": json.dumps({"severity": ["high"]})},
+    )
+    before = sb.metrics()["invocations"].get("RecorderFunction", {}).get("invocations", 0)
+    sns.publish(
+        TopicArn=topic,
+        Message="low",
+        MessageAttributes={"severity": {"DataType": "String", "StringValue": "low"}},
+    )
+    sns.publish(
+        TopicArn=topic,
+        Message="high",
+        MessageAttributes={"severity": {"DataType": "String", "StringValue": "high"}},
+    )
+    assert sb.settle()
+    assert sb.metrics()["invocations"]["RecorderFunction"]["invocations"] == before + 1
+    assert sb.metrics()["deliveries"]["sns->lambda"] >= 1
+
+
+# --- detach_sqs_event_source_mappings --------------------------------------------------------------------
+def test_sqs_mappings_are_listed_but_not_delivered_inline(sb: Sandbox) -> None:
+    queue_arn = sb.stack.arn("WorkQueue")
+    queue = next(
+        q for q in sqs_backends[sb.account_id]["us-east-1"].queues.values() if q.queue_arn == queue_arn
+    )
+    assert queue.lambda_event_source_mappings == {}
+    mappings = sb.client("lambda").list_event_source_mappings(EventSourceArn=queue_arn)["EventSourceMappings"]
+    assert [m["UUID"] for m in mappings] == [sb.stack.physical_id("WorkerFunctionWork")]
+    before = sb.metrics()["invocations"].get("WorkerFunction", {}).get("invocations", 0)
+    sb.client("sqs").send_message(QueueUrl=sb.stack.physical_id("WorkQueue"), MessageBody="not inline")
+    assert sb.metrics()["invocations"].get("WorkerFunction", {}).get("invocations", 0) == before
+    assert sb.poller.poll_once() == 1
+    assert sb.metrics()["invocations"]["WorkerFunction"]["invocations"] == before + 1
+
+
+# --- name_unnamed_executions -------------------------------------------------------------------------------
+def test_unnamed_executions_get_uuid_names(sb: Sandbox) -> None:
+    sfn = sb.client("stepfunctions")
+    flow = sb.stack.arn("FlowStateMachine")
+    first = sfn.start_execution(stateMachineArn=flow, input="{}")["executionArn"]
+    second = sfn.start_execution(stateMachineArn=flow, input="{}")["executionArn"]
+    assert first != second
+    assert re.fullmatch(r"[0-9a-f-]{36}", first.rsplit(":", 1)[1])
+    assert sb.wait_for_execution(first)["status"] == "SUCCEEDED"
+
+
+# --- record_aws_calls -----------------------------------------------------------------------------------
+def test_aws_calls_are_counted_per_service_operation(sb: Sandbox) -> None:
+    before = seams.aws_calls().get("sqs:ListQueues", 0)
+    sb.client("sqs").list_queues()
+    sb.client("sqs").list_queues()
+    assert seams.aws_calls()["sqs:ListQueues"] == before + 2
+    assert sb.metrics()["aws_calls"]["sqs:ListQueues"] == before + 2
