@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from autopilot import client_cli
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
@@ -52,6 +53,7 @@ def add_validate_parser(subparsers: argparse._SubParsersAction[argparse.Argument
 # One entry per subcommand module: adding a command group is an import and an entry here.
 PARSER_ADDERS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     add_validate_parser,
+    client_cli.add_parsers,
 )
 
 

@@ -1,0 +1,127 @@
+"""``python -m sandbox.bench``: cold-start ratios, state transitions per operation, the monthly cost.
+
+    python -m sandbox.bench [--rounds N] [--operations N] [--clusters-per-month N]
+                            [--api-requests-per-cluster N] [--output build/bench.json]
+                            [--skip-cold-start] [--skip-transitions]
+
+A benchmark, not a test: it reports (the cold-start aim is <= 1.3x a bare ``import boto3`` handler)
+and exits 0 unless a measurement could not be made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+from sandbox.bench import cold_start, transitions
+
+COLD_START_AIM: Final = 1.3
+BENCH_SPEED: Final = 1200.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rounds", type=int, default=7, help="cold-start rounds per function (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--operations", type=int, default=2, help="create+cleanup pairs to measure (default: %(default)s)"
+    )
+    parser.add_argument("--clusters-per-month", type=int, default=100, help="workload (default: %(default)s)")
+    parser.add_argument(
+        "--api-requests-per-cluster",
+        type=int,
+        default=20,
+        help="API requests a cluster's life takes: POST, DELETE, status reads (default: %(default)s)",
+    )
+    parser.add_argument("--output", type=Path, default=Path("build") / "bench.json")
+    parser.add_argument("--skip-cold-start", action="store_true")
+    parser.add_argument("--skip-transitions", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if (
+        args.rounds < 1
+        or args.operations < 1
+        or args.clusters_per_month < 0
+        or args.api_requests_per_cluster < 0
+    ):
+        print("error: --rounds and --operations must be >= 1, the workload >= 0", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {}
+    if not args.skip_cold_start:
+        print(f"cold start: importing each handler in a fresh interpreter, {args.rounds} rounds…", flush=True)
+        starts = cold_start.measure(rounds=args.rounds)
+        result["cold_start"] = {"aim_ratio": COLD_START_AIM, "functions": [asdict(c) for c in starts]}
+        print_cold_start(starts)
+    if not args.skip_transitions:
+        workload = transitions.Workload(args.clusters_per_month, args.api_requests_per_cluster)
+        print(
+            f"\nstate transitions: {args.operations} create+cleanup pair(s) through the API in the sandbox…"
+        )
+        log = args.output.with_name("bench-sandbox.log")
+        measured = transitions.measure(args.operations, workload, speed=BENCH_SPEED, log_path=log)
+        result["transitions"] = measured
+        print_transitions(measured)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"\nwritten: {args.output}")
+    return 0
+
+
+def print_cold_start(starts: Sequence[cold_start.ColdStart]) -> None:
+    print(f"\n{'function':<28} {'median ms':>10} {'ratio':>7}  aim <= {COLD_START_AIM}x bare import boto3")
+    for start in starts:
+        if start.ratio is None:
+            print(f"{start.name:<28} {start.median_ms:>10.1f} {'1.00x':>7}  (baseline)")
+        else:
+            verdict = "ok" if start.ratio <= COLD_START_AIM else "over the aim"
+            print(f"{start.name:<28} {start.median_ms:>10.1f} {start.ratio:>6.2f}x  {verdict}")
+
+
+def print_transitions(measured: Mapping[str, Any]) -> None:
+    print(
+        f"\n{'workflow':<28} {'sandbox':>8} {'polls':>6} {'cycle':>6} "
+        f"{'AWS polls':>10} {'AWS transitions':>16}  (per operation)"
+    )
+    for f in measured["workflows"].values():
+        print(
+            f"{f['state_machine']:<28} {f['measured_transitions']:>8g} {f['measured_polls']:>6g} "
+            f"{f['poll_cycle']:>6} {f['production_polls']:>10} {f['production_transitions']:>16g}"
+        )
+    first = next(iter(measured["workflows"].values()), None)
+    if first:
+        print(
+            f"  AWS: polls every {first['production_poll_interval_s']} s (the template default) while "
+            "HyperPod creates (~20 min) / deletes (~5 min) a cluster; each poll adds one cycle of the loop."
+        )
+    cost = measured["monthly_cost"]
+    workload = cost["workload"]
+    usd = cost["usd"]
+    print(
+        f"\nmonthly cost for {workload['clusters_per_month']} clusters (create + cleanup each), "
+        f"{workload['api_requests_per_cluster']} API requests per cluster:"
+    )
+    print(f"  Step Functions  {cost['state_transitions']:>10g} transitions   ${usd['step_functions']:>9.4f}")
+    print(
+        f"  Lambda          {cost['lambda_gb_seconds']:>10g} GB-s          ${usd['lambda_duration']:>9.4f}"
+        f"   ({measured['lambda']['api_ms_per_request_warm']:.1f} ms/request warm in the sandbox, "
+        f"{measured['lambda']['api_memory_mb']} MB)"
+    )
+    print(f"  Lambda          {cost['api_requests']:>10g} requests      ${usd['lambda_requests']:>9.4f}")
+    print(f"  API Gateway     {cost['api_requests']:>10g} requests      ${cost['usd']['api_gateway']:>9.4f}")
+    print(f"  total                                      ${cost['usd_total']:>9.4f} a month")
+    print(f"\n{'price (us-east-1 list)':<44} {'USD':>14}  per / source")
+    for price in measured["prices"].values():
+        print(f"{price['item']:<44} {price['usd']:>14.10f}  {price['per']}; {price['source']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Cluster lifecycle scenarios: validate, create, create without capacity, clean up.
+
+Each drives the control plane through its HTTP API (SigV4) and the HyperPod simulator's fault
+injection, then checks the outcome where a user would: the API's answer and AWS itself (SageMaker
+DescribeCluster / ListTags, Budgets, the tagging API, the notifications topic).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from autopilot.client import ApiError
+from botocore.exceptions import ClientError
+
+from sandbox.demo.runner import DemoContext, scenario
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+# The HyperPod workshop's Slurm files (the same ones the tests use): the request body IS the config.
+WORKSHOP_CONFIGS: Final = ROOT / "tests" / "fixtures" / "configs" / "slurm"
+OWNER: Final = "alice"
+PROJECT: Final = "llm-pretraining"
+BUDGET_USD: Final = 5000.0
+ALERT_EMAIL: Final = "ml-platform@example.com"
+# What Autopilot's budget alerts on: (NotificationType, Threshold %), all GREATER_THAN PERCENTAGE.
+EXPECTED_NOTIFICATIONS: Final = {("ACTUAL", 50.0), ("ACTUAL", 80.0), ("ACTUAL", 100.0), ("FORECASTED", 100.0)}
+SUCCEEDED_EVENT: Final = "Cluster Operation Succeeded"
+FAILED_EVENT: Final = "Cluster Operation Failed"
+
+
+def workshop_config(cluster_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """cluster-config.json renamed, and provisioning-parameters.json, as a researcher would send them."""
+    config = json.loads((WORKSHOP_CONFIGS / "cluster-config.json").read_text(encoding="utf-8"))
+    provisioning = json.loads((WORKSHOP_CONFIGS / "provisioning_parameters.json").read_text(encoding="utf-8"))
+    config["ClusterName"] = cluster_name
+    # The request's owner/project become the cost tags; a config tag may repeat them, not contradict them.
+    config["Tags"] = [t for t in config.get("Tags", []) if t.get("Key") not in ("owner", "project")]
+    return config, provisioning
+
+
+def create_body(cluster_name: str, *, budget: bool = True, rollback: bool = False) -> dict[str, Any]:
+    config, provisioning = workshop_config(cluster_name)
+    body: dict[str, Any] = {
+        "clusterConfig": config,
+        "provisioningParameters": provisioning,
+        "owner": OWNER,
+        "project": PROJECT,
+        "rollbackOnFailure": rollback,
+    }
+    if budget:
+        body["budget"] = {"monthlyLimitUsd": BUDGET_USD, "alertEmails": [ALERT_EMAIL]}
+    return body
+
+
+def unique_name(ctx: DemoContext, prefix: str) -> str:
+    """Cluster names unique within the run (a scenario may run after another that used the name)."""
+    counter: int = ctx.shared.get("names", 0) + 1
+    ctx.shared["names"] = counter
+    return f"{prefix}-{counter}"
+
+
+def error_paths(errors: list[dict[str, Any]]) -> set[str]:
+    return {str(e.get("path")) for e in errors}
+
+
+def accepted(result: Mapping[str, Any]) -> str:
+    return f"202 {result['operationId']} {result['status']}"
+
+
+# --------------------------------------------------------------------------------------------------
+# observing AWS
+# --------------------------------------------------------------------------------------------------
+class NotificationsInbox:
+    """An SQS queue subscribed to the NotificationsTopic, as a downstream system would follow results."""
+
+    def __init__(self, ctx: DemoContext) -> None:
+        self._sqs = ctx.aws("sqs")
+        topic = ctx.env.stack_output("NotificationsTopicArn")
+        self._url: str = self._sqs.create_queue(QueueName="demo-notifications-inbox")["QueueUrl"]
+        arn = self._sqs.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        ctx.aws("sns").subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        self.events: list[dict[str, Any]] = []
+
+    @classmethod
+    def of(cls, ctx: DemoContext) -> NotificationsInbox:
+        inbox = ctx.shared.get("inbox")
+        if not isinstance(inbox, NotificationsInbox):
+            inbox = ctx.shared["inbox"] = cls(ctx)
+        return inbox
+
+    def _drain(self) -> None:
+        while True:
+            messages = self._sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not messages:
+                return
+            for message in messages:
+                self.events.append(json.loads(message["Body"]))
+                self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
+
+    def find(self, detail_type: str, operation_id: str) -> dict[str, Any] | None:
+        self._drain()
+        for event in self.events:
+            if (
+                event.get("detail-type") == detail_type
+                and event.get("detail", {}).get("operationId") == operation_id
+            ):
+                return event
+        return None
+
+
+def aws_error_code(ctx: DemoContext, action: Any) -> str | None:
+    """Run an AWS call; its error code, or None when it succeeded."""
+    try:
+        action()
+    except ClientError as error:
+        return str(error.response.get("Error", {}).get("Code"))
+    return None
+
+
+def tagged_with_cluster(ctx: DemoContext, cluster_name: str) -> list[str]:
+    tagging = ctx.aws("resourcegroupstaggingapi")
+    arns: list[str] = []
+    for page in tagging.get_paginator("get_resources").paginate(
+        TagFilters=[{"Key": "ClusterName", "Values": [cluster_name]}]
+    ):
+        arns += [item["ResourceARN"] for item in page["ResourceTagMappingList"]]
+    return arns
+
+
+def create_cluster_and_wait(ctx: DemoContext, name: str) -> dict[str, Any]:
+    """POST /clusters with the workshop config and follow the operation to its end."""
+    result = ctx.call(f"POST /clusters ({name})", lambda: ctx.api.create_cluster(create_body(name)), accepted)
+    return ctx.wait_for_operation(result["operationId"])
+
+
+# --------------------------------------------------------------------------------------------------
+# scenarios
+# --------------------------------------------------------------------------------------------------
+@scenario(
+    "validate_rejects_bad_config",
+    "POST /validate and POST /clusters with a broken config -> 400 naming every field; nothing created",
+)
+def validate_rejects_bad_config(ctx: DemoContext) -> None:
+    name = unique_name(ctx, "demo-broken")
+    config, provisioning = workshop_config(name)
+    config["InstanceGroups"][0]["ThreadsPerCore"] = 3
+    config["InstanceGroups"][2]["InstanceCount"] = -1
+    del config["VpcConfig"]
+    provisioning["worker_groups"][0]["instance_group_name"] = "no-such-group"
+    broken = {
+        "InstanceGroups[0].ThreadsPerCore",
+        "InstanceGroups[2].InstanceCount",
+        "VpcConfig",
+        "worker_groups[0].instance_group_name",
+    }
+    sfn = ctx.aws("stepfunctions")
+    machine = ctx.env.stack_output("CreateClusterStateMachineArn")
+    executions_before = len(sfn.list_executions(stateMachineArn=machine)["executions"])
+
+    result = ctx.call(
+        "POST /validate",
+        lambda: ctx.api.validate({"clusterConfig": config, "provisioningParameters": provisioning}),
+        lambda r: f"200 valid={str(r['valid']).lower()}, {len(r['errors'])} errors",
+    )
+    for error in result["errors"]:
+        ctx.info(f"  {error.get('file')}: {error['path']}: {error['message']}")
+    ctx.check(result["valid"] is False, "POST /validate says valid=false")
+    missing = broken - error_paths(result["errors"])
+    ctx.check(not missing, "POST /validate names every broken field", f"not named: {sorted(missing)}")
+
+    body = {
+        "clusterConfig": config,
+        "provisioningParameters": provisioning,
+        "owner": OWNER,
+        "project": PROJECT,
+        "budget": {"monthlyLimitUsd": -5, "alertEmails": ["not-an-address"]},
+    }
+    refused = ctx.expect_api_error("POST /clusters (bad budget)", lambda: ctx.api.create_cluster(body), 400)
+    shape_paths = error_paths(refused.errors)
+    ctx.check(
+        {"budget.monthlyLimitUsd", "budget.alertEmails[0]"} <= shape_paths,
+        "400 names budget.monthlyLimitUsd and budget.alertEmails[0]",
+        f"named: {sorted(shape_paths)}",
+    )
+    body["budget"] = {"monthlyLimitUsd": BUDGET_USD, "alertEmails": [ALERT_EMAIL]}
+    refused = ctx.expect_api_error("POST /clusters (bad config)", lambda: ctx.api.create_cluster(body), 400)
+    for error in refused.errors:
+        ctx.info(f"  {error.get('file')}: {error['path']}: {error['message']}")
+    missing = broken - error_paths(refused.errors)
+    ctx.check(not missing, "the 400 lists every broken field", f"not named: {sorted(missing)}")
+
+    try:
+        ctx.api.get_cluster(name)
+        registered = True
+    except ApiError as error:
+        registered = error.status != 404
+    ctx.check(not registered, f"GET /clusters/{name} -> 404 (nothing registered)")
+    names = [c["ClusterName"] for c in ctx.aws("sagemaker").list_clusters()["ClusterSummaries"]]
+    ctx.check(name not in names, "SageMaker ListClusters has no such cluster", f"found {name}")
+    executions_after = len(sfn.list_executions(stateMachineArn=machine)["executions"])
+    ctx.check(
+        executions_after == executions_before,
+        "no Create workflow started",
+        f"{executions_after - executions_before} new execution(s)",
+    )
+    ctx.details.update(errors=sorted(error_paths(refused.errors)), validate_errors=len(result["errors"]))
+    ctx.summary = f"{len(refused.errors)} problems named (e.g. {sorted(broken)[0]}); nothing created"
+
+
+@scenario(
+    "create_cluster",
+    "POST /clusters (workshop config) -> SUCCEEDED; InService; cost tags; budget with 4 alerts; event",
+)
+def create_cluster(ctx: DemoContext) -> None:
+    inbox = NotificationsInbox.of(ctx)
+    name = unique_name(ctx, "demo-llm")
+    operation = create_cluster_and_wait(ctx, name)
+    ctx.check(operation["status"] == "SUCCEEDED", "operation SUCCEEDED", json.dumps(operation.get("error")))
+    operation_id = str(operation["operationId"])
+
+    described = ctx.aws("sagemaker").describe_cluster(ClusterName=name)
+    ctx.check(
+        described["ClusterStatus"] == "InService", "DescribeCluster: InService", described["ClusterStatus"]
+    )
+    view = ctx.call(
+        f"GET /clusters/{name}", lambda: ctx.api.get_cluster(name), lambda v: f"200 {v['status']}"
+    )
+    ctx.check(view["status"] == "ACTIVE", "Autopilot records the cluster ACTIVE", str(view["status"]))
+    nodes = list(ctx.api.list_nodes(name))
+    wanted = sum(int(g["InstanceCount"]) for g in workshop_config(name)[0]["InstanceGroups"])
+    running = [n for n in nodes if n["InstanceStatus"]["Status"] == "Running"]
+    ctx.check(
+        len(running) == wanted, f"GET /clusters/{name}/nodes: {wanted} nodes Running", f"{len(running)}"
+    )
+
+    tags = {
+        t["Key"]: t["Value"]
+        for t in ctx.aws("sagemaker").list_tags(ResourceArn=described["ClusterArn"])["Tags"]
+    }
+    expected_tags = {
+        "ClusterName": name,
+        "owner": OWNER,
+        "project": PROJECT,
+        "autopilot:operation-id": operation_id,
+    }
+    wrong = {k: tags.get(k) for k, v in expected_tags.items() if tags.get(k) != v}
+    ctx.check(not wrong, "ListTags: ClusterName, owner, project, operation id", f"wrong or missing: {wrong}")
+
+    budgets = ctx.aws("budgets")
+    account = described["ClusterArn"].split(":")[4]
+    budget_name = str(view.get("budgetName"))
+    budget = budgets.describe_budget(AccountId=account, BudgetName=budget_name)["Budget"]
+    ctx.check(
+        float(budget["BudgetLimit"]["Amount"]) == BUDGET_USD and budget["BudgetType"] == "COST",
+        f"DescribeBudget {budget_name}: COST, {BUDGET_USD:g} USD a month",
+        json.dumps(budget["BudgetLimit"]),
+    )
+    cost_filter = budget.get("CostFilters", {}).get("TagKeyValue", [])
+    ctx.check(
+        cost_filter == [f"user:ClusterName${name}"],
+        "the budget filters on the ClusterName tag",
+        str(cost_filter),
+    )
+    notifications = budgets.describe_notifications_for_budget(AccountId=account, BudgetName=budget_name)[
+        "Notifications"
+    ]
+    seen = {
+        (n["NotificationType"], float(n["Threshold"]))
+        for n in notifications
+        if n["ComparisonOperator"] == "GREATER_THAN" and n.get("ThresholdType", "PERCENTAGE") == "PERCENTAGE"
+    }
+    ctx.check(
+        seen == EXPECTED_NOTIFICATIONS,
+        "budget alerts at 50/80/100 % actual and 100 % forecast",
+        f"found {sorted(seen)}",
+    )
+    event = ctx.wait_until(
+        f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
+        lambda: inbox.find(SUCCEEDED_EVENT, operation_id),
+        timeout_s=10.0,
+    )
+    ctx.check(
+        event["source"] == "hyperpod.autopilot" and event["detail"].get("clusterName") == name,
+        f"'{SUCCEEDED_EVENT}' event on the notifications topic",
+        json.dumps(event)[:300],
+    )
+
+    ctx.shared["cluster"] = name
+    ctx.details.update(cluster=name, clusterArn=described["ClusterArn"], tags=tags, budget=budget_name)
+    ctx.summary = f"{name} InService, {len(running)} nodes, 4 cost tags, budget {budget_name}, event"
+
+
+@scenario(
+    "create_fails_for_capacity",
+    "no ml.p5.48xlarge capacity -> operation FAILED with the cause recorded; cluster rolled back",
+)
+def create_fails_for_capacity(ctx: DemoContext) -> None:
+    inbox = NotificationsInbox.of(ctx)
+    name = unique_name(ctx, "demo-nocap")
+    ctx.fault("capacity", instance_type="ml.p5.48xlarge", operation="CreateCluster", times=1)
+    try:
+        result = ctx.call(
+            f"POST /clusters ({name}, rollbackOnFailure)",
+            lambda: ctx.api.create_cluster(create_body(name, budget=False, rollback=True)),
+            accepted,
+        )
+        operation = ctx.wait_for_operation(result["operationId"])
+    finally:
+        ctx.fault("clear")
+    operation_id = str(operation["operationId"])
+    ctx.check(operation["status"] == "FAILED", "operation FAILED", str(operation["status"]))
+    error = operation.get("error") or {}
+    cause = str(error.get("cause", ""))
+    ctx.info(f"  error {error.get('error')}: {cause[:110]}…")
+    ctx.check(
+        "InsufficientInstanceCapacity" in cause and "ml.p5.48xlarge" in cause,
+        "the cause names InsufficientInstanceCapacity for ml.p5.48xlarge",
+        cause or "no cause recorded",
+    )
+    steps = [s["name"] for s in operation.get("steps", [])]
+    ctx.check("Roll Back Cluster" in steps, "the workflow rolled the cluster back (as requested)", str(steps))
+    view = ctx.api.get_cluster(name)
+    ctx.check(
+        view["status"] == "CREATE_FAILED", "Autopilot records the cluster CREATE_FAILED", str(view["status"])
+    )
+    sagemaker = ctx.aws("sagemaker")
+    code = ctx.wait_until(
+        f"SageMaker to finish deleting {name}",
+        lambda: aws_error_code(ctx, lambda: sagemaker.describe_cluster(ClusterName=name)),
+        timeout_s=30.0,
+    )
+    ctx.check(code == "ResourceNotFound", "DescribeCluster -> ResourceNotFound (rolled back)", f"got {code}")
+    event = ctx.wait_until(
+        f"a '{FAILED_EVENT}' event for {operation_id}",
+        lambda: inbox.find(FAILED_EVENT, operation_id),
+        timeout_s=10.0,
+    )
+    ctx.check(
+        event["detail"].get("status") == "FAILED"
+        and "InsufficientInstanceCapacity" in event["detail"].get("cause", ""),
+        f"'{FAILED_EVENT}' event on the notifications topic, with the cause",
+        json.dumps(event["detail"])[:300],
+    )
+    ctx.details.update(cluster=name, error=error)
+    ctx.summary = f"FAILED: {error.get('error')} (InsufficientInstanceCapacity), rolled back"
+
+
+@scenario(
+    "cleanup_leaves_nothing",
+    "DELETE /clusters/{name} -> SUCCEEDED; cluster gone, budget gone, nothing left tagged with it",
+)
+def cleanup_leaves_nothing(ctx: DemoContext) -> None:
+    inbox = NotificationsInbox.of(ctx)
+    name = ctx.shared.pop("cluster", None)
+    if name is None:
+        name = unique_name(ctx, "demo-cleanup")
+        ctx.info(f"no cluster left by create_cluster: creating {name} first")
+        created = create_cluster_and_wait(ctx, name)
+        ctx.check(created["status"] == "SUCCEEDED", f"{name} created", json.dumps(created.get("error")))
+    view = ctx.api.get_cluster(name)
+    budget_name = str(view.get("budgetName"))
+    cluster_arn = str((view.get("sagemaker") or {}).get("ClusterArn"))
+    account = cluster_arn.split(":")[4]
+    budgets = ctx.aws("budgets")
+    code = aws_error_code(ctx, lambda: budgets.describe_budget(AccountId=account, BudgetName=budget_name))
+    ctx.check(code is None, f"before: budget {budget_name} exists", str(code))
+
+    result = ctx.call(f"DELETE /clusters/{name}", lambda: ctx.api.delete_cluster(name), accepted)
+    operation = ctx.wait_for_operation(result["operationId"])
+    ctx.check(operation["status"] == "SUCCEEDED", "operation SUCCEEDED", json.dumps(operation.get("error")))
+
+    code = aws_error_code(ctx, lambda: ctx.aws("sagemaker").describe_cluster(ClusterName=name))
+    ctx.check(
+        code == "ResourceNotFound", "DescribeCluster -> ResourceNotFound", f"got {code or 'the cluster'}"
+    )
+    code = aws_error_code(ctx, lambda: budgets.describe_budget(AccountId=account, BudgetName=budget_name))
+    ctx.check(
+        code == "NotFoundException", f"DescribeBudget {budget_name} -> NotFoundException", f"got {code}"
+    )
+    leftovers = tagged_with_cluster(ctx, name)
+    ctx.check(not leftovers, "GetResources(ClusterName=" + name + "): nothing tagged left", str(leftovers))
+    recorded = operation.get("leftovers")
+    ctx.check(recorded == [], "the operation records no leftovers", str(recorded))
+    after = ctx.api.get_cluster(name)
+    ctx.check(
+        after["status"] == "DELETED" and after.get("sagemaker") is None,
+        "GET /clusters/{name}: DELETED, no live cluster",
+        f"{after['status']}, sagemaker={after.get('sagemaker')}",
+    )
+    operation_id = str(operation["operationId"])
+    event = ctx.wait_until(
+        f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
+        lambda: inbox.find(SUCCEEDED_EVENT, operation_id),
+        timeout_s=10.0,
+    )
+    ctx.check(
+        event["detail"].get("operationType") == "DeleteCluster",
+        f"'{SUCCEEDED_EVENT}' event for the cleanup",
+        json.dumps(event["detail"])[:300],
+    )
+    ctx.details.update(cluster=name, budget=budget_name, leftovers=leftovers)
+    ctx.summary = f"{name} deleted; budget {budget_name} gone; 0 tagged leftovers"

@@ -1,0 +1,72 @@
+"""e2e fixtures: one Sandbox per test module (the real template.yaml), its API served on a free port.
+
+Only one Sandbox can run in a process at a time, so the sandbox is module-scoped: a module's tests
+share it, and it stops before the next module's starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autopilot.client import AutopilotClient
+from botocore.credentials import Credentials
+
+from sandbox.core import Sandbox
+from sandbox.demo.runner import DEMO_PARAMETERS
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+
+ROOT = Path(__file__).resolve().parents[2]
+SLURM_CONFIGS = ROOT / "tests" / "fixtures" / "configs" / "slurm"
+E2E_SPEED = 1200.0
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox(parameters=DEMO_PARAMETERS, speed=E2E_SPEED) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def api_url(sandbox: Sandbox) -> str:
+    return sandbox.serve_api(0)
+
+
+@pytest.fixture(scope="module")
+def api(api_url: str, sandbox: Sandbox) -> AutopilotClient:
+    """The Autopilot HTTP client, signing with the sandbox's credentials (SigV4, execute-api)."""
+    return AutopilotClient(
+        api_url,
+        region=sandbox.region,
+        credentials=Credentials(
+            SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
+        ),
+    )
+
+
+@pytest.fixture(scope="session")
+def workshop_request() -> Callable[..., dict[str, Any]]:
+    """Builds POST /clusters bodies: ``workshop_request(name, rollbackOnFailure=True, ...)``."""
+    return build_workshop_request
+
+
+def build_workshop_request(name: str, **overrides: Any) -> dict[str, Any]:
+    """A POST /clusters body from the workshop's Slurm files, for cluster ``name``."""
+    config = json.loads((SLURM_CONFIGS / "cluster-config.json").read_text())
+    provisioning = json.loads((SLURM_CONFIGS / "provisioning_parameters.json").read_text())
+    config["ClusterName"] = name
+    project = next(t["Value"] for t in config["Tags"] if t["Key"] == "project")
+    body: dict[str, Any] = {
+        "clusterConfig": config,
+        "provisioningParameters": provisioning,
+        "owner": "alice",
+        "project": project,
+        "budget": {"monthlyLimitUsd": 2500, "alertEmails": ["alice@example.com"]},
+    }
+    body.update(overrides)
+    return body

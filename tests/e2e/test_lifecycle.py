@@ -1,0 +1,159 @@
+"""The cluster lifecycle end to end in the sandbox, through the HTTP API with signed requests.
+
+create → InService → tagged → budget → delete → gone (budget too); a capacity failure is recorded
+with its cause; a bad config is refused naming the fields; an unsigned call is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import urllib3
+from autopilot.client import ApiError, AutopilotClient
+from botocore.exceptions import ClientError
+
+from sandbox.core import Sandbox
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+OPERATION_TIMEOUT_S = 60.0
+
+
+def wait(api: AutopilotClient, operation_id: str) -> dict[str, Any]:
+    return api.wait_for_operation(operation_id, timeout_seconds=OPERATION_TIMEOUT_S, poll_seconds=0.2)
+
+
+def error_code(call: Callable[[], Any]) -> str | None:
+    try:
+        call()
+    except ClientError as error:
+        return str(error.response["Error"]["Code"])
+    return None
+
+
+def test_create_then_delete_leaves_nothing(
+    api: AutopilotClient, sandbox: Sandbox, workshop_request: Callable[..., dict[str, Any]]
+) -> None:
+    sagemaker, budgets = sandbox.client("sagemaker"), sandbox.client("budgets")
+    body = workshop_request("e2e-life")
+
+    accepted = api.create_cluster(body)
+    assert accepted["status"] == "RUNNING"
+    created = wait(api, accepted["operationId"])
+
+    assert created["status"] == "SUCCEEDED", created.get("error")
+    assert created["kind"] == "CreateCluster"
+    assert created["executionArn"].split(":")[-1] == accepted["operationId"]
+    described = sagemaker.describe_cluster(ClusterName="e2e-life")
+    assert described["ClusterStatus"] == "InService"
+    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=described["ClusterArn"])["Tags"]}
+    assert tags["ClusterName"] == "e2e-life"
+    assert tags["owner"] == "alice"
+    assert tags["project"] == body["project"]
+    assert tags["autopilot:operation-id"] == accepted["operationId"]
+    view = api.get_cluster("e2e-life")
+    assert view["status"] == "ACTIVE"
+    budget = budgets.describe_budget(AccountId=sandbox.account_id, BudgetName=view["budgetName"])["Budget"]
+    assert budget["BudgetLimit"] == {"Amount": "2500.00", "Unit": "USD"}
+    assert budget["CostFilters"] == {"TagKeyValue": ["user:ClusterName$e2e-life"]}
+    notifications = budgets.describe_notifications_for_budget(
+        AccountId=sandbox.account_id, BudgetName=view["budgetName"]
+    )["Notifications"]
+    assert sorted((n["NotificationType"], n["Threshold"]) for n in notifications) == [
+        ("ACTUAL", 50), ("ACTUAL", 80), ("ACTUAL", 100), ("FORECASTED", 100),
+    ]  # fmt: skip
+
+    deleted = wait(api, api.delete_cluster("e2e-life")["operationId"])
+
+    assert deleted["status"] == "SUCCEEDED", deleted.get("error")
+    assert deleted["leftovers"] == []
+    assert error_code(lambda: sagemaker.describe_cluster(ClusterName="e2e-life")) == "ResourceNotFound"
+    assert (
+        error_code(
+            lambda: budgets.describe_budget(AccountId=sandbox.account_id, BudgetName=view["budgetName"])
+        )
+        == "NotFoundException"
+    )
+    assert api.get_cluster("e2e-life")["status"] == "DELETED"
+
+
+def test_capacity_failure_is_recorded_with_its_cause(
+    api: AutopilotClient, sandbox: Sandbox, workshop_request: Callable[..., dict[str, Any]]
+) -> None:
+    sandbox.hyperpod.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge"})
+    try:
+        accepted = api.create_cluster(workshop_request("e2e-nocap", rollbackOnFailure=True))
+        recorded = wait(api, accepted["operationId"])
+    finally:
+        sandbox.hyperpod.apply_fault("clear", {})
+    # The failure is recorded before the rollback runs: read the record again once the workflow ended.
+    assert sandbox.wait_for_execution(recorded["executionArn"], timeout=10)["status"] == "FAILED"
+    failed = api.get_operation(accepted["operationId"])
+
+    assert failed["status"] == "FAILED"
+    assert failed["error"]["error"] == "Autopilot.ClusterFailed"
+    assert "InsufficientInstanceCapacity" in failed["error"]["cause"]
+    assert "ml.p5.48xlarge" in failed["error"]["cause"]
+    assert "Roll Back Cluster" in [step["name"] for step in failed["steps"]]
+    assert api.get_cluster("e2e-nocap")["status"] == "CREATE_FAILED"
+
+
+def test_bad_config_is_refused_naming_each_field(
+    api: AutopilotClient, sandbox: Sandbox, workshop_request: Callable[..., dict[str, Any]]
+) -> None:
+    body = workshop_request("e2e-broken")
+    body["clusterConfig"]["InstanceGroups"][0]["ThreadsPerCore"] = 3
+    del body["clusterConfig"]["VpcConfig"]
+    body["provisioningParameters"]["controller_group"] = "no-such-group"
+
+    with pytest.raises(ApiError) as refused:
+        api.create_cluster(body)
+
+    assert refused.value.status == 400
+    named = {(e.get("file"), e["path"]) for e in refused.value.errors}
+    assert ("cluster-config.json", "InstanceGroups[0].ThreadsPerCore") in named
+    assert ("cluster-config.json", "VpcConfig") in named
+    assert ("provisioning-parameters.json", "controller_group") in named
+    with pytest.raises(ApiError) as missing:
+        api.get_cluster("e2e-broken")
+    assert missing.value.status == 404
+    summaries = sandbox.client("sagemaker").list_clusters()["ClusterSummaries"]
+    assert "e2e-broken" not in [c["ClusterName"] for c in summaries]
+
+
+def test_bad_request_shape_is_refused_naming_the_field(
+    api: AutopilotClient, workshop_request: Callable[..., dict[str, Any]]
+) -> None:
+    body = workshop_request("e2e-shape", budget={"monthlyLimitUsd": 0, "alertEmails": []})
+
+    with pytest.raises(ApiError) as refused:
+        api.create_cluster(body)
+
+    assert refused.value.status == 400
+    assert "budget.monthlyLimitUsd" in {e["path"] for e in refused.value.errors}
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected_type"),
+    [
+        ({}, "MissingAuthenticationTokenException"),
+        (
+            {
+                "Authorization": "AWS4-HMAC-SHA256 Credential=AKIANOTAKEY/20250101/us-east-1/execute-api/"
+                "aws4_request, SignedHeaders=host;x-amz-date, Signature=" + "0" * 64,
+                "X-Amz-Date": "20250101T000000Z",
+            },
+            None,
+        ),
+    ],
+    ids=["unsigned", "signed-by-nobody"],
+)
+def test_unauthenticated_call_is_refused(
+    api_url: str, headers: dict[str, str], expected_type: str | None
+) -> None:
+    response = urllib3.request("GET", f"{api_url}/clusters", headers=headers, timeout=10)
+
+    assert response.status == 403
+    if expected_type:
+        assert response.headers.get("x-amzn-ErrorType", "").startswith(expected_type)
