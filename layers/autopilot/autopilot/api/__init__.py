@@ -1,0 +1,1 @@
+"""The REST API: request/response models, routes (Powertools resolver) and the OpenAPI document."""

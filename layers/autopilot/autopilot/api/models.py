@@ -1,0 +1,205 @@
+"""Request and response bodies of the REST API (camelCase on the wire; AWS shapes keep AWS spelling)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from autopilot.models.constraints import is_tag_text
+from autopilot.state import ClusterStatus, HistoryEntry, OperationStatus, OperationType, Step
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def _tag_value(value: str) -> str:
+    if not is_tag_text(value):
+        raise ValueError(
+            "may contain only letters, digits, spaces and _ . : / = + - @ (it becomes a cost tag)"
+        )
+    return value
+
+
+def _email(value: str) -> str:
+    if not _EMAIL.fullmatch(value):
+        raise ValueError("must be an e-mail address")
+    return value
+
+
+TagValue = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_tag_value)]
+Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class BudgetRequest(ApiModel):
+    """A monthly COST budget on the ClusterName tag, alerting at 50/80/100 % (and forecast 100 %)."""
+
+    monthly_limit_usd: float = Field(gt=0, le=1_000_000_000, description="Monthly limit in USD.")
+    alert_emails: list[Email] = Field(
+        default_factory=list, max_length=10, description="E-mail subscribers (AWS allows 10)."
+    )
+
+
+class CreateClusterBody(ApiModel):
+    """POST /clusters."""
+
+    cluster_config: dict[str, Any] = Field(
+        description="The SageMaker CreateCluster request, as in cluster-config.json."
+    )
+    provisioning_parameters: dict[str, Any] | None = Field(
+        default=None,
+        description="provisioning-parameters.json (Slurm lifecycle scripts), checked against it.",
+    )
+    owner: TagValue = Field(description="Who the cluster is for (the `owner` cost tag).")
+    project: TagValue = Field(description="What it is for (the `project` cost tag).")
+    budget: BudgetRequest | None = Field(default=None, description="Create an AWS Budget for the cluster.")
+    rollback_on_failure: bool = Field(
+        default=False, description="Delete the cluster if creation fails after SageMaker accepted it."
+    )
+
+
+class ValidateBody(ApiModel):
+    """POST /validate."""
+
+    cluster_config: dict[str, Any]
+    provisioning_parameters: dict[str, Any] | None = None
+
+
+class ErrorDetail(BaseModel):
+    """One problem with a request, located by field path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Where: `InstanceGroups[1].ThreadsPerCore`, `budget.monthlyLimitUsd`.")
+    message: str
+    file: str | None = Field(default=None, description="cluster-config.json / provisioning-parameters.json")
+    location: str | None = Field(default=None, description="body, query or path (request-shape errors)")
+
+
+class ErrorBody(BaseModel):
+    message: str
+    errors: list[ErrorDetail] | None = None
+    operation_id: str | None = Field(default=None, alias="operationId")
+
+
+class OperationAccepted(ApiModel):
+    operation_id: str
+    cluster_name: str
+    status: OperationStatus
+    warnings: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ValidationResult(ApiModel):
+    valid: bool
+    errors: list[ErrorDetail]
+    warnings: list[ErrorDetail]
+
+
+class OperationErrorView(ApiModel):
+    error: str
+    cause: str
+
+
+class OperationView(ApiModel):
+    operation_id: str
+    kind: OperationType
+    cluster_name: str
+    status: OperationStatus
+    created_at: str
+    updated_at: str
+    requested_by: str | None = None
+    execution_arn: str | None = None
+    steps: list[Step]
+    error: OperationErrorView | None = None
+    leftovers: list[str] | None = None
+    cluster_arn: str | None = None
+    rolled_back: bool | None = None
+
+
+class InstanceGroupView(BaseModel):
+    """A DescribeCluster InstanceGroups entry (AWS spelling)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    InstanceGroupName: str
+    InstanceType: str | None = None
+    CurrentCount: int | None = None
+    TargetCount: int | None = None
+    Status: str | None = None
+
+
+class LiveClusterView(BaseModel):
+    """What DescribeCluster says right now (AWS spelling)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ClusterArn: str
+    ClusterStatus: str
+    CreationTime: datetime | None = None
+    FailureMessage: str | None = None
+    NodeRecovery: str | None = None
+    InstanceGroups: list[InstanceGroupView] = Field(default_factory=list)
+
+
+class ClusterSummary(ApiModel):
+    cluster_name: str
+    status: ClusterStatus
+    owner: str | None = None
+    project: str | None = None
+    cluster_arn: str | None = None
+    budget_name: str | None = None
+    sagemaker_status: str | None = Field(default=None, description="SageMaker's ClusterStatus, last seen")
+    last_operation_id: str
+    created_at: str
+    updated_at: str
+
+
+class ClusterList(ApiModel):
+    clusters: list[ClusterSummary]
+    next_token: str | None = None
+
+
+class ClusterView(ApiModel):
+    cluster_name: str
+    status: ClusterStatus | None = Field(
+        description="Autopilot's record; null for a cluster Autopilot did not create."
+    )
+    owner: str | None = None
+    project: str | None = None
+    budget_name: str | None = None
+    last_operation_id: str | None = None
+    sagemaker: LiveClusterView | None = Field(
+        description="Live DescribeCluster; null when SageMaker has no such cluster."
+    )
+    history: list[HistoryEntry] = Field(default_factory=list)
+
+
+class InstanceStatusView(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    Status: str
+    Message: str | None = None
+
+
+class NodeView(BaseModel):
+    """A ListClusterNodes ClusterNodeSummaries entry (AWS spelling)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    InstanceGroupName: str
+    InstanceId: str
+    InstanceType: str
+    InstanceStatus: InstanceStatusView
+    LaunchTime: datetime | None = None
+    NodeLogicalId: str | None = None
+
+
+class NodeList(ApiModel):
+    nodes: list[NodeView]
+    next_token: str | None = None

@@ -1,0 +1,343 @@
+"""The REST API's routes on a Powertools APIGatewayRestResolver (request validation from the models).
+
+Every error is JSON ``{"message", "errors"?: [{"path", "message", "file"?, "location"?}]}``; bad input
+is a 4xx naming the field, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+from autopilot import __version__
+from autopilot.api.models import (
+    ClusterList,
+    ClusterView,
+    CreateClusterBody,
+    ErrorBody,
+    ErrorDetail,
+    NodeList,
+    OperationAccepted,
+    OperationView,
+    ValidateBody,
+    ValidationResult,
+)
+from autopilot.observability import logger
+from autopilot.operations import (
+    ClusterOperations,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    WorkflowStartError,
+)
+from autopilot.settings import api_settings
+from autopilot.state import InvalidPageTokenError
+
+TITLE = "HyperPod Autopilot API"
+DESCRIPTION = (
+    "Create, inspect and delete SageMaker HyperPod clusters through Autopilot's workflows. "
+    "Every request is signed with AWS Signature Version 4 (API Gateway AWS_IAM authorization)."
+)
+CLUSTER_NAME = Annotated[
+    str,
+    Path(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", description="Cluster name"),
+]
+
+app = APIGatewayRestResolver(enable_validation=True)
+
+
+@lru_cache(maxsize=1)
+def get_operations() -> ClusterOperations:
+    """One ClusterOperations per execution environment, built on first use (tests: cache_clear())."""
+    return ClusterOperations(api_settings())
+
+
+def _error_response(status: HTTPStatus, body: ErrorBody) -> Response[str]:
+    return Response(
+        status_code=status.value,
+        content_type=content_types.APPLICATION_JSON,
+        body=body.model_dump_json(by_alias=True, exclude_none=True),
+    )
+
+
+def _responses(
+    success: HTTPStatus, model: type[BaseModel], description: str, *errors: HTTPStatus
+) -> dict[int, OpenAPIResponse]:
+    documented: dict[int, OpenAPIResponse] = {
+        success.value: {
+            "description": description,
+            "content": {content_types.APPLICATION_JSON: {"model": model}},
+        }
+    }
+    for code in (*errors, HTTPStatus.INTERNAL_SERVER_ERROR):
+        documented[code.value] = {
+            "description": code.phrase,
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}},
+        }
+    return documented
+
+
+def _caller() -> str | None:
+    identity = app.current_event.request_context.identity
+    return identity.user_arn or identity.caller
+
+
+# --- routes ---------------------------------------------------------------------------------------
+
+
+@app.post(
+    "/clusters",
+    status_code=HTTPStatus.ACCEPTED.value,
+    summary="Create a cluster",
+    description="Validates the config, registers the cluster and starts the Create workflow.",
+    tags=["clusters"],
+    operation_id="createCluster",
+    responses=_responses(
+        HTTPStatus.ACCEPTED,
+        OperationAccepted,
+        "Accepted; follow the operation at GET /operations/{operationId}.",
+        HTTPStatus.BAD_REQUEST,
+        HTTPStatus.CONFLICT,
+        HTTPStatus.SERVICE_UNAVAILABLE,
+    ),
+)
+def create_cluster(body: Annotated[CreateClusterBody, Body()]) -> OperationAccepted:
+    return get_operations().create_cluster(body, requested_by=_caller())
+
+
+@app.get(
+    "/clusters",
+    summary="List clusters",
+    tags=["clusters"],
+    operation_id="listClusters",
+    responses=_responses(HTTPStatus.OK, ClusterList, "Registered clusters, by name.", HTTPStatus.BAD_REQUEST),
+)
+def list_clusters(
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 50,
+    next_token: Annotated[str | None, Query(alias="nextToken", description="From the previous page")] = None,
+    include_deleted: Annotated[
+        bool, Query(alias="includeDeleted", description="Also list deleted clusters")
+    ] = False,
+) -> ClusterList:
+    return get_operations().list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
+
+
+@app.get(
+    "/clusters/<name>",
+    summary="Describe a cluster",
+    description="Autopilot's record of the cluster, SageMaker's live status and the recent operations.",
+    tags=["clusters"],
+    operation_id="getCluster",
+    responses=_responses(
+        HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
+    ),
+)
+def get_cluster(name: CLUSTER_NAME) -> ClusterView:
+    return get_operations().get_cluster(name)
+
+
+@app.get(
+    "/clusters/<name>/nodes",
+    summary="List a cluster's nodes",
+    tags=["clusters"],
+    operation_id="listClusterNodes",
+    responses=_responses(
+        HTTPStatus.OK, NodeList, "One page of nodes.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
+    ),
+)
+def list_nodes(
+    name: CLUSTER_NAME,
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 100,
+    next_token: Annotated[str | None, Query(alias="nextToken", description="From the previous page")] = None,
+) -> NodeList:
+    return get_operations().list_nodes(name, limit=limit, next_token=next_token)
+
+
+@app.delete(
+    "/clusters/<name>",
+    status_code=HTTPStatus.ACCEPTED.value,
+    summary="Delete a cluster",
+    description="Starts the Cleanup workflow: delete the cluster, its budget, optionally a CloudFormation "
+    "stack, and report resources still tagged with the cluster.",
+    tags=["clusters"],
+    operation_id="deleteCluster",
+    responses=_responses(
+        HTTPStatus.ACCEPTED,
+        OperationAccepted,
+        "Accepted; follow the operation at GET /operations/{operationId}.",
+        HTTPStatus.BAD_REQUEST,
+        HTTPStatus.NOT_FOUND,
+        HTTPStatus.CONFLICT,
+        HTTPStatus.SERVICE_UNAVAILABLE,
+    ),
+)
+def delete_cluster(
+    name: CLUSTER_NAME,
+    stack_name: Annotated[
+        str | None,
+        Query(
+            alias="stackName",
+            min_length=1,
+            max_length=128,
+            pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$",
+            description="A CloudFormation stack to delete once the cluster is gone (e.g. its VPC/FSx stack)",
+        ),
+    ] = None,
+) -> OperationAccepted:
+    return get_operations().delete_cluster(name, stack_name=stack_name, requested_by=_caller())
+
+
+@app.get(
+    "/operations/<operationId>",
+    summary="Follow an operation",
+    description="Kind, status (RUNNING/SUCCEEDED/FAILED), steps with timestamps, the error and the "
+    "Step Functions execution.",
+    tags=["operations"],
+    operation_id="getOperation",
+    responses=_responses(
+        HTTPStatus.OK, OperationView, "The operation.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
+    ),
+)
+def get_operation(
+    operationId: Annotated[str, Path(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_-]+$")],
+) -> OperationView:
+    return get_operations().get_operation(operationId)
+
+
+@app.post(
+    "/validate",
+    summary="Validate a cluster config",
+    description="The same checks as POST /clusters, without creating anything. 200 either way; "
+    "`valid` tells.",
+    tags=["clusters"],
+    operation_id="validateClusterConfig",
+    responses=_responses(
+        HTTPStatus.OK, ValidationResult, "Every problem found (valid or not).", HTTPStatus.BAD_REQUEST
+    ),
+)
+def validate(body: Annotated[ValidateBody, Body()]) -> ValidationResult:
+    return get_operations().validate(body)
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def openapi() -> dict[str, Any]:
+    return openapi_document()
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of this API (docs/openapi.json is generated from it)."""
+    document: dict[str, Any] = json.loads(
+        app.get_openapi_json_schema(
+            title=TITLE,
+            version=__version__,
+            description=DESCRIPTION,
+            security_schemes={
+                "sigv4": APIKey(
+                    name="Authorization",
+                    in_=APIKeyIn.header,
+                    description="AWS Signature Version 4 (service execute-api)",
+                )
+            },
+            security=[{"sigv4": []}],
+        )
+    )
+    # Request-shape errors come out as 400 ErrorBody (see _request_invalid), not Powertools' 422.
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            operation["responses"].pop("422", None)
+    schemas = document.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(unused, None)
+    return document
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+_ErrorHandler = Callable[[Any], Response[str]]
+
+
+def _handles(exc_class: type[Exception]) -> Callable[[_ErrorHandler], _ErrorHandler]:
+    """app.exception_handler, typed (Powertools leaves its return type open)."""
+    register: Callable[[_ErrorHandler], _ErrorHandler] = app.exception_handler(exc_class)
+    return register
+
+
+def _loc_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+@_handles(RequestValidationError)
+def _request_invalid(exc: RequestValidationError) -> Response[str]:
+    details = []
+    for error in exc.errors():
+        loc = tuple(error.get("loc", ()))
+        location = str(loc[0]) if loc else None
+        details.append(
+            ErrorDetail(location=location, path=_loc_path(loc[1:]), message=str(error.get("msg", "invalid")))
+        )
+    return _error_response(
+        HTTPStatus.BAD_REQUEST, ErrorBody(message="the request is invalid", errors=details)
+    )
+
+
+@_handles(InvalidRequestError)
+def _invalid(exc: InvalidRequestError) -> Response[str]:
+    return _error_response(HTTPStatus.BAD_REQUEST, ErrorBody(message=str(exc), errors=exc.errors))
+
+
+@_handles(InvalidPageTokenError)
+def _bad_token(exc: InvalidPageTokenError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.BAD_REQUEST,
+        ErrorBody(
+            message="the nextToken is not one this API issued",
+            errors=[ErrorDetail(location="query", path="nextToken", message="invalid page token")],
+        ),
+    )
+
+
+@_handles(NotFoundError)
+def _not_found(exc: NotFoundError) -> Response[str]:
+    return _error_response(HTTPStatus.NOT_FOUND, ErrorBody(message=str(exc)))
+
+
+@_handles(RouteNotFoundError)
+def _no_route(exc: RouteNotFoundError) -> Response[str]:
+    path = app.current_event.path
+    return _error_response(HTTPStatus.NOT_FOUND, ErrorBody(message=f"no such resource: {path}"))
+
+
+@_handles(ConflictError)
+def _conflict(exc: ConflictError) -> Response[str]:
+    return _error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc)))
+
+
+@_handles(WorkflowStartError)
+def _not_started(exc: WorkflowStartError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        ErrorBody(message=f"{exc}; the operation is recorded as FAILED", operationId=exc.operation_id),
+    )
+
+
+@_handles(Exception)
+def _unexpected(exc: Exception) -> Response[str]:
+    logger.exception("unhandled error")
+    return _error_response(HTTPStatus.INTERNAL_SERVER_ERROR, ErrorBody(message="internal error"))

@@ -1,0 +1,185 @@
+"""HTTP client for the Autopilot REST API, signing every request with SigV4 (service execute-api).
+
+Credentials come from the standard chain (environment, profile, SSO, instance role...) through
+botocore; nothing is read from files of our own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.session import Session as BotocoreSession
+
+SERVICE = "execute-api"
+TERMINAL_STATUSES = ("SUCCEEDED", "FAILED")
+
+
+class ClientError(Exception):
+    """The client could not make the call (no credentials, no region, endpoint unreachable)."""
+
+
+class ApiError(Exception):
+    """The API answered with an error; ``errors`` locate each problem when the API named them."""
+
+    def __init__(self, status: int, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors or []
+        self.operation_id: str | None = None
+
+    @property
+    def is_client_error(self) -> bool:
+        return 400 <= self.status < 500
+
+
+class WaitTimeoutError(Exception):
+    """The operation was still running at the caller's deadline."""
+
+    def __init__(self, operation: dict[str, Any]) -> None:
+        super().__init__(
+            f"operation {operation.get('operationId')} still {operation.get('status')} at the deadline"
+        )
+        self.operation = operation
+
+
+class AutopilotClient:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        region: str | None = None,
+        credentials: Credentials | None = None,
+        session: BotocoreSession | None = None,
+        http: urllib3.PoolManager | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> None:
+        self._endpoint = endpoint.rstrip("/")
+        botocore_session = session or BotocoreSession()
+        resolved_region = region or botocore_session.get_config_variable("region")
+        if not resolved_region:
+            raise ClientError("no AWS region: pass --region or set AWS_REGION / a profile region")
+        self.region: str = str(resolved_region)
+        found = credentials or botocore_session.get_credentials()
+        if found is None:
+            raise ClientError("no AWS credentials found (environment, profile, SSO or instance role)")
+        self._credentials: Credentials = found
+        self._http = http or urllib3.PoolManager(retries=urllib3.Retry(total=2, backoff_factor=0.5))
+        self._timeout = timeout_seconds
+
+    # --- transport ------------------------------------------------------------------------
+
+    def signed_request(
+        self, method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None
+    ) -> AWSRequest:
+        """The request as it goes on the wire, signed for the endpoint's region."""
+        url = f"{self._endpoint}{path}"
+        if query:
+            url += "?" + urlencode(query)
+        data = json.dumps(body).encode() if body is not None else b""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        request = AWSRequest(method=method, url=url, data=data, headers=headers)
+        SigV4Auth(self._credentials.get_frozen_credentials(), SERVICE, self.region).add_auth(request)
+        return request
+
+    def call(self, method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None) -> Any:
+        request = self.signed_request(method, path, body=body, query=query)
+        try:
+            response = self._http.request(
+                method,
+                str(request.url),
+                body=request.body or None,
+                headers=dict(request.headers.items()),
+                timeout=self._timeout,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClientError(f"cannot reach {self._endpoint}: {exc}") from exc
+        text = response.data.decode("utf-8", errors="replace")
+        try:
+            payload = json.loads(text) if text else {}
+        except ValueError:
+            payload = {"message": text.strip() or f"HTTP {response.status}"}
+        if response.status >= 400:
+            error = ApiError(
+                response.status,
+                str(payload.get("message") or payload.get("Message") or f"HTTP {response.status}"),
+                payload.get("errors") if isinstance(payload.get("errors"), list) else None,
+            )
+            error.operation_id = payload.get("operationId")
+            raise error
+        return payload
+
+    # --- API ------------------------------------------------------------------------------
+
+    def create_cluster(self, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("POST", "/clusters", body=body)
+        return result
+
+    def validate(self, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("POST", "/validate", body=body)
+        return result
+
+    def list_clusters(self, *, include_deleted: bool = False) -> Iterator[dict[str, Any]]:
+        query = {"includeDeleted": "true"} if include_deleted else {}
+        yield from self._pages("/clusters", "clusters", query)
+
+    def get_cluster(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}")
+        return result
+
+    def list_nodes(self, name: str) -> Iterator[dict[str, Any]]:
+        yield from self._pages(f"/clusters/{quote(name, safe='')}/nodes", "nodes", {})
+
+    def delete_cluster(self, name: str, *, stack_name: str | None = None) -> dict[str, Any]:
+        query = {"stackName": stack_name} if stack_name else None
+        result: dict[str, Any] = self.call("DELETE", f"/clusters/{quote(name, safe='')}", query=query)
+        return result
+
+    def get_operation(self, operation_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("GET", f"/operations/{quote(operation_id, safe='')}")
+        return result
+
+    def wait_for_operation(
+        self,
+        operation_id: str,
+        *,
+        timeout_seconds: float,
+        poll_seconds: float = 5.0,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> dict[str, Any]:
+        """Poll GET /operations/{id} until SUCCEEDED/FAILED; WaitTimeoutError at the deadline."""
+        deadline = monotonic() + timeout_seconds
+        while True:
+            operation = self.get_operation(operation_id)
+            if on_progress is not None:
+                on_progress(operation)
+            if operation.get("status") in TERMINAL_STATUSES:
+                return operation
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise WaitTimeoutError(operation)
+            sleep(min(poll_seconds, remaining))
+
+    def _pages(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            page_query = dict(query)
+            if token:
+                page_query["nextToken"] = token
+            page = self.call("GET", path, query=page_query or None)
+            yield from page.get(key, [])
+            token = page.get("nextToken")
+            if not token:
+                return

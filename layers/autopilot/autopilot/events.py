@@ -1,0 +1,61 @@
+"""Autopilot's own EventBridge events (default bus): one per finished cluster operation.
+
+The state machines emit them with ``events:putEvents``; the API emits the failure event itself when
+a workflow could not even start. An EventBridge rule forwards every event with this source to the
+NotificationsTopic, and the failures also to the AlertsTopic. ``OperationEventDetail`` is the
+contract (tests check the state machines' Detail against it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from autopilot import aws
+
+if TYPE_CHECKING:
+    from mypy_boto3_events import EventBridgeClient
+
+SOURCE = "hyperpod.autopilot"
+OPERATION_SUCCEEDED = "Cluster Operation Succeeded"
+OPERATION_FAILED = "Cluster Operation Failed"
+DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED)
+
+
+class OperationEventDetail(BaseModel):
+    """The ``detail`` of an Autopilot operation event."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    operation_id: str
+    operation_type: str
+    cluster_name: str
+    status: str  # SUCCEEDED | FAILED
+    execution_arn: str | None = None
+    error: str | None = None
+    cause: str | None = None
+    # Cleanup: ARNs of resources still tagged with the cluster (as a JSON list in a string).
+    leftovers: str | None = None
+
+
+def emit_operation_event(
+    detail: OperationEventDetail, *, bus_name: str = "default", client: EventBridgeClient | None = None
+) -> None:
+    """Put one operation event on the bus; raises if EventBridge rejects it."""
+    events: EventBridgeClient = client or aws.client("events")
+    detail_type = OPERATION_SUCCEEDED if detail.status == "SUCCEEDED" else OPERATION_FAILED
+    response = events.put_events(
+        Entries=[
+            {
+                "Source": SOURCE,
+                "DetailType": detail_type,
+                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
+                "Resources": [],
+                "EventBusName": bus_name,
+            }
+        ]
+    )
+    if response.get("FailedEntryCount", 0):
+        raise RuntimeError(f"EventBridge rejected the operation event: {response.get('Entries')}")

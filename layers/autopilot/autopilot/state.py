@@ -1,0 +1,418 @@
+"""The state table's data access layer: the cluster registry, operations and audit history.
+
+One DynamoDB table (pk/sk + GSI ``by-kind`` on kind/sk); the layout is documented in
+docs/operations.md. The Step Functions workflows update the same items with the optimized
+``dynamodb:updateItem`` integration, so attribute names here and in statemachines/ must agree.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from autopilot import aws
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+CLUSTER_KIND = "CLUSTER"
+OPERATION_KIND = "OPERATION"
+HISTORY_KIND = "HISTORY"
+BY_KIND_INDEX = "by-kind"
+
+
+class OperationType(StrEnum):
+    CREATE_CLUSTER = "CreateCluster"
+    DELETE_CLUSTER = "DeleteCluster"
+
+
+class OperationStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class ClusterStatus(StrEnum):
+    """Autopilot's view of a cluster's lifecycle (SageMaker's own ClusterStatus is kept beside it)."""
+
+    CREATING = "CREATING"
+    ACTIVE = "ACTIVE"
+    CREATE_FAILED = "CREATE_FAILED"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+    DELETE_FAILED = "DELETE_FAILED"
+
+
+# A new cluster may take a name whose previous holder is gone (deleted, or failed and rolled back).
+REUSABLE_NAME_STATUSES = (ClusterStatus.DELETED, ClusterStatus.CREATE_FAILED)
+# A cleanup may start when no other operation is running on the cluster.
+DELETABLE_STATUSES = (ClusterStatus.ACTIVE, ClusterStatus.CREATE_FAILED, ClusterStatus.DELETE_FAILED)
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Step(_Item):
+    """One workflow step as the state machine recorded it (``$$.State.EnteredTime``)."""
+
+    name: str
+    entered_at: str
+
+
+class OperationError(_Item):
+    error: str
+    cause: str
+
+
+class Operation(_Item):
+    operation_id: str
+    operation_type: OperationType
+    cluster_name: str
+    status: OperationStatus
+    created_at: str
+    updated_at: str
+    requested_by: str | None = None
+    execution_arn: str | None = None
+    steps: list[Step] = Field(default_factory=list)
+    error: OperationError | None = None
+    # Cleanup: resources still tagged with the cluster after it was deleted.
+    leftovers: list[str] | None = None
+    # CreateCluster: the cluster's ARN once SageMaker returned it, and whether a failure deleted it.
+    cluster_arn: str | None = None
+    rolled_back: bool | None = None
+
+    @field_validator("leftovers", mode="before")
+    @classmethod
+    def _parse_leftovers(cls, value: Any) -> Any:
+        # The Cleanup workflow stores the list as JSON text (ASL cannot build a DynamoDB list of strings).
+        return json.loads(value) if isinstance(value, str) else value
+
+
+class Cluster(_Item):
+    cluster_name: str
+    status: ClusterStatus
+    created_at: str
+    updated_at: str
+    last_operation_id: str
+    owner: str | None = None
+    project: str | None = None
+    cluster_arn: str | None = None
+    budget_name: str | None = None
+    # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
+    sagemaker_status: str | None = None
+
+
+class HistoryEntry(_Item):
+    cluster_name: str
+    at: str
+    operation_id: str
+    operation_type: OperationType
+    requested_by: str | None = None
+
+
+class ClusterNameTakenError(Exception):
+    """The name belongs to a cluster that is not deleted."""
+
+
+class ClusterBusyError(Exception):
+    """Another operation is running on the cluster."""
+
+
+class Page[T](BaseModel):
+    items: list[T]
+    next_token: str | None = None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_operation_id(now: datetime | None = None) -> str:
+    """Time-ordered, unique, and valid as a Step Functions execution name."""
+    moment = now or datetime.now(UTC)
+    return f"op-{moment.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"
+
+
+def cluster_key(name: str) -> dict[str, str]:
+    return {"pk": f"CLUSTER#{name}", "sk": f"CLUSTER#{name}"}
+
+
+def operation_key(operation_id: str) -> dict[str, str]:
+    return {"pk": f"OPERATION#{operation_id}", "sk": f"OPERATION#{operation_id}"}
+
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _to_attributes(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in data.items() if v is not None}
+
+
+def _from_attributes(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _key_attributes(key: Mapping[str, str]) -> dict[str, Any]:
+    return {k: {"S": v} for k, v in key.items()}
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    code = exc.response.get("Error", {}).get("Code")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    reasons = exc.response.get("CancellationReasons", [])
+    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+
+
+class StateStore:
+    """Clusters, operations and history in the state table."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self._table = table_name
+        self._injected = client
+
+    @property
+    def _ddb(self) -> DynamoDBClient:
+        if self._injected is not None:
+            return self._injected
+        ddb: DynamoDBClient = aws.client("dynamodb")
+        return ddb
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def _operation_put(self, operation: Operation) -> TransactWriteItemTypeDef:
+        item = {
+            **operation_key(operation.operation_id),
+            "kind": OPERATION_KIND,
+            **operation.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": _to_attributes(item),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _history_put(self, operation: Operation) -> TransactWriteItemTypeDef:
+        entry = HistoryEntry(
+            cluster_name=operation.cluster_name,
+            at=operation.created_at,
+            operation_id=operation.operation_id,
+            operation_type=operation.operation_type,
+            requested_by=operation.requested_by,
+        )
+        item = {
+            "pk": f"CLUSTER#{operation.cluster_name}",
+            "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
+            "kind": HISTORY_KIND,
+            **entry.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        return {"Put": {"TableName": self._table, "Item": _to_attributes(item)}}
+
+    def start_create(self, cluster: Cluster, operation: Operation) -> None:
+        """Register a new cluster and its CreateCluster operation, atomically.
+
+        Raises ClusterNameTakenError when the name belongs to a cluster that still exists.
+        """
+        item = {
+            **cluster_key(cluster.cluster_name),
+            "kind": CLUSTER_KIND,
+            **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        cluster_put: TransactWriteItemTypeDef = {
+            "Put": {
+                "TableName": self._table,
+                "Item": _to_attributes(item),
+                "ConditionExpression": "attribute_not_exists(pk) OR #status IN (:gone1, :gone2)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":gone1": {"S": REUSABLE_NAME_STATUSES[0].value},
+                    ":gone2": {"S": REUSABLE_NAME_STATUSES[1].value},
+                },
+            }
+        }
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[cluster_put, self._operation_put(operation), self._history_put(operation)]
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                raise ClusterNameTakenError(cluster.cluster_name) from exc
+            raise
+
+    def start_delete(self, cluster: Cluster, operation: Operation, *, adopt: bool) -> None:
+        """Mark the cluster DELETING and record its DeleteCluster operation, atomically.
+
+        ``adopt`` registers a cluster that exists in SageMaker but not in the registry (created
+        outside Autopilot). Raises ClusterBusyError when another operation holds the cluster.
+        """
+        if adopt:
+            item = {
+                **cluster_key(cluster.cluster_name),
+                "kind": CLUSTER_KIND,
+                **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
+            }
+            cluster_write: TransactWriteItemTypeDef = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _to_attributes(item),
+                    "ConditionExpression": "attribute_not_exists(pk) OR #status = :deleted",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":deleted": {"S": ClusterStatus.DELETED.value}},
+                }
+            }
+        else:
+            cluster_write = {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": _key_attributes(cluster_key(cluster.cluster_name)),
+                    "UpdateExpression": "SET #status = :deleting, lastOperationId = :op, updatedAt = :now",
+                    "ConditionExpression": "#status IN (:s1, :s2, :s3)",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {
+                        ":deleting": {"S": ClusterStatus.DELETING.value},
+                        ":op": {"S": operation.operation_id},
+                        ":now": {"S": operation.created_at},
+                        ":s1": {"S": DELETABLE_STATUSES[0].value},
+                        ":s2": {"S": DELETABLE_STATUSES[1].value},
+                        ":s3": {"S": DELETABLE_STATUSES[2].value},
+                    },
+                }
+            }
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[cluster_write, self._operation_put(operation), self._history_put(operation)]
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                raise ClusterBusyError(cluster.cluster_name) from exc
+            raise
+
+    def set_execution_arn(self, operation_id: str, execution_arn: str) -> None:
+        self._ddb.update_item(
+            TableName=self._table,
+            Key=_key_attributes(operation_key(operation_id)),
+            UpdateExpression="SET executionArn = :arn, updatedAt = :now",
+            ExpressionAttributeValues={":arn": {"S": execution_arn}, ":now": {"S": now_iso()}},
+        )
+
+    def fail_operation(
+        self, operation_id: str, cluster_name: str, cluster_status: ClusterStatus, error: OperationError
+    ) -> None:
+        """Record that an operation failed before its workflow could (e.g. StartExecution failed)."""
+        now = now_iso()
+        self._ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": _key_attributes(operation_key(operation_id)),
+                        "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
+                        "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
+                        "ExpressionAttributeValues": {
+                            ":failed": {"S": OperationStatus.FAILED.value},
+                            ":error": _serializer.serialize(error.model_dump(by_alias=True)),
+                            ":now": {"S": now},
+                        },
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": _key_attributes(cluster_key(cluster_name)),
+                        "UpdateExpression": "SET #status = :status, updatedAt = :now",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":status": {"S": cluster_status.value},
+                            ":now": {"S": now},
+                        },
+                    }
+                },
+            ]
+        )
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def get_cluster(self, name: str) -> Cluster | None:
+        item = self._ddb.get_item(
+            TableName=self._table, Key=_key_attributes(cluster_key(name)), ConsistentRead=True
+        ).get("Item")
+        return Cluster.model_validate(_from_attributes(item)) if item else None
+
+    def get_operation(self, operation_id: str) -> Operation | None:
+        item = self._ddb.get_item(
+            TableName=self._table, Key=_key_attributes(operation_key(operation_id)), ConsistentRead=True
+        ).get("Item")
+        return Operation.model_validate(_from_attributes(item)) if item else None
+
+    def list_clusters(self, *, limit: int = 50, next_token: str | None = None) -> Page[Cluster]:
+        """Registered clusters in name order (the GSI sorts by sk = CLUSTER#<name>)."""
+        items, token = self._query_kind(CLUSTER_KIND, limit=limit, next_token=next_token)
+        return Page[Cluster](items=[Cluster.model_validate(i) for i in items], next_token=token)
+
+    def list_history(self, cluster_name: str, *, limit: int = 20) -> list[HistoryEntry]:
+        """The cluster's most recent operations, newest first."""
+        response = self._ddb.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :history)",
+            ExpressionAttributeValues={
+                ":pk": {"S": f"CLUSTER#{cluster_name}"},
+                ":history": {"S": "HISTORY#"},
+            },
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [HistoryEntry.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+
+    def _query_kind(
+        self, kind: str, *, limit: int, next_token: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": BY_KIND_INDEX,
+            "KeyConditionExpression": "kind = :kind",
+            "ExpressionAttributeValues": {":kind": {"S": kind}},
+            "Limit": limit,
+        }
+        if next_token:
+            kwargs["ExclusiveStartKey"] = _decode_token(next_token)
+        response = self._ddb.query(**kwargs)
+        last = response.get("LastEvaluatedKey")
+        items = [_from_attributes(i) for i in response.get("Items", [])]
+        return items, (_encode_token(last) if last else None)
+
+
+class InvalidPageTokenError(ValueError):
+    """The nextToken was not one this API issued."""
+
+
+def _encode_token(key: Mapping[str, Any]) -> str:
+    plain = {k: _deserializer.deserialize(v) for k, v in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(plain, sort_keys=True).encode()).decode()
+
+
+def _decode_token(token: str) -> dict[str, Any]:
+    try:
+        plain = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidPageTokenError(token) from exc
+    if not isinstance(plain, dict) or not all(isinstance(v, str) for v in plain.values()):
+        raise InvalidPageTokenError(token)
+    return {k: {"S": v} for k, v in plain.items()}

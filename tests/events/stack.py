@@ -1,0 +1,79 @@
+"""template.yaml deployed into moto (sandbox.deploy) with the HyperPod simulator: what tests run against."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from sandbox.clock import SandboxClock
+from sandbox.deploy import Stack, deploy
+from sandbox.hyperpod import HyperPodSimulator
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+CAPTURE_QUEUE = "captured-operation-events"
+
+
+@dataclass
+class Deployed:
+    stack: Stack
+    hyperpod: HyperPodSimulator
+    clock: SandboxClock
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+
+    def environment(self, function: str = "ApiFunction") -> dict[str, str]:
+        return dict(self.stack.function(function).environment)
+
+    def operation_events(self) -> list[dict[str, Any]]:
+        """Autopilot events the OperationEventsRule matched so far (captured on an SQS queue)."""
+        sqs = self.client("sqs")
+        url = sqs.get_queue_url(QueueName=CAPTURE_QUEUE)["QueueUrl"]
+        events = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return events
+            events += [json.loads(m["Body"]) for m in messages]
+
+
+def _capture_operation_events(stack: Stack) -> None:
+    """Point the operation-event rules at an SQS queue the test reads (moto cannot deliver to SNS;
+    the sandbox's seam does, and the e2e tests cover that leg)."""
+    events = boto3.client("events", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName=CAPTURE_QUEUE)["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    for logical_id in ("OperationEventsRule", "FailedOperationsRule"):
+        rule = stack.physical_id(logical_id)
+        targets = events.list_targets_by_rule(Rule=rule)["Targets"]
+        events.remove_targets(Rule=rule, Ids=[t["Id"] for t in targets])
+    events.put_targets(
+        Rule=stack.physical_id("OperationEventsRule"), Targets=[{"Id": "capture", "Arn": queue_arn}]
+    )
+
+
+@contextmanager
+def deployed(
+    *, execute: bool, parameters: Mapping[str, Any] | None = None, clock_speed: float = 0.0
+) -> Iterator[Deployed]:
+    """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor)."""
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}):
+        stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {})
+        _capture_operation_events(stack)
+        clock = SandboxClock(speed=clock_speed)
+        hyperpod = HyperPodSimulator(clock, region=REGION, account_id=ACCOUNT, seed=7)
+        hyperpod.install()
+        try:
+            yield Deployed(stack, hyperpod, clock)
+        finally:
+            hyperpod.uninstall()

@@ -1,0 +1,125 @@
+"""The Cleanup workflow on moto's Step Functions executor, against the HyperPod simulator."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.events import create_body
+from tests.events.stack import Deployed
+from tests.integration.test_asl_create_cluster import history, make_stack, operations, wait
+
+__all__ = ["make_stack"]  # the fixture, shared with the Create workflow's tests
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+
+ACCOUNT = "123456789012"
+
+
+def running_cluster(stack: Deployed, name: str = "ml-cluster") -> str:
+    config = {k: v for k, v in create_body(name)["clusterConfig"].items() if k != "Tags"}
+    arn = stack.client("sagemaker").create_cluster(**config, Tags=[{"Key": "ClusterName", "Value": name}])
+    stack.clock.advance(3600)
+    stack.hyperpod.tick()
+    return str(arn["ClusterArn"])
+
+
+def budget(stack: Deployed, name: str = "hyperpod-ml-cluster") -> None:
+    stack.client("budgets").create_budget(
+        AccountId=ACCOUNT,
+        Budget={
+            "BudgetName": name,
+            "BudgetLimit": {"Amount": "100", "Unit": "USD"},
+            "TimeUnit": "MONTHLY",
+            "BudgetType": "COST",
+        },
+    )
+
+
+def budgets(stack: Deployed) -> list[str]:
+    found = stack.client("budgets").describe_budgets(AccountId=ACCOUNT).get("Budgets", [])
+    return [b["BudgetName"] for b in found]
+
+
+def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=4000)
+    running_cluster(stack)
+    budget(stack)
+    cloudformation = stack.client("cloudformation")
+    cloudformation.create_stack(
+        StackName="ml-cluster-vpc",
+        TemplateBody=json.dumps({"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}),
+    )
+    s3 = stack.client("s3")
+    s3.create_bucket(Bucket="ml-cluster-checkpoints")
+    s3.put_bucket_tagging(
+        Bucket="ml-cluster-checkpoints", Tagging={"TagSet": [{"Key": "ClusterName", "Value": "ml-cluster"}]}
+    )
+
+    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by="tester")
+    execution = wait(stack, accepted.operation_id)
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = operations().get_operation(accepted.operation_id)
+    assert operation.status == "SUCCEEDED"
+    assert [s.name for s in operation.steps] == [
+        "Delete Cluster",
+        "Wait For Deletion",
+        "Delete Budget",
+        "Check Leftovers",
+        "Delete Stack",
+        "Succeeded",
+    ]
+    assert operation.leftovers == ["arn:aws:s3:::ml-cluster-checkpoints"]
+    assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
+    assert budgets(stack) == []
+    stacks = cloudformation.list_stacks()["StackSummaries"]
+    assert [(s["StackName"], s["StackStatus"]) for s in stacks] == [("ml-cluster-vpc", "DELETE_COMPLETE")]
+    assert operations().get_cluster_record("ml-cluster").status == "DELETED"
+    [event] = stack.operation_events()
+    assert event["detail-type"] == "Cluster Operation Succeeded"
+    assert event["detail"]["operationType"] == "DeleteCluster"
+    assert json.loads(event["detail"]["leftovers"]) == ["arn:aws:s3:::ml-cluster-checkpoints"]
+
+
+def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=4000)
+    running_cluster(stack)
+    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
+    stack.client("sagemaker").delete_cluster(ClusterName="ml-cluster")  # someone was faster
+    stack.clock.advance(3600)
+
+    execution = wait(stack, accepted.operation_id)
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = operations().get_operation(accepted.operation_id)
+    assert operation.leftovers == []  # and no budget existed: NotFound is fine
+    names = [s.name for s in operation.steps]
+    assert "Delete Stack" not in names
+    assert names[-1] == "Succeeded"
+
+
+def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, DeleteTimeoutSeconds=60)
+    running_cluster(stack)
+    ops = operations()
+    ops._settings = ops._settings.model_copy(update={"delete_timeout_seconds": 2})
+
+    accepted = ops.delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
+    execution = wait(stack, accepted.operation_id)
+
+    assert execution["status"] == "FAILED"
+    assert execution["error"] == "Autopilot.CleanupClusterFailed"
+    operation = operations().get_operation(accepted.operation_id)
+    assert operation.error is not None
+    assert operation.error.error == "Autopilot.Timeout"
+    assert operations().get_cluster_record("ml-cluster").status == "DELETE_FAILED"
+    [event] = stack.operation_events()
+    assert event["detail-type"] == "Cluster Operation Failed"
+    assert "Record Failure" in [
+        e["stateEnteredEventDetails"]["name"]
+        for e in history(stack, execution["executionArn"])
+        if "stateEnteredEventDetails" in e
+    ]

@@ -1,0 +1,454 @@
+"""The REST API through the Powertools resolver, on the template deployed into moto (not executed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autopilot import aws
+from autopilot.api import routes
+from autopilot.settings import api_settings
+
+from tests.events import ROOT, api_event, create_body
+from tests.events.stack import Deployed, deployed
+
+USER_ARN = "arn:aws:sts::123456789012:assumed-role/ResearcherRole/researcher"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "ApiFunction"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:ApiFunction"
+    aws_request_id: str = "52fdfc07-2182-154f-163f-5f0f9a621d72"
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
+    with deployed(execute=False, parameters={"PollIntervalSeconds": 1}) as d:
+        for key, value in d.environment().items():
+            monkeypatch.setenv(key, value)
+        api_settings.cache_clear()
+        routes.get_operations.cache_clear()
+        aws.client.cache_clear()
+        yield d
+    api_settings.cache_clear()
+    routes.get_operations.cache_clear()
+    aws.client.cache_clear()
+
+
+def call(event: dict[str, Any]) -> tuple[int, Any]:
+    response = routes.app.resolve(event, LambdaContext())
+    body = response["body"]
+    return response["statusCode"], json.loads(body) if body else None
+
+
+def create(name: str = "ml-cluster", **changes: Any) -> tuple[int, Any]:
+    return call(api_event("create_cluster", body=create_body(name, **changes)))
+
+
+def executions(stack: Deployed, logical_id: str) -> list[dict[str, Any]]:
+    sfn = stack.client("stepfunctions")
+    listed = sfn.list_executions(stateMachineArn=stack.stack.arn(logical_id))["executions"]
+    return [sfn.describe_execution(executionArn=e["executionArn"]) for e in listed]
+
+
+def problems(body: dict[str, Any]) -> set[tuple[str | None, str]]:
+    return {(e.get("file") or e.get("location"), e["path"]) for e in body["errors"]}
+
+
+# --- POST /clusters ---------------------------------------------------------------------------
+
+
+def test_create_starts_the_workflow_and_records_the_operation(stack: Deployed) -> None:
+    status, body = create()
+
+    assert status == 202
+    assert body["clusterName"] == "ml-cluster"
+    assert body["status"] == "RUNNING"
+    [execution] = executions(stack, "CreateClusterStateMachine")
+    assert execution["name"] == body["operationId"]
+    workflow_input = json.loads(execution["input"])
+    assert workflow_input["pollIntervalSeconds"] == 1  # the template parameter, through the environment
+    assert workflow_input["rollbackOnFailure"] is True
+    tags = {t["Key"]: t["Value"] for t in workflow_input["createClusterRequest"]["Tags"]}
+    assert tags == {
+        "project": "llm-pretraining",
+        "ClusterName": "ml-cluster",
+        "owner": "ann",
+        "autopilot:operation-id": body["operationId"],
+    }
+    assert len(workflow_input["createClusterRequest"]["Tags"]) == 4  # the config's project tag not doubled
+    assert workflow_input["budget"] == {
+        "budgetName": "hyperpod-ml-cluster",
+        "limitAmount": "25000.00",
+        "costFilter": "user:ClusterName$ml-cluster",
+        "subscribers": [
+            {"SubscriptionType": "SNS", "Address": stack.stack.physical_id("AlertsTopic")},
+            {"SubscriptionType": "EMAIL", "Address": "ann@example.com"},
+        ],
+    }
+
+    status, operation = call(api_event("get_operation", path_parameters={"operationId": body["operationId"]}))
+    assert status == 200
+    assert operation["kind"] == "CreateCluster"
+    assert operation["status"] == "RUNNING"
+    assert operation["executionArn"] == execution["executionArn"]
+    assert operation["requestedBy"] == USER_ARN
+
+    status, cluster = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
+    assert status == 200
+    assert cluster["status"] == "CREATING"
+    assert cluster["budgetName"] == "hyperpod-ml-cluster"
+    assert cluster["sagemaker"] is None  # the workflow has not created it yet
+    assert [h["operationId"] for h in cluster["history"]] == [body["operationId"]]
+
+
+def test_create_lists_every_config_problem_with_its_path(stack: Deployed) -> None:
+    body = create_body()
+    body["clusterConfig"]["InstanceGroups"][1]["ThreadsPerCore"] = 3
+    del body["clusterConfig"]["NodeRecovery"]
+    body["clusterConfig"]["AutoScaling"] = {"Mode": "Enable"}
+
+    status, answer = call(api_event("create_cluster", body=body))
+
+    assert status == 400
+    assert answer["message"] == "the cluster configuration is invalid"
+    found = problems(answer)
+    assert ("cluster-config.json", "InstanceGroups[1].ThreadsPerCore") in found
+    assert ("cluster-config.json", "NodeRecovery") in found
+    assert ("cluster-config.json", "AutoScaling") in found
+    assert executions(stack, "CreateClusterStateMachine") == []
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"owner": None}, "owner"),
+        ({"budget": {"monthlyLimitUsd": -5}}, "budget.monthlyLimitUsd"),
+        ({"budget": {"monthlyLimitUsd": 10, "alertEmails": ["not-an-address"]}}, "budget.alertEmails[0]"),
+        ({"project": "a|b"}, "project"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_create_names_the_body_field_that_is_wrong(
+    stack: Deployed, change: dict[str, Any], path: str
+) -> None:
+    body = create_body()
+    for key, value in change.items():
+        if value is None:
+            del body[key]
+        else:
+            body[key] = value
+
+    status, answer = call(api_event("create_cluster", body=body))
+
+    assert status == 400
+    assert ("body", path) in problems(answer)
+    assert all(set(e) <= {"path", "message", "location", "file"} for e in answer["errors"])
+
+
+def test_create_rejects_a_body_that_is_not_json(stack: Deployed) -> None:
+    status, answer = call(api_event("create_cluster", raw_body="{not json"))
+
+    assert status == 400
+    assert answer["errors"][0]["location"] == "body"
+
+
+def test_create_rejects_a_tag_that_contradicts_the_request(stack: Deployed) -> None:
+    status, answer = create(project="other-project")
+
+    assert status == 400
+    assert problems(answer) == {("cluster-config.json", "Tags[0].Value")}
+
+
+def test_create_rejects_too_many_tags(stack: Deployed) -> None:
+    body = create_body()
+    body["clusterConfig"]["Tags"] = [{"Key": f"k{i}", "Value": "v"} for i in range(48)]
+
+    status, answer = call(api_event("create_cluster", body=body))
+
+    assert status == 400
+    assert problems(answer) == {("cluster-config.json", "Tags")}
+
+
+def test_create_conflicts_with_a_registered_name(stack: Deployed) -> None:
+    assert create()[0] == 202
+
+    status, answer = create()
+
+    assert status == 409
+    assert "ml-cluster" in answer["message"]
+
+
+def test_create_conflicts_with_a_cluster_autopilot_did_not_create(stack: Deployed) -> None:
+    sagemaker = stack.client("sagemaker")
+    sagemaker.create_cluster(**{k: v for k, v in create_body()["clusterConfig"].items() if k != "Tags"})
+
+    status, answer = create()
+
+    assert status == 409
+    assert "already exists" in answer["message"]
+
+
+def test_create_when_the_workflow_cannot_start_records_the_failure(stack: Deployed) -> None:
+    sfn = stack.client("stepfunctions")
+    sfn.delete_state_machine(stateMachineArn=stack.stack.arn("CreateClusterStateMachine"))
+
+    status, answer = create()
+
+    assert status == 503
+    status, operation = call(
+        api_event("get_operation", path_parameters={"operationId": answer["operationId"]})
+    )
+    assert operation["status"] == "FAILED"
+    assert operation["error"]["error"].startswith("StepFunctions.")
+    status, cluster = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
+    assert cluster["status"] == "CREATE_FAILED"
+    [event] = stack.operation_events()
+    assert event["detail-type"] == "Cluster Operation Failed"
+    assert event["detail"]["operationId"] == answer["operationId"]
+    assert create()[0] == 503  # the name is free again (the workflow is still missing)
+
+
+# --- GET /clusters, /clusters/{name}, /clusters/{name}/nodes ----------------------------------
+
+
+def test_list_pages_through_registered_clusters(stack: Deployed) -> None:
+    for name in ("alpha", "bravo", "charlie"):
+        assert create(name)[0] == 202
+
+    status, first = call(api_event("list_clusters", query={"limit": "2"}))
+    assert status == 200
+    status, second = call(api_event("list_clusters", query={"limit": "2", "nextToken": first["nextToken"]}))
+
+    names = [c["clusterName"] for c in first["clusters"] + second["clusters"]]
+    assert names == ["alpha", "bravo", "charlie"]
+    assert second.get("nextToken") is None
+
+
+def test_list_rejects_a_forged_page_token(stack: Deployed) -> None:
+    status, answer = call(api_event("list_clusters", query={"nextToken": "bm90LWEtdG9rZW4"}))
+
+    assert status == 400
+    assert problems(answer) == {("query", "nextToken")}
+
+
+def test_list_rejects_a_limit_out_of_range(stack: Deployed) -> None:
+    status, answer = call(api_event("list_clusters", query={"limit": "1000"}))
+
+    assert status == 400
+    assert problems(answer) == {("query", "limit")}
+
+
+def test_get_cluster_adds_the_live_sagemaker_status(stack: Deployed) -> None:
+    config = {k: v for k, v in create_body("live")["clusterConfig"].items() if k != "Tags"}
+    stack.client("sagemaker").create_cluster(**config)
+
+    status, cluster = call(api_event("get_cluster", path_parameters={"name": "live"}))
+
+    assert status == 200
+    assert cluster["status"] is None  # not created through Autopilot
+    assert cluster["sagemaker"]["ClusterStatus"] == "Creating"
+    assert [g["InstanceGroupName"] for g in cluster["sagemaker"]["InstanceGroups"]] == [
+        "controller-machine",
+        "login-group",
+        "worker-group-1",
+    ]
+
+
+def test_unknown_cluster_is_404(stack: Deployed) -> None:
+    status, answer = call(api_event("get_cluster", path_parameters={"name": "nope"}))
+
+    assert status == 404
+    assert answer == {"message": "cluster 'nope' not found"}
+
+
+def test_invalid_cluster_name_is_400_naming_the_path_parameter(stack: Deployed) -> None:
+    status, answer = call(api_event("get_cluster", path_parameters={"name": "-bad-"}))
+
+    assert status == 400
+    assert problems(answer) == {("path", "name")}
+
+
+def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> None:
+    config = {k: v for k, v in create_body("nodes")["clusterConfig"].items() if k != "Tags"}
+    stack.client("sagemaker").create_cluster(**config)
+    stack.clock.advance(3600)
+
+    status, first = call(
+        api_event("list_cluster_nodes", path_parameters={"name": "nodes"}, query={"limit": "4"})
+    )
+    status, second = call(
+        api_event(
+            "list_cluster_nodes",
+            path_parameters={"name": "nodes"},
+            query={"limit": "4", "nextToken": first["nextToken"]},
+        )
+    )
+
+    assert status == 200
+    nodes = first["nodes"] + second["nodes"]
+    assert len(nodes) == 6  # 1 controller + 1 login + 4 workers
+    assert {n["InstanceStatus"]["Status"] for n in nodes} == {"Running"}
+    assert second.get("nextToken") is None
+
+
+def test_nodes_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
+    status, _ = call(api_event("list_cluster_nodes", path_parameters={"name": "nope"}))
+
+    assert status == 404
+
+
+# --- DELETE /clusters/{name} ------------------------------------------------------------------
+
+
+def _registered_active(stack: Deployed, name: str) -> str:
+    status, body = create(name)
+    assert status == 202
+    ddb = stack.client("dynamodb")
+    ddb.update_item(
+        TableName=stack.stack.physical_id("StateTable"),
+        Key={"pk": {"S": f"CLUSTER#{name}"}, "sk": {"S": f"CLUSTER#{name}"}},
+        UpdateExpression="SET #s = :active",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":active": {"S": "ACTIVE"}},
+    )
+    return str(body["operationId"])
+
+
+def test_delete_starts_the_cleanup_workflow(stack: Deployed) -> None:
+    _registered_active(stack, "ml-cluster")
+
+    status, body = call(api_event("delete_cluster"))
+
+    assert status == 202
+    [execution] = executions(stack, "CleanupClusterStateMachine")
+    workflow_input = json.loads(execution["input"])
+    assert workflow_input["operationId"] == body["operationId"]
+    assert workflow_input["budgetName"] == "hyperpod-ml-cluster"
+    assert workflow_input["stackName"] == "ml-cluster-vpc"
+    _, cluster = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
+    assert cluster["status"] == "DELETING"
+    assert cluster["lastOperationId"] == body["operationId"]
+
+
+def test_delete_while_creating_is_409(stack: Deployed) -> None:
+    assert create()[0] == 202
+
+    status, answer = call(api_event("delete_cluster"))
+
+    assert status == 409
+    assert "CREATING" in answer["message"]
+
+
+def test_delete_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
+    status, _ = call(api_event("delete_cluster", path_parameters={"name": "nope"}, query=None))
+
+    assert status == 404
+
+
+def test_delete_adopts_a_cluster_autopilot_did_not_create(stack: Deployed) -> None:
+    config = {k: v for k, v in create_body("outside")["clusterConfig"].items() if k != "Tags"}
+    stack.client("sagemaker").create_cluster(**config)
+
+    status, _body = call(api_event("delete_cluster", path_parameters={"name": "outside"}, query=None))
+
+    assert status == 202
+    workflow_input = json.loads(executions(stack, "CleanupClusterStateMachine")[0]["input"])
+    assert workflow_input["stackName"] is None
+    assert workflow_input["budgetName"] == "hyperpod-outside"
+    _, cluster = call(api_event("get_cluster", path_parameters={"name": "outside"}))
+    assert cluster["status"] == "DELETING"
+
+
+def test_delete_rejects_a_bad_stack_name(stack: Deployed) -> None:
+    status, answer = call(api_event("delete_cluster", query={"stackName": "not a stack"}))
+
+    assert status == 400
+    assert problems(answer) == {("query", "stackName")}
+
+
+# --- operations, validate, openapi, errors ----------------------------------------------------
+
+
+def test_unknown_operation_is_404(stack: Deployed) -> None:
+    status, answer = call(api_event("get_operation"))
+
+    assert status == 404
+    assert "op-20251121140000-0a1b2c3d" in answer["message"]
+
+
+def test_validate_reports_without_creating(stack: Deployed) -> None:
+    valid = create_body()
+    invalid = create_body()
+    invalid["clusterConfig"]["InstanceGroups"][0]["InstanceCount"] = -1
+
+    status, good = call(api_event("validate", body={"clusterConfig": valid["clusterConfig"]}))
+    _, bad = call(api_event("validate", body={"clusterConfig": invalid["clusterConfig"]}))
+
+    assert status == 200
+    assert good["valid"] is True
+    assert bad["valid"] is False
+    assert ("cluster-config.json", "InstanceGroups[0].InstanceCount") in problems(bad)
+    assert executions(stack, "CreateClusterStateMachine") == []
+
+
+def test_openapi_document_is_served_and_docs_are_current(stack: Deployed) -> None:
+    status, document = call(api_event("openapi"))
+
+    assert status == 200
+    assert set(document["paths"]) == {
+        "/clusters",
+        "/clusters/{name}",
+        "/clusters/{name}/nodes",
+        "/operations/{operationId}",
+        "/validate",
+    }
+    committed = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    assert committed == document, "regenerate: .venv/bin/python -m autopilot.api.openapi docs/openapi.json"
+
+
+def test_unknown_route_is_404_json(stack: Deployed) -> None:
+    event = api_event("list_clusters", query=None)
+    event["path"] = event["resource"] = "/nowhere"
+
+    status, answer = call(event)
+
+    assert status == 404
+    assert answer == {"message": "no such resource: /nowhere"}
+
+
+def test_unexpected_errors_are_500_json_without_details(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(routes.get_operations(), "list_clusters", explode)
+
+    status, answer = call(api_event("list_clusters", query=None))
+
+    assert status == 500
+    assert answer == {"message": "internal error"}
+
+
+def test_lambda_handler_serves_the_api(stack: Deployed) -> None:
+    spec = importlib.util.spec_from_file_location("api_app", Path(ROOT / "functions" / "api" / "app.py"))
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    response = module.lambda_handler(api_event("list_clusters", query=None), LambdaContext())
+
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"]) == {"clusters": [], "nextToken": None}
