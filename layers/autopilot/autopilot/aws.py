@@ -7,7 +7,7 @@ call ``clients.cache_clear()`` between moto contexts.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import boto3
@@ -17,7 +17,7 @@ from botocore.config import Config
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
 
 
-@lru_cache(maxsize=None)
+@cache
 def client(service: str, region: str | None = None) -> Any:
     """Return the cached boto3 client for ``service`` (typed at call sites with mypy-boto3 stubs)."""
     return boto3.session.Session().client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
