@@ -135,6 +135,18 @@ def tagged_with_cluster(ctx: DemoContext, cluster_name: str) -> list[str]:
     return arns
 
 
+def budget_subscribers(
+    budgets: Any, account: str, budget_name: str, notification: Mapping[str, Any]
+) -> set[tuple[str, str]]:
+    """(SubscriptionType, Address) of everyone a budget notification alerts (all pages)."""
+    found: set[tuple[str, str]] = set()
+    for page in budgets.get_paginator("describe_subscribers_for_notification").paginate(
+        AccountId=account, BudgetName=budget_name, Notification=dict(notification)
+    ):
+        found |= {(s["SubscriptionType"], s["Address"]) for s in page["Subscribers"]}
+    return found
+
+
 def create_cluster_and_wait(ctx: DemoContext, name: str) -> dict[str, Any]:
     """POST /clusters with the workshop config and follow the operation to its end."""
     result = ctx.call(f"POST /clusters ({name})", lambda: ctx.api.create_cluster(create_body(name)), accepted)
@@ -282,6 +294,15 @@ def create_cluster(ctx: DemoContext) -> None:
         "budget alerts at 50/80/100 % actual and 100 % forecast",
         f"found {sorted(seen)}",
     )
+    wanted_subscribers = {("SNS", ctx.env.stack_output("AlertsTopicArn")), ("EMAIL", ALERT_EMAIL)}
+    for alert in notifications:
+        subscribers = budget_subscribers(budgets, account, budget_name, alert)
+        ctx.check(
+            wanted_subscribers <= subscribers,
+            f"{alert['NotificationType']} {float(alert['Threshold']):g} % alert goes to AlertsTopic "
+            f"and {ALERT_EMAIL}",
+            f"subscribers: {sorted(subscribers)}",
+        )
     event = ctx.wait_until(
         f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
         lambda: inbox.find(SUCCEEDED_EVENT, operation_id),
@@ -372,6 +393,13 @@ def cleanup_leaves_nothing(ctx: DemoContext) -> None:
     budgets = ctx.aws("budgets")
     code = aws_error_code(ctx, lambda: budgets.describe_budget(AccountId=account, BudgetName=budget_name))
     ctx.check(code is None, f"before: budget {budget_name} exists", str(code))
+    # The "nothing tagged left" check below proves something only if it can see the cluster now.
+    before = tagged_with_cluster(ctx, name)
+    ctx.check(
+        cluster_arn in before,
+        f"before: GetResources(ClusterName={name}) finds the cluster",
+        f"found {before}",
+    )
 
     result = ctx.call(f"DELETE /clusters/{name}", lambda: ctx.api.delete_cluster(name), accepted)
     operation = ctx.wait_for_operation(result["operationId"])
@@ -386,7 +414,7 @@ def cleanup_leaves_nothing(ctx: DemoContext) -> None:
         code == "NotFoundException", f"DescribeBudget {budget_name} -> NotFoundException", f"got {code}"
     )
     leftovers = tagged_with_cluster(ctx, name)
-    ctx.check(not leftovers, "GetResources(ClusterName=" + name + "): nothing tagged left", str(leftovers))
+    ctx.check(not leftovers, f"after: GetResources(ClusterName={name}): nothing tagged left", str(leftovers))
     recorded = operation.get("leftovers")
     ctx.check(recorded == [], "the operation records no leftovers", str(recorded))
     after = ctx.api.get_cluster(name)

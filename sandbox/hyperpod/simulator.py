@@ -34,6 +34,7 @@ from sandbox.hyperpod.faults import (
 from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, jsonable, utc
 from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
 from sandbox.hyperpod.responses import register_simulator, unregister_simulator
+from sandbox.hyperpod.tagging import register_tagged_clusters, unregister_tagged_clusters
 from sandbox.hyperpod.validation import HyperPodApiError, validate_input, validation_error
 
 SOURCE = "aws.sagemaker"
@@ -112,15 +113,24 @@ class HyperPodSimulator:
     # ------------------------------------------------------------------ wiring
 
     def install(self) -> None:
-        """Serve this (account, region)'s SageMaker cluster calls from the simulator (see responses.py)."""
+        """Serve this (account, region)'s SageMaker cluster calls from the simulator (see responses.py)
+        and show its clusters to the Resource Groups Tagging API (see tagging.py)."""
         register_simulator(self)
+        register_tagged_clusters(self)
 
     def uninstall(self) -> None:
+        unregister_tagged_clusters(self)
         unregister_simulator(self)
 
     def owns_arn(self, arn: str) -> bool:
         with self._lock:
             return arn in self._clusters
+
+    def tagged_clusters(self) -> list[tuple[str, dict[str, str]]]:
+        """(ARN, current tags) of every cluster that exists at ``clock.now()`` (the tagging seam's view)."""
+        self.tick()
+        with self._lock:
+            return [(arn, dict(cluster.tags)) for arn, cluster in self._clusters.items()]
 
     # ------------------------------------------------------------------ time
 
