@@ -31,7 +31,7 @@ $(STAMP): requirements/dev.lock pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/pytest --cov --cov-report=term --cov-report=xml:build/coverage.xml $(PYTEST_ARGS)
+	$(BIN)/pytest --cov --cov-report=term --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -q $(PYTEST_ARGS)
