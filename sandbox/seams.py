@@ -22,6 +22,11 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``name_unnamed_executions``: moto's executing Step Functions backend names an execution started
   without ``name`` "None" (so the second unnamed StartExecution fails ExecutionAlreadyExists and
   ``$$.Execution.Name`` is null); Step Functions generates a UUID name, and so does the seam.
+- ``name_aws_sdk_errors``: moto's Step Functions executor names an aws-sdk task's error after the
+  lower-case service of the ARN (``sagemaker.ResourceNotFoundException``) unless the service is in
+  its ``_SERVICE_ERROR_NAMES``; Step Functions uses the service's own spelling
+  (``SageMaker.ResourceNotFoundException``), so the seam adds that spelling for every service the
+  ASL calls through aws-sdk and the ASL lists only AWS's names.
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
 """
@@ -35,7 +40,8 @@ import threading
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -49,6 +55,12 @@ from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription, sns_backends
 from moto.sqs.models import sqs_backends
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+    state_task_service_aws_sdk,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
@@ -416,6 +428,32 @@ def name_unnamed_executions() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seam: aws-sdk task errors carry the service's AWS spelling (SageMaker.X, not sagemaker.X)
+# --------------------------------------------------------------------------------------------------
+# Every service the ASL calls through arn:aws:states:::aws-sdk:<service>:<action>, spelled as Step
+# Functions spells it in error names (tests/integration/test_asl_contract.py keeps this complete).
+AWS_SDK_ERROR_SERVICE_NAMES: Final = {
+    "budgets": "Budgets",
+    "cloudformation": "CloudFormation",
+    "resourcegroupstaggingapi": "ResourceGroupsTaggingAPI",
+    "sagemaker": "SageMaker",
+}
+
+
+def name_aws_sdk_errors() -> None:
+    seam = "name_aws_sdk_errors"
+    _expect_signature(StateTaskServiceAwsSdk, "_normalise_service_error_name", ["service_name"], seam)
+    original = getattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", None)
+    if not isinstance(original, dict):
+        raise SeamDrift(f"{seam}: {state_task_service_aws_sdk.__name__}._SERVICE_ERROR_NAMES is gone")
+    state_task_service_aws_sdk._SERVICE_ERROR_NAMES = {**original, **AWS_SDK_ERROR_SERVICE_NAMES}
+    _state.undo.append(lambda: setattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", original))
+    # the table is only worth patching while moto still reads it when it names an error
+    if StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") != "SageMaker":
+        raise SeamDrift(f"{seam}: _normalise_service_error_name no longer reads _SERVICE_ERROR_NAMES")
+
+
+# --------------------------------------------------------------------------------------------------
 # AWS call recording (botocore extension point, not a patch)
 # --------------------------------------------------------------------------------------------------
 _calls: Final[Counter[str]] = Counter()
@@ -463,6 +501,7 @@ SEAMS: Final = (
     deliver_sns_to_lambda,
     detach_sqs_event_source_mappings,
     name_unnamed_executions,
+    name_aws_sdk_errors,
     record_aws_calls,
 )
 
@@ -488,9 +527,34 @@ def uninstall() -> None:
         _undo_all()
 
 
-def _undo_all() -> None:
-    while _state.undo:
+@contextmanager
+def installed(*chosen: Callable[[], None]) -> Iterator[None]:
+    """Only the ``chosen`` seams, for tests that run moto without a Sandbox (no runtime: the seams
+    that route to one keep moto's behaviour). Nests; refused while a sandbox is running."""
+    with _lock:
+        if _state.runtime is not None:
+            raise RuntimeError("a sandbox is running: its seams are already installed")
+        mark = len(_state.undo)
+        try:
+            for seam in chosen:
+                seam()
+        except BaseException:
+            _undo_to(mark)
+            raise
+    try:
+        yield
+    finally:
+        with _lock:
+            _undo_to(mark)
+
+
+def _undo_to(mark: int) -> None:
+    while len(_state.undo) > mark:
         _state.undo.pop()()
+
+
+def _undo_all() -> None:
+    _undo_to(0)
     _state.runtime = None
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from sandbox import seams
 from sandbox.clock import SandboxClock
 from sandbox.deploy import Stack, deploy
 from sandbox.hyperpod import HyperPodSimulator
@@ -38,7 +39,7 @@ class Deployed:
         """Autopilot events the OperationEventsRule matched so far (captured on an SQS queue)."""
         sqs = self.client("sqs")
         url = sqs.get_queue_url(QueueName=CAPTURE_QUEUE)["QueueUrl"]
-        events = []
+        events: list[dict[str, Any]] = []
         while True:
             messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
             if not messages:
@@ -66,8 +67,12 @@ def _capture_operation_events(stack: Stack) -> None:
 def deployed(
     *, execute: bool, parameters: Mapping[str, Any] | None = None, clock_speed: float = 0.0
 ) -> Iterator[Deployed]:
-    """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor)."""
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}):
+    """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor),
+    which names aws-sdk errors as AWS does (the one sandbox seam these tests need)."""
+    with (
+        mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}),
+        seams.installed(seams.name_aws_sdk_errors),
+    ):
         stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {})
         _capture_operation_events(stack)
         clock = SandboxClock(speed=clock_speed)

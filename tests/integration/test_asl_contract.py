@@ -17,9 +17,12 @@ from autopilot.operations import (
     CreateClusterWorkflowInput,
 )
 from botocore.model import ListShape, Shape, StructureShape
+from pydantic import BaseModel
+
+from sandbox import seams
 
 ROOT = Path(__file__).resolve().parents[2]
-MACHINES = {
+MACHINES: dict[str, type[BaseModel]] = {
     "create_cluster": CreateClusterWorkflowInput,
     "cleanup_cluster": CleanupClusterWorkflowInput,
 }
@@ -136,24 +139,29 @@ def test_every_task_retries_with_jitter_and_catches_into_a_named_state(
     assert all(c["Next"] in states for c in catchers)
 
 
+def error_names(state: dict[str, Any]) -> set[str]:
+    return {name for rule in state.get("Retry", []) + state.get("Catch", []) for name in rule["ErrorEquals"]}
+
+
 @pytest.mark.parametrize("machine", MACHINES)
-def test_every_error_name_has_its_aws_spelling(machine: str) -> None:
-    """moto's executor names aws-sdk errors after the lower-case ARN service; AWS uses PascalCase.
-    Each lower-case name is there for the sandbox and must sit beside its AWS twin."""
-    aws_names = {
-        "sagemaker": "SageMaker",
-        "budgets": "Budgets",
-        "resourcegroupstaggingapi": "ResourceGroupsTaggingAPI",
-    }
+def test_error_names_use_the_aws_spelling_of_the_service(machine: str) -> None:
+    """Step Functions names errors ``SageMaker.X`` / ``Budgets.X``, never after the lower-case ARN
+    service (``sagemaker.X``, moto's spelling without the sandbox seam): such a name never matches."""
     for state_name, state in tasks(machine):
-        for rule in state.get("Retry", []) + state.get("Catch", []):
-            names = set(rule["ErrorEquals"])
-            for name in names:
-                service, _, error = name.partition(".")
-                if service in aws_names:
-                    pascal = aws_names[service]
-                    twin = f"{pascal}.{error.replace(service + 'Exception', pascal + 'Exception')}"
-                    assert twin in names, f"{state_name}: {name} without {twin}"
+        for name in error_names(state):
+            service = name.partition(".")[0]
+            assert service[:1].isupper(), f"{state_name}: {name} is named after a lower-case service"
+        match = SDK.match(state["Resource"])
+        if match:
+            spelling = seams.AWS_SDK_ERROR_SERVICE_NAMES.get(match["service"])
+            prefixes = {name.partition(".")[0] for name in error_names(state)} - {"States"}
+            assert prefixes <= {spelling}, f"{state_name}: {prefixes} for {match['service']}"
+
+
+def test_the_sandbox_names_the_errors_of_every_aws_sdk_service_the_asl_calls() -> None:
+    """Without it moto's executor names them sagemaker.X and the ASL's Retry/Catch never match."""
+    called = {match["service"] for _, _, state in all_tasks() if (match := SDK.match(state["Resource"]))}
+    assert called <= set(seams.AWS_SDK_ERROR_SERVICE_NAMES), called - set(seams.AWS_SDK_ERROR_SERVICE_NAMES)
 
 
 @pytest.mark.parametrize("machine", MACHINES)

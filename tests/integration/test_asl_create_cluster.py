@@ -196,7 +196,7 @@ def test_throttled_describe_calls_are_retried(make_stack: Any) -> None:
     failed = [e for e in events if e["type"] == "TaskFailed"]
     assert failed, "the seeded throttling plan throttles at least one DescribeCluster"
     # unmodelled errors surface as <service>.<Service>Exception; the cause carries the message
-    assert {e["taskFailedEventDetails"]["error"] for e in failed} == {"sagemaker.sagemakerException"}
+    assert {e["taskFailedEventDetails"]["error"] for e in failed} == {"SageMaker.SageMakerException"}
     assert all("Rate exceeded" in e["taskFailedEventDetails"]["cause"] for e in failed)
     assert "Record Failure" not in entered(events)
 

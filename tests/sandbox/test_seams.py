@@ -18,6 +18,12 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import Rule
 from moto.sns.models import Subscription
 from moto.sqs.models import sqs_backends
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+    state_task_service_aws_sdk,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from sandbox import seams
@@ -76,6 +82,62 @@ def test_drift_is_detected_and_nothing_stays_installed(
     finally:
         runtime.stop()
     assert _originals() == before
+    assert seams.active_runtime() is None
+
+
+# --- name_aws_sdk_errors: guards (before any test that starts the module's sandbox) ---------------------
+def _error_names() -> dict[str, str]:
+    return dict(state_task_service_aws_sdk._SERVICE_ERROR_NAMES)
+
+
+def test_aws_sdk_error_names_are_added_and_removed_outside_a_sandbox() -> None:
+    before = _error_names()
+    with seams.installed(seams.name_aws_sdk_errors):
+        assert StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") == "SageMaker"
+        assert _error_names() == {**before, **seams.AWS_SDK_ERROR_SERVICE_NAMES}
+    assert _error_names() == before
+    assert StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") == "sagemaker"
+
+
+def test_aws_sdk_error_names_refuse_to_install_beside_a_running_sandbox() -> None:
+    runtime = LambdaRuntime()
+    try:
+        seams.install(runtime)
+        with (
+            pytest.raises(RuntimeError, match="sandbox is running"),
+            seams.installed(seams.name_aws_sdk_errors),
+        ):
+            raise AssertionError("never entered")
+    finally:
+        seams.uninstall()
+        runtime.stop()
+
+
+def test_aws_sdk_error_names_detect_a_missing_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES")
+    with pytest.raises(seams.SeamDrift, match="_SERVICE_ERROR_NAMES is gone"):
+        seams.install(LambdaRuntime())
+    assert seams.active_runtime() is None
+
+
+def test_aws_sdk_error_names_detect_a_table_moto_no_longer_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _error_names()
+    monkeypatch.setattr(
+        StateTaskServiceAwsSdk,
+        "_normalise_service_error_name",
+        staticmethod(lambda service_name: service_name),
+    )
+    with pytest.raises(seams.SeamDrift, match="no longer reads"), seams.installed(seams.name_aws_sdk_errors):
+        raise AssertionError("never entered")
+    assert _error_names() == before
+
+
+def test_aws_sdk_error_names_detect_a_changed_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        StateTaskServiceAwsSdk, "_normalise_service_error_name", staticmethod(lambda name, ex: name)
+    )
+    with pytest.raises(seams.SeamDrift, match="_normalise_service_error_name has parameters"):
+        seams.install(LambdaRuntime())
     assert seams.active_runtime() is None
 
 
@@ -197,6 +259,41 @@ def test_unnamed_executions_get_uuid_names(sb: Sandbox) -> None:
     assert first != second
     assert re.fullmatch(r"[0-9a-f-]{36}", first.rsplit(":", 1)[1])
     assert sb.wait_for_execution(first)["status"] == "SUCCEEDED"
+
+
+# --- name_aws_sdk_errors -----------------------------------------------------------------------------------
+def test_a_failed_aws_sdk_task_is_caught_by_its_aws_error_name(sb: Sandbox) -> None:
+    sfn = sb.client("stepfunctions")
+    definition = {
+        "StartAt": "Describe Missing",
+        "States": {
+            "Describe Missing": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:sagemaker:describeModelBiasJobDefinition",
+                "Parameters": {"JobDefinitionName": "missing"},
+                "Catch": [
+                    {
+                        "ErrorEquals": ["SageMaker.ResourceNotFoundException"],
+                        "ResultPath": "$.error",
+                        "Next": "Caught",
+                    }
+                ],
+                "End": True,
+            },
+            "Caught": {"Type": "Succeed"},
+        },
+    }
+    machine = sfn.create_state_machine(
+        name="seam-aws-sdk-errors",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{sb.account_id}:role/seam",
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+
+    finished = sb.wait_for_execution(execution)
+
+    assert finished["status"] == "SUCCEEDED", finished
+    assert json.loads(finished["output"])["error"]["Error"] == "SageMaker.ResourceNotFoundException"
 
 
 # --- record_aws_calls -----------------------------------------------------------------------------------
