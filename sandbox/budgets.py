@@ -946,12 +946,19 @@ def delete_subscriber(
         budget.notifications = [n for n in budget.notifications if n is not stored]
 
 
-def _serve_describe_subscribers_for_notification(response: BudgetsResponse) -> str:
-    subscribers, next_token = describe_subscribers_for_notification(
+def _named_notification(response: BudgetsResponse) -> tuple[BudgetsBackend, str, str, Mapping[str, Any]]:
+    """The (backend, account, budget name, notification) a *Subscriber* request is about."""
+    return (
         response.backend,
         response._get_param("AccountId"),
         response._get_param("BudgetName"),
         response._get_param("Notification"),
+    )
+
+
+def _serve_describe_subscribers_for_notification(response: BudgetsResponse) -> str:
+    subscribers, next_token = describe_subscribers_for_notification(
+        *_named_notification(response),
         max_results=response._get_int_param("MaxResults"),
         next_token=response._get_param("NextToken"),
     )
@@ -962,24 +969,12 @@ def _serve_describe_subscribers_for_notification(response: BudgetsResponse) -> s
 
 
 def _serve_create_subscriber(response: BudgetsResponse) -> str:
-    create_subscriber(
-        response.backend,
-        response._get_param("AccountId"),
-        response._get_param("BudgetName"),
-        response._get_param("Notification"),
-        response._get_param("Subscriber"),
-    )
+    create_subscriber(*_named_notification(response), response._get_param("Subscriber"))
     return json.dumps({})
 
 
 def _serve_delete_subscriber(response: BudgetsResponse) -> str:
-    delete_subscriber(
-        response.backend,
-        response._get_param("AccountId"),
-        response._get_param("BudgetName"),
-        response._get_param("Notification"),
-        response._get_param("Subscriber"),
-    )
+    delete_subscriber(*_named_notification(response), response._get_param("Subscriber"))
     return json.dumps({})
 
 

@@ -274,23 +274,28 @@ def all_executions(sfn: Any) -> Iterator[dict[str, Any]]:
                 yield from executions["executions"]
 
 
+def sandbox_api_client(sandbox: Any, api_url: str) -> AutopilotClient:
+    """The Autopilot HTTP client for a Sandbox's API, signing with the sandbox's credentials (SigV4)."""
+    from sandbox.lambda_runtime import SANDBOX_CREDENTIALS  # noqa: PLC0415 - sandbox-only import
+
+    return AutopilotClient(
+        api_url,
+        region=sandbox.region,
+        credentials=Credentials(
+            SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
+        ),
+    )
+
+
 class SandboxEnvironment:
     """The control plane deployed from template.yaml into an embedded Sandbox, its API served locally."""
 
     def __init__(self, sandbox: Any, api_url: str) -> None:
-        from sandbox.lambda_runtime import SANDBOX_CREDENTIALS  # noqa: PLC0415 - sandbox-only import
-
         self.sandbox = sandbox
         self.api_url = api_url
-        self.api = AutopilotClient(
-            api_url,
-            region=sandbox.region,
-            credentials=Credentials(
-                SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
-            ),
-        )
+        self.api = sandbox_api_client(sandbox, api_url)
         self.description = (
             f"stack {sandbox.stack.name} in {sandbox.region}, clock x{sandbox.clock.speed:g}, "
             f"API {api_url} (SigV4)"

@@ -24,14 +24,15 @@ from moto.core.utils import camelcase_to_underscores
 from moto.sagemaker.responses import SageMakerResponse
 
 from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
+from sandbox.hyperpod.registry import SimulatorRegistry
 from sandbox.hyperpod.validation import HyperPodApiError
 
 if TYPE_CHECKING:
     from sandbox.hyperpod.simulator import HyperPodSimulator
 
 _MISSING = object()
-_lock = threading.Lock()
-_simulators: dict[tuple[str, str], HyperPodSimulator] = {}
+_lock = threading.Lock()  # guards _originals
+_simulators = SimulatorRegistry("installed")
 _originals: dict[str, Any] = {}
 
 Handler = Callable[[SageMakerResponse], Any]
@@ -42,27 +43,16 @@ class HyperPodServiceError(ServiceException):
 
 
 def simulator_for(account_id: str, region: str) -> HyperPodSimulator | None:
-    with _lock:
-        return _simulators.get((account_id, region))
+    return _simulators.get(account_id, region)
 
 
 def register_simulator(simulator: HyperPodSimulator) -> None:
-    key = (simulator.account_id, simulator.region)
-    with _lock:
-        current = _simulators.get(key)
-        if current is not None and current is not simulator:
-            raise RuntimeError(f"a HyperPod simulator is already installed for {key}")
-        _simulators[key] = simulator
+    _simulators.add(simulator)
     install_sagemaker_seam()
 
 
 def unregister_simulator(simulator: HyperPodSimulator) -> None:
-    key = (simulator.account_id, simulator.region)
-    with _lock:
-        if _simulators.get(key) is simulator:
-            del _simulators[key]
-        empty = not _simulators
-    if empty:
+    if _simulators.remove(simulator):
         uninstall_sagemaker_seam()
 
 

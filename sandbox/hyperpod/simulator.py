@@ -122,6 +122,13 @@ class HyperPodSimulator:
         unregister_tagged_clusters(self)
         unregister_simulator(self)
 
+    def __enter__(self) -> HyperPodSimulator:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
     def owns_arn(self, arn: str) -> bool:
         with self._lock:
             return arn in self._clusters
@@ -332,6 +339,31 @@ class HyperPodSimulator:
         next_token = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
         return page, next_token
 
+    @classmethod
+    def _list_result(
+        cls,
+        key: str,
+        items: list[Any],
+        params: Params,
+        summarize: Callable[[Any], Any] = lambda item: item,
+        default_size: int = _DEFAULT_PAGE_SIZE,
+    ) -> dict[str, Any]:
+        """A List* answer: the requested page of ``items`` under ``key``, NextToken while more are left."""
+        page, next_token = cls._paginate(items, params, default_size)
+        result: dict[str, Any] = {key: [summarize(item) for item in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    @staticmethod
+    def _sort_listing(
+        items: list[Any], params: Params, *, by_name: Callable[[Any], Any], by_time: Callable[[Any], Any]
+    ) -> None:
+        items.sort(
+            key=by_name if params.get("SortBy") == "NAME" else by_time,
+            reverse=params.get("SortOrder") == "Descending",
+        )
+
     @staticmethod
     def _time_filter(params: Params, value: datetime) -> bool:
         after, before = params.get("CreationTimeAfter"), params.get("CreationTimeBefore")
@@ -416,16 +448,29 @@ class HyperPodSimulator:
             each.status = "Failed"
         cluster.status = "Failed"
         cluster.failure_message = f"Instance group {group.name} failed to provision: {message}"
+        self._capacity_event(cluster, at, instance_type, group.name, message=message)
+        self._state_change(cluster, at)
+
+    def _capacity_event(
+        self,
+        cluster: Cluster,
+        at: datetime,
+        instance_type: str,
+        group_name: str,
+        *,
+        message: str,
+        then: str = "",
+    ) -> None:
+        """The Error event of an instance group that got no capacity; ``then`` says what follows."""
         self._cluster_event(
             cluster,
             at,
             f"We currently do not have sufficient capacity to launch new {instance_type} instances "
-            f"for instance group {group.name} of cluster {cluster.name}.",
+            f"for instance group {group_name} of cluster {cluster.name}.{then}",
             level="Error",
-            group=group.name,
+            group=group_name,
             metadata={"InstanceGroup": {"FailureMessage": message}},
         )
-        self._state_change(cluster, at)
 
     def _update_cluster(self, params: Params) -> dict[str, Any]:
         at = self._now
@@ -551,14 +596,8 @@ class HyperPodSimulator:
                 group.status = "Updating"
         cluster.status = "RollingBack"
         cluster.failure_message = f"Instance group {failed.name} failed to scale up: {message}"
-        self._cluster_event(
-            cluster,
-            at,
-            f"We currently do not have sufficient capacity to launch new {instance_type} instances "
-            f"for instance group {failed.name} of cluster {cluster.name}. Rolling back the update.",
-            level="Error",
-            group=failed.name,
-            metadata={"InstanceGroup": {"FailureMessage": message}},
+        self._capacity_event(
+            cluster, at, instance_type, failed.name, message=message, then=" Rolling back the update."
         )
         self._state_change(cluster, at)
         self._after(at, self.timings.rollback, lambda t: self._finish_rollback(cluster, token, t))
@@ -648,16 +687,13 @@ class HyperPodSimulator:
                 or any(g.spec.get("TrainingPlanArn") == params["TrainingPlanArn"] for g in c.groups.values())
             )
         ]
-        by_name = params.get("SortBy") == "NAME"
-        clusters.sort(
-            key=lambda c: (c.name, c.creation_time) if by_name else (c.creation_time, c.name),
-            reverse=params.get("SortOrder") == "Descending",
+        self._sort_listing(
+            clusters,
+            params,
+            by_name=lambda c: (c.name, c.creation_time),
+            by_time=lambda c: (c.creation_time, c.name),
         )
-        page, next_token = self._paginate(clusters, params)
-        result: dict[str, Any] = {"ClusterSummaries": [c.summary() for c in page]}
-        if next_token:
-            result["NextToken"] = next_token
-        return result
+        return self._list_result("ClusterSummaries", clusters, params, Cluster.summary)
 
     # ------------------------------------------------------------------ nodes
 
@@ -669,16 +705,13 @@ class HyperPodSimulator:
             for n in cluster.nodes.values()
             if contains in n.group_name and self._time_filter(params, n.launch_time)
         ]
-        by_name = params.get("SortBy") == "NAME"
-        nodes.sort(
-            key=lambda n: (n.group_name, n.instance_id) if by_name else (n.launch_time, n.instance_id),
-            reverse=params.get("SortOrder") == "Descending",
+        self._sort_listing(
+            nodes,
+            params,
+            by_name=lambda n: (n.group_name, n.instance_id),
+            by_time=lambda n: (n.launch_time, n.instance_id),
         )
-        page, next_token = self._paginate(nodes, params)
-        result: dict[str, Any] = {"ClusterNodeSummaries": [n.summary() for n in page]}
-        if next_token:
-            result["NextToken"] = next_token
-        return result
+        return self._list_result("ClusterNodeSummaries", nodes, params, Node.summary)
 
     def _describe_cluster_node(self, params: Params) -> dict[str, Any]:
         cluster = self._cluster(params["ClusterName"])
@@ -703,30 +736,23 @@ class HyperPodSimulator:
         return _unique(params["NodeIds"])
 
     def _batch_reboot_cluster_nodes(self, params: Params) -> dict[str, Any]:
-        cluster = self._cluster(params["ClusterName"])
-        successful, failed = [], []
-        for node_id in self._node_ids(params):
-            node = cluster.nodes.get(node_id)
-            code = self._repair_refusal(cluster, node, node_id, replace=False)
-            if code is not None:
-                failed.append({"NodeId": node_id, "ErrorCode": code[0], "Message": code[1]})
-                continue
-            assert node is not None
-            self._start_reboot(cluster, node, self._now)
-            successful.append(node_id)
-        return _batch_result(successful, failed)
+        return self._batch_repair(params, replace=False)
 
     def _batch_replace_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        return self._batch_repair(params, replace=True)
+
+    def _batch_repair(self, params: Params, *, replace: bool) -> dict[str, Any]:
         cluster = self._cluster(params["ClusterName"])
+        start = self._start_replace if replace else self._start_reboot
         successful, failed = [], []
         for node_id in self._node_ids(params):
             node = cluster.nodes.get(node_id)
-            code = self._repair_refusal(cluster, node, node_id, replace=True)
+            code = self._repair_refusal(cluster, node, node_id, replace=replace)
             if code is not None:
                 failed.append({"NodeId": node_id, "ErrorCode": code[0], "Message": code[1]})
                 continue
             assert node is not None
-            self._start_replace(cluster, node, self._now)
+            start(cluster, node, self._now)
             successful.append(node_id)
         return _batch_result(successful, failed)
 
@@ -860,7 +886,6 @@ class HyperPodSimulator:
         ]
         if params.get("SortOrder") == "Descending":
             events.reverse()
-        page, next_token = self._paginate(events, params)
         summary_keys = (
             "EventId",
             "ClusterArn",
@@ -872,10 +897,9 @@ class HyperPodSimulator:
             "Description",
             "EventLevel",
         )
-        result: dict[str, Any] = {"Events": [{k: e[k] for k in summary_keys if k in e} for e in page]}
-        if next_token:
-            result["NextToken"] = next_token
-        return result
+        return self._list_result(
+            "Events", events, params, lambda event: {k: event[k] for k in summary_keys if k in event}
+        )
 
     def _describe_cluster_event(self, params: Params) -> dict[str, Any]:
         cluster = self._cluster(params["ClusterName"])
@@ -903,11 +927,7 @@ class HyperPodSimulator:
     def _list_tags(self, params: Params) -> dict[str, Any]:
         cluster = self._tagged(params["ResourceArn"])
         tags = [{"Key": k, "Value": v} for k, v in cluster.tags.items()]
-        page, next_token = self._paginate(tags, params, default_size=50)
-        result: dict[str, Any] = {"Tags": page}
-        if next_token:
-            result["NextToken"] = next_token
-        return result
+        return self._list_result("Tags", tags, params, default_size=50)
 
     def _delete_tags(self, params: Params) -> dict[str, Any]:
         cluster = self._tagged(params["ResourceArn"])

@@ -25,6 +25,7 @@ from moto.core.resource_tagging import TaggableResourcesMixin, TaggedResource
 from moto.resourcegroupstaggingapi import models as tagging_models
 from moto.resourcegroupstaggingapi.exceptions import ResourceGroupsTaggingAPIError
 
+from sandbox.hyperpod.registry import SimulatorRegistry
 from sandbox.hyperpod.validation import HyperPodApiError
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ SEAM = "iter_taggable_backends"  # the name moto's tagging backend walks, in its
 
 TaggableBackends = Callable[[str, str], Iterator[TaggableResourcesMixin]]
 
-_lock = threading.Lock()
-_simulators: dict[tuple[str, str], HyperPodSimulator] = {}
+_lock = threading.Lock()  # guards _original
+_simulators = SimulatorRegistry("tagged")
 _original: list[TaggableBackends] = []  # moto's own walk while the seam is installed
 
 
@@ -74,22 +75,12 @@ class SimulatedClusters(TaggableResourcesMixin):
 
 def register_tagged_clusters(simulator: HyperPodSimulator) -> None:
     """Show ``simulator``'s clusters to the tagging API of its (account, region)."""
-    key = (simulator.account_id, simulator.region)
-    with _lock:
-        current = _simulators.get(key)
-        if current is not None and current is not simulator:
-            raise RuntimeError(f"a HyperPod simulator is already tagged for {key}")
-        _simulators[key] = simulator
+    _simulators.add(simulator)
     install_tagging_seam()
 
 
 def unregister_tagged_clusters(simulator: HyperPodSimulator) -> None:
-    key = (simulator.account_id, simulator.region)
-    with _lock:
-        if _simulators.get(key) is simulator:
-            del _simulators[key]
-        empty = not _simulators
-    if empty:
+    if _simulators.remove(simulator):
         uninstall_tagging_seam()
 
 
@@ -107,8 +98,7 @@ def install_tagging_seam() -> None:
         _original.append(moto_walk)
 
         def iter_taggable_backends(account_id: str, region_name: str) -> Iterator[TaggableResourcesMixin]:
-            with _lock:
-                simulator = _simulators.get((account_id, region_name))
+            simulator = _simulators.get(account_id, region_name)
             if simulator is not None:
                 # First, so TagResources on a simulated cluster's ARN reaches the simulator, not
                 # moto's SageMaker backend (which claims every arn:aws:sagemaker: ARN).

@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 from autopilot.client import AutopilotClient
-from botocore.credentials import Credentials
 
 from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_CONFIGS = ROOT / "tests" / "fixtures" / "configs" / "slurm"
@@ -38,15 +36,7 @@ def api_url(sandbox: Sandbox) -> str:
 @pytest.fixture(scope="module")
 def api(api_url: str, sandbox: Sandbox) -> AutopilotClient:
     """The Autopilot HTTP client, signing with the sandbox's credentials (SigV4, execute-api)."""
-    return AutopilotClient(
-        api_url,
-        region=sandbox.region,
-        credentials=Credentials(
-            SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
-        ),
-    )
+    return sandbox_api_client(sandbox, api_url)
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,23 @@ from moto import mock_aws
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
 
-HYPERPOD_REGION = "us-east-1"
+TEST_REGION = "us-east-1"
+HYPERPOD_REGION = TEST_REGION
 HYPERPOD_ACCOUNT = "123456789012"
+
+Drain = Callable[[], list[dict[str, Any]]]  # takes the captured messages' bodies off their queue
+
+
+@pytest.fixture
+def iam_keys_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake access keys for us-east-1 and no session token: callers sign as a plain IAM user."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": TEST_REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
 
 
 @pytest.fixture
@@ -38,15 +53,13 @@ def hyperpod_clock() -> SandboxClock:
 @pytest.fixture
 def hyperpod_sim(hyperpod_aws_env: None, hyperpod_clock: SandboxClock) -> Iterator[HyperPodSimulator]:
     """An installed simulator for us-east-1 inside ``mock_aws``."""
-    with mock_aws():
-        simulator = HyperPodSimulator(
+    with (
+        mock_aws(),
+        HyperPodSimulator(
             hyperpod_clock, region=HYPERPOD_REGION, account_id=HYPERPOD_ACCOUNT, seed=7
-        )
-        simulator.install()
-        try:
-            yield simulator
-        finally:
-            simulator.uninstall()
+        ) as simulator,
+    ):
+        yield simulator
 
 
 @pytest.fixture
@@ -60,27 +73,50 @@ def hyperpod_sagemaker(hyperpod_sim: HyperPodSimulator) -> Any:
 
 
 @pytest.fixture
-def hyperpod_events(hyperpod_sim: HyperPodSimulator) -> Callable[[], list[dict[str, Any]]]:
+def hyperpod_events(
+    hyperpod_sim: HyperPodSimulator, capture_events: Callable[[str, dict[str, Any]], Drain]
+) -> Drain:
     """Capture aws.sagemaker events through a real EventBridge rule into an SQS queue; call to drain."""
-    sqs = boto3.client("sqs", region_name=HYPERPOD_REGION)
-    events = boto3.client("events", region_name=HYPERPOD_REGION)
-    queue_url = sqs.create_queue(QueueName="hyperpod-events")["QueueUrl"]
+    return capture_events("hyperpod-events", {"source": ["aws.sagemaker"]})
+
+
+@pytest.fixture
+def capture_queue() -> Callable[[str], tuple[str, Drain]]:
+    """Makes SQS queues (in the mocked us-east-1) to capture messages in: ``capture_queue(name)`` ->
+    (queue ARN, drain)."""
+    return _capture_queue
+
+
+@pytest.fixture
+def capture_events() -> Callable[[str, dict[str, Any]], Drain]:
+    """Routes events through a real EventBridge rule into a new SQS queue:
+    ``capture_events(rule_name, event_pattern)`` -> drain."""
+    return _capture_events
+
+
+def _capture_queue(name: str) -> tuple[str, Drain]:
+    sqs = boto3.client("sqs", region_name=TEST_REGION)
+    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    events.put_rule(Name="hyperpod-events", EventPattern=json.dumps({"source": ["aws.sagemaker"]}))
-    events.put_targets(Rule="hyperpod-events", Targets=[{"Id": "queue", "Arn": queue_arn}])
 
     def drain() -> list[dict[str, Any]]:
         received: list[dict[str, Any]] = []
-        while True:
-            messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-            if not messages:
-                return received
+        while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
             for message in messages:
                 received.append(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return received
 
+    return queue_arn, drain
+
+
+def _capture_events(rule_name: str, event_pattern: dict[str, Any]) -> Drain:
+    queue_arn, drain = _capture_queue(f"{rule_name}-events")
+    events = boto3.client("events", region_name=TEST_REGION)
+    events.put_rule(Name=rule_name, EventPattern=json.dumps(event_pattern))
+    events.put_targets(Rule=rule_name, Targets=[{"Id": "queue", "Arn": queue_arn}])
     return drain
 
 

@@ -58,17 +58,6 @@ def demo_fleet() -> list[RunningInstance]:
 
 
 @pytest.fixture
-def budgets_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-
-
-@pytest.fixture
 def budgets_clock() -> SandboxClock:
     return SandboxClock(speed=0, start=START)
 
@@ -81,15 +70,13 @@ def fleet() -> list[RunningInstance]:
 
 @pytest.fixture
 def budgets_sim(
-    budgets_aws_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
+    iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
 ) -> Iterator[BudgetsSimulator]:
-    with mock_aws():
-        simulator = BudgetsSimulator(budgets_clock, lambda: list(fleet), region=REGION, account_id=ACCOUNT)
-        simulator.install()
-        try:
-            yield simulator
-        finally:
-            simulator.uninstall()
+    with (
+        mock_aws(),
+        BudgetsSimulator(budgets_clock, lambda: list(fleet), region=REGION, account_id=ACCOUNT) as simulator,
+    ):
+        yield simulator
 
 
 @pytest.fixture
@@ -97,48 +84,47 @@ def budgets(budgets_sim: BudgetsSimulator) -> Any:
     return boto3.client("budgets", region_name=REGION)
 
 
+Topic = tuple[str, Callable[[], list[dict[str, Any]]]]  # (topic ARN, drain its subscribed queue)
+
+
 @pytest.fixture
-def alerts_topic(budgets_sim: BudgetsSimulator) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
+def alerts_topic(budgets_topic: Callable[..., Topic]) -> Topic:
     """An SNS topic AWS Budgets may publish to, subscribed by an SQS queue; (topic ARN, drain)."""
-    return make_topic("budget-alerts")
+    return budgets_topic("budget-alerts")
 
 
-def make_topic(name: str, *, allow_budgets: bool = True) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
-    sns = boto3.client("sns", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    topic_arn = sns.create_topic(Name=name)["TopicArn"]
-    if allow_budgets:
-        policy = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "AWSBudgets-notification",
-                    "Effect": "Allow",
-                    "Principal": {"Service": "budgets.amazonaws.com"},
-                    "Action": "SNS:Publish",
-                    "Resource": topic_arn,
-                    "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}},
-                }
-            ],
-        }
-        sns.set_topic_attributes(
-            TopicArn=topic_arn, AttributeName="Policy", AttributeValue=json.dumps(policy)
-        )
-    queue_url = sqs.create_queue(QueueName=f"{name}-queue")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
+@pytest.fixture
+def budgets_topic(
+    budgets_sim: BudgetsSimulator, capture_queue: Callable[[str], Topic]
+) -> Callable[..., Topic]:
+    """Makes SNS topics subscribed by an SQS queue: ``budgets_topic(name, allow_budgets=True)`` ->
+    (topic ARN, drain of the SNS envelopes); only with ``allow_budgets`` may AWS Budgets publish."""
 
-    def drain() -> list[dict[str, Any]]:
-        received: list[dict[str, Any]] = []
-        while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
-            for message in messages:
-                received.append(json.loads(message["Body"]))  # the SNS envelope
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-        return received
+    def make_topic(name: str, *, allow_budgets: bool = True) -> Topic:
+        sns = boto3.client("sns", region_name=REGION)
+        topic_arn = sns.create_topic(Name=name)["TopicArn"]
+        if allow_budgets:
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "AWSBudgets-notification",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "budgets.amazonaws.com"},
+                        "Action": "SNS:Publish",
+                        "Resource": topic_arn,
+                        "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}},
+                    }
+                ],
+            }
+            sns.set_topic_attributes(
+                TopicArn=topic_arn, AttributeName="Policy", AttributeValue=json.dumps(policy)
+            )
+        queue_arn, drain = capture_queue(f"{name}-queue")
+        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
+        return topic_arn, drain
 
-    return topic_arn, drain
+    return make_topic
 
 
 def notification(
@@ -220,7 +206,7 @@ def test_seam_moto_budgets_backend_shape() -> None:
     assert stored.to_dict()["CalculatedSpend"]["ActualSpend"]["Amount"] == "1.5"
 
 
-def test_seam_validation_is_installed_and_removed(budgets_aws_env: None, budgets_clock: SandboxClock) -> None:
+def test_seam_validation_is_installed_and_removed(iam_keys_env: None, budgets_clock: SandboxClock) -> None:
     two_topics = [
         notification(
             80,
@@ -323,7 +309,7 @@ def test_actual_threshold_crossing_publishes_once_to_sns(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
     budgets_clock: SandboxClock,
-    alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]],
+    alerts_topic: Topic,
 ) -> None:
     topic_arn, drain = alerts_topic
     create_budget(budgets, notifications=[notification(80, sns(topic_arn))])
@@ -363,7 +349,7 @@ def test_absolute_value_and_percentage_thresholds(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
     budgets_clock: SandboxClock,
-    alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]],
+    alerts_topic: Topic,
 ) -> None:
     topic_arn, drain = alerts_topic
     create_budget(
@@ -388,7 +374,7 @@ def test_forecasted_threshold_alerts_before_actual_spend_gets_there(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
     budgets_clock: SandboxClock,
-    alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]],
+    alerts_topic: Topic,
 ) -> None:
     topic_arn, drain = alerts_topic
     create_budget(
@@ -412,7 +398,7 @@ def test_forecasted_threshold_alerts_before_actual_spend_gets_there(
 def test_set_spend_forces_a_crossing_and_lowering_rearms_it(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
-    alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]],
+    alerts_topic: Topic,
 ) -> None:
     topic_arn, drain = alerts_topic
     create_budget(budgets, notifications=[notification(80, sns(topic_arn))])
@@ -440,8 +426,10 @@ def test_email_subscribers_are_recorded(budgets: Any, budgets_sim: BudgetsSimula
     assert len(budgets_sim.emails()) == 2
 
 
-def test_topic_without_budgets_permission_gets_nothing(budgets: Any, budgets_sim: BudgetsSimulator) -> None:
-    topic_arn, drain = make_topic("locked", allow_budgets=False)
+def test_topic_without_budgets_permission_gets_nothing(
+    budgets: Any, budgets_sim: BudgetsSimulator, budgets_topic: Callable[..., Topic]
+) -> None:
+    topic_arn, drain = budgets_topic("locked", allow_budgets=False)
     create_budget(budgets, notifications=[notification(50, sns(topic_arn))])
 
     [delivery] = budgets_sim.set_spend("hyperpod-demo", 600)
@@ -455,7 +443,7 @@ def test_deleted_budget_stops_alerting_and_a_new_one_rearms(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
     budgets_clock: SandboxClock,
-    alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]],
+    alerts_topic: Topic,
 ) -> None:
     topic_arn, drain = alerts_topic
     create_budget(budgets, notifications=[notification(80, sns(topic_arn))])
@@ -494,7 +482,7 @@ def test_seam_moto_lacks_the_subscriber_actions_and_stores_subscribers_per_notif
 
 
 def test_seam_subscriber_actions_are_installed_and_removed(
-    budgets_aws_env: None, budgets_clock: SandboxClock
+    iam_keys_env: None, budgets_clock: SandboxClock
 ) -> None:
     with mock_aws():
         client = boto3.client("budgets", region_name=REGION)
@@ -536,7 +524,7 @@ def subscribers_of(
 
 
 def test_describe_subscribers_for_notification_lists_each_notifications_own(
-    budgets: Any, alerts_topic: tuple[str, Callable[[], list[dict[str, Any]]]]
+    budgets: Any, alerts_topic: Topic
 ) -> None:
     topic_arn, _ = alerts_topic
     emails = [{"SubscriptionType": "EMAIL", "Address": f"u{n}@example.com"} for n in range(4)]
@@ -784,7 +772,7 @@ def test_daily_message_wording() -> None:
 
 # -- over HTTP -------------------------------------------------------------------------------------
 def test_calculated_spend_through_moto_server(
-    budgets_aws_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
+    iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
 ) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -806,7 +794,7 @@ def test_calculated_spend_through_moto_server(
         server.stop()
 
 
-def test_subscribers_through_moto_server(budgets_aws_env: None, budgets_clock: SandboxClock) -> None:
+def test_subscribers_through_moto_server(iam_keys_env: None, budgets_clock: SandboxClock) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

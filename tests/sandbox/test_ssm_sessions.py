@@ -39,30 +39,14 @@ CLOUDTRAIL_START_SESSION = {
 
 
 @pytest.fixture
-def ssm_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-
-
-@pytest.fixture
 def ssm_clock() -> SandboxClock:
     return SandboxClock(speed=0, start=START)
 
 
 @pytest.fixture
-def ssm_sim(ssm_aws_env: None, ssm_clock: SandboxClock) -> Iterator[SsmSessionsSimulator]:
-    with mock_aws():
-        simulator = SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT)
-        simulator.install()
-        try:
-            yield simulator
-        finally:
-            simulator.uninstall()
+def ssm_sim(iam_keys_env: None, ssm_clock: SandboxClock) -> Iterator[SsmSessionsSimulator]:
+    with mock_aws(), SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT) as simulator:
+        yield simulator
 
 
 @pytest.fixture
@@ -71,26 +55,12 @@ def ssm(ssm_sim: SsmSessionsSimulator) -> Any:
 
 
 @pytest.fixture
-def cloudtrail_events(ssm_sim: SsmSessionsSimulator) -> Callable[[], list[dict[str, Any]]]:
+def cloudtrail_events(
+    ssm_sim: SsmSessionsSimulator,
+    capture_events: Callable[[str, dict[str, Any]], Callable[[], list[dict[str, Any]]]],
+) -> Callable[[], list[dict[str, Any]]]:
     """SessionGuard's EventBridge pattern into an SQS queue; call to drain the captured events."""
-    sqs = boto3.client("sqs", region_name=REGION)
-    events = boto3.client("events", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName="start-session-events")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    events.put_rule(Name="start-session", EventPattern=json.dumps(CLOUDTRAIL_START_SESSION))
-    events.put_targets(Rule="start-session", Targets=[{"Id": "queue", "Arn": queue_arn}])
-
-    def drain() -> list[dict[str, Any]]:
-        received: list[dict[str, Any]] = []
-        while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
-            for message in messages:
-                received.append(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-        return received
-
-    return drain
+    return capture_events("start-session", CLOUDTRAIL_START_SESSION)
 
 
 def iam_user_client(name: str) -> tuple[Any, str]:
@@ -113,7 +83,7 @@ def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 
 
 # -- the seam --------------------------------------------------------------------------------------
-def test_seam_moto_still_lacks_sessions_and_dispatches_by_method_name(ssm_aws_env: None) -> None:
+def test_seam_moto_still_lacks_sessions_and_dispatches_by_method_name(iam_keys_env: None) -> None:
     """Fails when a moto upgrade implements sessions itself or stops dispatching by method name."""
     native = method_names_from_class(SimpleSystemManagerResponse)
     wanted = [camelcase_to_underscores(op) for op in OPERATIONS]
@@ -377,7 +347,7 @@ def test_unknown_document_is_invalid_document_and_account_documents_work(ssm: An
 
 # -- scenario helpers and faults --------------------------------------------------------------------
 def test_target_not_connected_when_the_fleet_does_not_have_it(
-    ssm_aws_env: None, ssm_clock: SandboxClock
+    iam_keys_env: None, ssm_clock: SandboxClock
 ) -> None:
     with mock_aws(), SsmSessionsSimulator(ssm_clock, connected_targets=lambda: [TARGET]):
         client = boto3.client("ssm", region_name=REGION)
@@ -403,7 +373,7 @@ def test_injected_fault_fails_the_next_calls_only(ssm_sim: SsmSessionsSimulator)
         ssm_sim.inject_fault("SendCommand", "X", "y")
 
 
-def test_max_session_duration_ends_sessions_on_the_clock(ssm_aws_env: None, ssm_clock: SandboxClock) -> None:
+def test_max_session_duration_ends_sessions_on_the_clock(iam_keys_env: None, ssm_clock: SandboxClock) -> None:
     with mock_aws(), SsmSessionsSimulator(ssm_clock, max_session_duration_minutes=60) as simulator:
         client = boto3.client("ssm", region_name=REGION)
         session_id = client.start_session(Target=TARGET)["SessionId"]
@@ -507,7 +477,7 @@ def test_caller_identity_parses_principals() -> None:
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
-def test_sessions_work_through_moto_server(ssm_aws_env: None, ssm_clock: SandboxClock) -> None:
+def test_sessions_work_through_moto_server(iam_keys_env: None, ssm_clock: SandboxClock) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

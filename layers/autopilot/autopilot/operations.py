@@ -285,14 +285,12 @@ class ClusterOperations:
             budget=budget,
             rollback_on_failure=body.rollback_on_failure,
             poll_interval_seconds=self._settings.poll_interval_seconds,
-            polls=PollBudget.for_timeout(
-                self._settings.create_timeout_seconds, self._settings.poll_interval_seconds
-            ),
+            polls=self._poll_budget(self._settings.create_timeout_seconds),
         )
         self._start(
             self._settings.create_cluster_state_machine_arn,
             operation,
-            workflow_input.model_dump_json(by_alias=True),
+            workflow_input,
             failed_status=ClusterStatus.CREATE_FAILED,
         )
         logger.info("cluster creation accepted", cluster=name, operation_id=operation_id)
@@ -400,17 +398,22 @@ class ClusterOperations:
             subscribers=subscribers,
         )
 
+    def _poll_budget(self, timeout_seconds: int) -> PollBudget:
+        return PollBudget.for_timeout(timeout_seconds, self._settings.poll_interval_seconds)
+
     def _start(
         self,
         state_machine_arn: str,
         operation: Operation,
-        workflow_input: str,
+        workflow_input: _WorkflowModel,
         *,
         failed_status: ClusterStatus,
     ) -> None:
         try:
             started = self.stepfunctions.start_execution(
-                stateMachineArn=state_machine_arn, name=operation.operation_id, input=workflow_input
+                stateMachineArn=state_machine_arn,
+                name=operation.operation_id,
+                input=workflow_input.model_dump_json(by_alias=True),
             )
         except ClientError as exc:
             logger.exception("workflow did not start", operation_id=operation.operation_id)
@@ -476,14 +479,12 @@ class ClusterOperations:
             ),
             stack_name=stack_name,
             poll_interval_seconds=self._settings.poll_interval_seconds,
-            polls=PollBudget.for_timeout(
-                self._settings.delete_timeout_seconds, self._settings.poll_interval_seconds
-            ),
+            polls=self._poll_budget(self._settings.delete_timeout_seconds),
         )
         self._start(
             self._settings.cleanup_cluster_state_machine_arn,
             operation,
-            workflow_input.model_dump_json(by_alias=True),
+            workflow_input,
             failed_status=ClusterStatus.DELETE_FAILED,
         )
         logger.info("cluster cleanup accepted", cluster=name, operation_id=operation_id)
