@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from autopilot.client import ApiError
+from autopilot.client import ApiError, new_idempotency_key
 from botocore.exceptions import ClientError
 
 from sandbox.demo.runner import DemoContext, scenario
@@ -147,9 +147,15 @@ def budget_subscribers(
     return found
 
 
-def create_cluster_and_wait(ctx: DemoContext, name: str) -> dict[str, Any]:
+def create_cluster_and_wait(
+    ctx: DemoContext, name: str, *, idempotency_key: str | None = None
+) -> dict[str, Any]:
     """POST /clusters with the workshop config and follow the operation to its end."""
-    result = ctx.call(f"POST /clusters ({name})", lambda: ctx.api.create_cluster(create_body(name)), accepted)
+    result = ctx.call(
+        f"POST /clusters ({name})",
+        lambda: ctx.api.create_cluster(create_body(name), idempotency_key=idempotency_key),
+        accepted,
+    )
     return ctx.wait_for_operation(result["operationId"])
 
 
@@ -234,9 +240,27 @@ def validate_rejects_bad_config(ctx: DemoContext) -> None:
 def create_cluster(ctx: DemoContext) -> None:
     inbox = NotificationsInbox.of(ctx)
     name = unique_name(ctx, "demo-llm")
-    operation = create_cluster_and_wait(ctx, name)
+    sfn = ctx.aws("stepfunctions")
+    machine = ctx.env.stack_output("CreateClusterStateMachineArn")
+    executions_before = len(sfn.list_executions(stateMachineArn=machine)["executions"])
+    key = new_idempotency_key()
+    operation = create_cluster_and_wait(ctx, name, idempotency_key=key)
     ctx.check(operation["status"] == "SUCCEEDED", "operation SUCCEEDED", json.dumps(operation.get("error")))
     operation_id = str(operation["operationId"])
+
+    # A client retrying after a timeout: the same Idempotency-Key and body get the first answer.
+    replayed = ctx.call(
+        f"POST /clusters ({name}) again with the same Idempotency-Key",
+        lambda: ctx.api.create_cluster(create_body(name), idempotency_key=key),
+        accepted,
+    )
+    ctx.check(
+        replayed["operationId"] == operation_id,
+        "the retried POST answers with the same operationId",
+        str(replayed["operationId"]),
+    )
+    started = len(sfn.list_executions(stateMachineArn=machine)["executions"]) - executions_before
+    ctx.check(started == 1, "the retry started no second Create execution", f"{started} execution(s)")
 
     described = ctx.aws("sagemaker").describe_cluster(ClusterName=name)
     ctx.check(

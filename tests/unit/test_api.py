@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 from autopilot import aws
 from autopilot.api import routes
+from autopilot.api.models import OperationAccepted
+from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotentRequest
 from autopilot.settings import api_settings
+from autopilot.state import OperationStatus
 
 from tests.events import ROOT, api_event, create_body
 from tests.events.stack import Deployed, deployed
@@ -26,6 +29,9 @@ class LambdaContext:
     memory_limit_in_mb: int = 256
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:ApiFunction"
     aws_request_id: str = "52fdfc07-2182-154f-163f-5f0f9a621d72"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 25_000
 
 
 @pytest.fixture
@@ -53,6 +59,14 @@ def call(event: dict[str, Any]) -> tuple[int, Any]:
 
 def create(name: str = "ml-cluster", **changes: Any) -> tuple[int, Any]:
     return call(api_event("create_cluster", body=create_body(name, **changes)))
+
+
+def with_key(event: dict[str, Any], key: str, *, caller: str | None = None) -> dict[str, Any]:
+    """The event with an Idempotency-Key header (spelled as a client might), optionally another caller."""
+    event["headers"]["idempotency-key"] = key
+    if caller is not None:
+        event["requestContext"]["identity"]["userArn"] = caller
+    return event
 
 
 def executions(stack: Deployed, logical_id: str) -> list[dict[str, Any]]:
@@ -217,6 +231,98 @@ def test_create_when_the_workflow_cannot_start_records_the_failure(stack: Deploy
     assert event["detail-type"] == "Cluster Operation Failed"
     assert event["detail"]["operationId"] == answer["operationId"]
     assert create()[0] == 503  # the name is free again (the workflow is still missing)
+
+
+# --- Idempotency-Key ----------------------------------------------------------------------------
+
+
+def test_a_retried_create_with_the_same_key_gets_the_same_operation(stack: Deployed) -> None:
+    first = call(with_key(api_event("create_cluster", body=create_body()), "retry-1"))
+    again = call(with_key(api_event("create_cluster", body=create_body()), "retry-1"))
+
+    assert first[0] == again[0] == 202
+    assert again[1] == first[1]
+    assert len(executions(stack, "CreateClusterStateMachine")) == 1
+    [record] = stack.client("dynamodb").scan(TableName=stack.stack.physical_id("IdempotencyTable"))["Items"]
+    assert record["status"] == {"S": "COMPLETED"}
+
+
+def test_the_same_key_with_a_different_body_is_422_naming_the_header(stack: Deployed) -> None:
+    assert call(with_key(api_event("create_cluster", body=create_body()), "retry-1"))[0] == 202
+
+    status, answer = call(with_key(api_event("create_cluster", body=create_body(owner="bob")), "retry-1"))
+
+    assert status == 422
+    assert "Idempotency-Key" in answer["message"]
+    assert problems(answer) == {("header", "Idempotency-Key")}
+    assert len(executions(stack, "CreateClusterStateMachine")) == 1
+
+
+def test_without_a_key_a_retried_create_conflicts_as_before(stack: Deployed) -> None:
+    assert create()[0] == 202
+
+    status, answer = create()
+
+    assert status == 409
+    assert "taken" in answer["message"]
+    assert stack.client("dynamodb").scan(TableName=stack.stack.physical_id("IdempotencyTable"))["Items"] == []
+
+
+def test_keys_belong_to_one_caller(stack: Deployed) -> None:
+    assert call(with_key(api_event("create_cluster", body=create_body()), "k"))[0] == 202
+
+    other = "arn:aws:sts::123456789012:assumed-role/ResearcherRole/someone-else"
+    status, answer = call(with_key(api_event("create_cluster", body=create_body()), "k", caller=other))
+
+    assert status == 409  # not the first caller's answer: the request runs, and the name is taken
+    assert "taken" in answer["message"]
+
+
+def test_a_rejected_request_is_not_remembered(stack: Deployed) -> None:
+    bad = create_body()
+    bad["clusterConfig"]["InstanceGroups"][1]["ThreadsPerCore"] = 3
+    assert call(with_key(api_event("create_cluster", body=bad), "k"))[0] == 400
+
+    status, _ = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+
+    assert status == 202
+
+
+def test_a_retried_delete_with_the_same_key_gets_the_same_operation(stack: Deployed) -> None:
+    _registered_active(stack, "ml-cluster")
+
+    first = call(with_key(api_event("delete_cluster"), "del-1"))
+    again = call(with_key(api_event("delete_cluster"), "del-1"))
+    other_stack = call(with_key(api_event("delete_cluster", query={"stackName": "other"}), "del-1"))
+
+    assert first[0] == again[0] == 202
+    assert again[1] == first[1]
+    assert len(executions(stack, "CleanupClusterStateMachine")) == 1
+    assert other_stack[0] == 422
+    assert call(api_event("delete_cluster"))[0] == 409  # without the key: the cleanup is running
+
+
+@pytest.mark.parametrize("key", ["", "has space", "x" * 256])
+def test_a_malformed_key_is_400_naming_the_header(stack: Deployed, key: str) -> None:
+    status, answer = call(with_key(api_event("create_cluster", body=create_body()), key))
+
+    assert status == 400
+    assert problems(answer) == {("header", "Idempotency-Key")}
+
+
+def test_a_key_whose_first_request_is_still_running_is_409(stack: Deployed) -> None:
+    operations = routes.get_operations()
+    request = IdempotentRequest(key="k", caller=USER_ARN, action="CreateCluster", request={"n": 1})
+    accepted = OperationAccepted(operation_id="op-1", cluster_name="c", status=OperationStatus.RUNNING)
+
+    def first() -> OperationAccepted:
+        # the same key arrives again while the first request is still being handled
+        with pytest.raises(IdempotencyKeyInProgressError, match="Idempotency-Key 'k' is still in progress"):
+            operations.idempotency.run(request, lambda: accepted)
+        return accepted
+
+    assert operations.idempotency.run(request, first, lambda_context=LambdaContext()) == accepted
+    assert operations.idempotency.run(request, lambda: pytest.fail("replayed, not run")) == accepted
 
 
 # --- GET /clusters, /clusters/{name}, /clusters/{name}/nodes ----------------------------------

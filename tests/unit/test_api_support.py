@@ -18,6 +18,7 @@ ENVIRONMENT = {
     "CREATE_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:create",
     "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
     "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
+    "IDEMPOTENCY_TABLE_NAME": "idempotency",
     "POLL_INTERVAL_SECONDS": "30",
     "CREATE_TIMEOUT_SECONDS": "7200",
     "DELETE_TIMEOUT_SECONDS": "3600",
@@ -29,6 +30,7 @@ def test_settings_parse_the_environment() -> None:
 
     assert settings.poll_interval_seconds == 30
     assert settings.state_table_name == "state"
+    assert settings.idempotency_table_name == "idempotency"
 
 
 def test_a_missing_or_malformed_setting_fails_loudly_naming_it() -> None:

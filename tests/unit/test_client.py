@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,6 +268,37 @@ def test_create_sends_the_request_body_and_prints_the_operation(
     assert sent["clusterConfig"]["ClusterName"] == "ml-cluster"
     assert "operation op-1 accepted" in out
     assert "autopilot operations get op-1 --wait" in out
+
+
+def test_each_invocation_sends_its_own_signed_idempotency_key(
+    api: FakeApi, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (202, {"operationId": "op-1", "clusterName": "ml-cluster"}))
+    api.answer("DELETE", "/clusters/ml-cluster", (202, {"operationId": "op-2", "clusterName": "ml-cluster"}))
+    create = (
+        "clusters",
+        "create",
+        "--cluster-config",
+        config_files["config"],
+        "--owner",
+        "a",
+        "--project",
+        "p",
+    )
+
+    run(*create)
+    run(*create)
+    run(*create, "--idempotency-key", "retry-of-yesterday")
+    run("clusters", "delete", "ml-cluster")
+    run("clusters", "delete", "ml-cluster", "--idempotency-key", "del-1")
+
+    keys = [r["headers"]["Idempotency-Key"] for r in api.requests]
+    assert keys[0] != keys[1]
+    assert keys[3] not in keys[:2]
+    assert str(uuid.UUID(keys[0])) == keys[0]
+    assert keys[2] == "retry-of-yesterday"
+    assert keys[4] == "del-1"
+    assert all("idempotency-key" in r["headers"]["Authorization"] for r in api.requests)  # signed
 
 
 def test_create_shows_each_problem_the_api_found(api: FakeApi, config_files: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -19,6 +20,7 @@ from botocore.credentials import Credentials
 from botocore.session import Session as BotocoreSession
 
 SERVICE = "execute-api"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 TERMINAL_STATUSES = ("SUCCEEDED", "FAILED")
 
 
@@ -51,6 +53,10 @@ class WaitTimeoutError(Exception):
         self.operation = operation
 
 
+def new_idempotency_key() -> str:
+    return str(uuid.uuid4())
+
+
 class AutopilotClient:
     def __init__(
         self,
@@ -72,28 +78,47 @@ class AutopilotClient:
         if found is None:
             raise ClientError("no AWS credentials found (environment, profile, SSO or instance role)")
         self._credentials: Credentials = found
-        self._http = http or urllib3.PoolManager(retries=urllib3.Retry(total=2, backoff_factor=0.5))
+        # POST is retried too: every POST this client sends is safe to repeat (POST /clusters carries
+        # an Idempotency-Key, POST /validate changes nothing).
+        retries = urllib3.Retry(
+            total=2, backoff_factor=0.5, allowed_methods=urllib3.Retry.DEFAULT_ALLOWED_METHODS | {"POST"}
+        )
+        self._http = http or urllib3.PoolManager(retries=retries)
         self._timeout = timeout_seconds
 
     # --- transport ------------------------------------------------------------------------
 
     def signed_request(
-        self, method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> AWSRequest:
         """The request as it goes on the wire, signed for the endpoint's region."""
         url = f"{self._endpoint}{path}"
         if query:
             url += "?" + urlencode(query)
         data = json.dumps(body).encode() if body is not None else b""
-        headers = {"Accept": "application/json"}
+        sent = {"Accept": "application/json", **(headers or {})}
         if body is not None:
-            headers["Content-Type"] = "application/json"
-        request = AWSRequest(method=method, url=url, data=data, headers=headers)
+            sent["Content-Type"] = "application/json"
+        request = AWSRequest(method=method, url=url, data=data, headers=sent)
         SigV4Auth(self._credentials.get_frozen_credentials(), SERVICE, self.region).add_auth(request)
         return request
 
-    def call(self, method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None) -> Any:
-        request = self.signed_request(method, path, body=body, query=query)
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        request = self.signed_request(method, path, body=body, query=query, headers=headers)
         try:
             response = self._http.request(
                 method,
@@ -121,8 +146,11 @@ class AutopilotClient:
 
     # --- API ------------------------------------------------------------------------------
 
-    def create_cluster(self, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("POST", "/clusters", body=body)
+    def create_cluster(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> dict[str, Any]:
+        """POST /clusters; retries (the transport's and the caller's, with the same key) are answered
+        with the first request's operation. Without a key, each call gets a new one."""
+        headers = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        result: dict[str, Any] = self.call("POST", "/clusters", body=body, headers=headers)
         return result
 
     def validate(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -140,9 +168,15 @@ class AutopilotClient:
     def list_nodes(self, name: str) -> Iterator[dict[str, Any]]:
         yield from self._pages(f"/clusters/{quote(name, safe='')}/nodes", "nodes", {})
 
-    def delete_cluster(self, name: str, *, stack_name: str | None = None) -> dict[str, Any]:
+    def delete_cluster(
+        self, name: str, *, stack_name: str | None = None, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """DELETE /clusters/{name}, with an Idempotency-Key as for create_cluster."""
         query = {"stackName": stack_name} if stack_name else None
-        result: dict[str, Any] = self.call("DELETE", f"/clusters/{quote(name, safe='')}", query=query)
+        headers = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        result: dict[str, Any] = self.call(
+            "DELETE", f"/clusters/{quote(name, safe='')}", query=query, headers=headers
+        )
         return result
 
     def get_operation(self, operation_id: str) -> dict[str, Any]:

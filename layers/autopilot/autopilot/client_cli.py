@@ -15,7 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autopilot.client import ApiError, AutopilotClient, ClientError, WaitTimeoutError
+from autopilot.client import (
+    ApiError,
+    AutopilotClient,
+    ClientError,
+    WaitTimeoutError,
+    new_idempotency_key,
+)
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_SERVICE = 0, 1, 2, 3
 ENDPOINT_ENV = "AUTOPILOT_ENDPOINT"
@@ -41,11 +47,19 @@ def add_parsers(subparsers: SubParsers) -> None:
     waiting.add_argument("--timeout", type=float, default=7200.0, help="--wait deadline in seconds")
     waiting.add_argument("--poll", type=float, default=5.0, help="--wait poll interval in seconds")
 
+    keyed = argparse.ArgumentParser(add_help=False)
+    keyed.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="sent as Idempotency-Key, so retries of this request are answered with its operation "
+        "(default: a new key per invocation; repeat a key to retry an earlier invocation safely)",
+    )
+
     clusters = subparsers.add_parser("clusters", help="create, list, inspect and delete clusters")
     cluster_commands = clusters.add_subparsers(dest="clusters_command", required=True, metavar="ACTION")
 
     create = cluster_commands.add_parser(
-        "create", parents=[common, waiting], help="create a cluster from cluster-config.json"
+        "create", parents=[common, waiting, keyed], help="create a cluster from cluster-config.json"
     )
     create.add_argument("--cluster-config", required=True, type=Path, metavar="FILE")
     create.add_argument("--provisioning-parameters", type=Path, metavar="FILE")
@@ -67,7 +81,7 @@ def add_parsers(subparsers: SubParsers) -> None:
     get.add_argument("--nodes", action="store_true", help="also list its nodes")
     get.set_defaults(func=run_get)
 
-    delete = cluster_commands.add_parser("delete", parents=[common, waiting], help="delete a cluster")
+    delete = cluster_commands.add_parser("delete", parents=[common, waiting, keyed], help="delete a cluster")
     delete.add_argument("name")
     delete.add_argument("--stack-name", help="CloudFormation stack to delete once the cluster is gone")
     delete.set_defaults(func=run_delete)
@@ -100,9 +114,15 @@ def _read_json(path: Path) -> Any:
 
 def run_create(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     def create(client: AutopilotClient) -> int:
-        return _accepted(client, client.create_cluster(_create_body(args)), args, out, err)
+        accepted = client.create_cluster(_create_body(args), idempotency_key=_idempotency_key(args))
+        return _accepted(client, accepted, args, out, err)
 
     return _guard(args, err, create)
+
+
+def _idempotency_key(args: argparse.Namespace) -> str:
+    """One key per invocation: the client's own retries of the request reuse it."""
+    return str(args.idempotency_key or new_idempotency_key())
 
 
 def _create_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -126,7 +146,13 @@ def run_delete(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO =
         args,
         err,
         lambda client: _accepted(
-            client, client.delete_cluster(args.name, stack_name=args.stack_name), args, out, err
+            client,
+            client.delete_cluster(
+                args.name, stack_name=args.stack_name, idempotency_key=_idempotency_key(args)
+            ),
+            args,
+            out,
+            err,
         ),
     )
 

@@ -35,6 +35,7 @@ from autopilot.api.models import (
     ValidationResult,
 )
 from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.idempotency import IdempotentRequest, IdempotentRequests
 from autopilot.observability import logger
 from autopilot.settings import ApiSettings
 from autopilot.state import (
@@ -53,6 +54,7 @@ from autopilot.state import (
 )
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -194,6 +196,7 @@ class ClusterOperations:
         stepfunctions: SFNClient | None = None,
         events: EventBridgeClient | None = None,
         validator: Validator | None = None,
+        idempotency: IdempotentRequests | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
         self._settings = settings
@@ -202,6 +205,7 @@ class ClusterOperations:
         self._sfn = stepfunctions
         self._events = events
         self._validate = validator or _default_validator
+        self._idempotency = idempotency
         self._now = now or (lambda: datetime.now(UTC))
 
     @property
@@ -222,6 +226,28 @@ class ClusterOperations:
             self._events = aws.client("events")
         return self._events
 
+    @property
+    def idempotency(self) -> IdempotentRequests:
+        if self._idempotency is None:
+            self._idempotency = IdempotentRequests(self._settings.idempotency_table_name)
+        return self._idempotency
+
+    def _once(
+        self,
+        key: str | None,
+        action: OperationType,
+        request: dict[str, Any],
+        accept: Callable[[], OperationAccepted],
+        *,
+        requested_by: str | None,
+        lambda_context: LambdaContext | None,
+    ) -> OperationAccepted:
+        """``accept()``, or with an Idempotency-Key the answer of the first request that used it."""
+        if key is None:
+            return accept()
+        idempotent = IdempotentRequest(key=key, caller=requested_by, action=action.value, request=request)
+        return self.idempotency.run(idempotent, accept, lambda_context=lambda_context)
+
     # --- validate -----------------------------------------------------------------------------
 
     def validate(self, body: ValidateBody) -> ValidationResult:
@@ -231,7 +257,24 @@ class ClusterOperations:
 
     # --- create -------------------------------------------------------------------------------
 
-    def create_cluster(self, body: CreateClusterBody, *, requested_by: str | None) -> OperationAccepted:
+    def create_cluster(
+        self,
+        body: CreateClusterBody,
+        *,
+        requested_by: str | None,
+        idempotency_key: str | None = None,
+        lambda_context: LambdaContext | None = None,
+    ) -> OperationAccepted:
+        return self._once(
+            idempotency_key,
+            OperationType.CREATE_CLUSTER,
+            body.model_dump(mode="json", by_alias=True),
+            lambda: self._create_cluster(body, requested_by=requested_by),
+            requested_by=requested_by,
+            lambda_context=lambda_context,
+        )
+
+    def _create_cluster(self, body: CreateClusterBody, *, requested_by: str | None) -> OperationAccepted:
         report = self._validate(body.cluster_config, body.provisioning_parameters)
         errors, warnings = _problems(report)
         operation_id = new_operation_id(self._now())
@@ -436,6 +479,24 @@ class ClusterOperations:
     # --- delete -------------------------------------------------------------------------------
 
     def delete_cluster(
+        self,
+        name: str,
+        *,
+        stack_name: str | None,
+        requested_by: str | None,
+        idempotency_key: str | None = None,
+        lambda_context: LambdaContext | None = None,
+    ) -> OperationAccepted:
+        return self._once(
+            idempotency_key,
+            OperationType.DELETE_CLUSTER,
+            {"clusterName": name, "stackName": stack_name},
+            lambda: self._delete_cluster(name, stack_name=stack_name, requested_by=requested_by),
+            requested_by=requested_by,
+            lambda_context=lambda_context,
+        )
+
+    def _delete_cluster(
         self, name: str, *, stack_name: str | None, requested_by: str | None
     ) -> OperationAccepted:
         registered = self._store.get_cluster(name)

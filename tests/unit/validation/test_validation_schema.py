@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.models import CreateClusterRequest
+from autopilot.models.cluster_config import CreateClusterRequest
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,

@@ -15,8 +15,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
@@ -33,6 +32,12 @@ from autopilot.api.models import (
     ValidateBody,
     ValidationResult,
 )
+from autopilot.idempotency import (
+    EXPIRES_AFTER_SECONDS,
+    IdempotencyKeyInProgressError,
+    IdempotencyKeyReusedError,
+)
+from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.observability import logger
 from autopilot.operations import (
     ClusterOperations,
@@ -52,6 +57,19 @@ DESCRIPTION = (
 CLUSTER_NAME = Annotated[
     str,
     Path(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", description="Cluster name"),
+]
+IDEMPOTENCY_KEY = Annotated[
+    str | None,
+    Header(
+        alias=IDEMPOTENCY_HEADER,
+        min_length=1,
+        max_length=255,
+        pattern=r"^[!-~]+$",
+        description="Makes a retry safe: the same key with the same request within "
+        f"{EXPIRES_AFTER_SECONDS // 3600} h answers as the first request did (same operationId) "
+        "instead of starting another operation; the same key with a different request is a 422. "
+        "Printable ASCII without spaces, e.g. a UUID.",
+    ),
 ]
 
 app = APIGatewayRestResolver(enable_validation=True)
@@ -109,11 +127,16 @@ def _caller() -> str | None:
         "Accepted; follow the operation at GET /operations/{operationId}.",
         HTTPStatus.BAD_REQUEST,
         HTTPStatus.CONFLICT,
+        HTTPStatus.UNPROCESSABLE_ENTITY,
         HTTPStatus.SERVICE_UNAVAILABLE,
     ),
 )
-def create_cluster(body: Annotated[CreateClusterBody, Body()]) -> OperationAccepted:
-    return get_operations().create_cluster(body, requested_by=_caller())
+def create_cluster(
+    body: Annotated[CreateClusterBody, Body()], idempotency_key: IDEMPOTENCY_KEY = None
+) -> OperationAccepted:
+    return get_operations().create_cluster(
+        body, requested_by=_caller(), idempotency_key=idempotency_key, lambda_context=app.lambda_context
+    )
 
 
 @app.get(
@@ -179,6 +202,7 @@ def list_nodes(
         HTTPStatus.BAD_REQUEST,
         HTTPStatus.NOT_FOUND,
         HTTPStatus.CONFLICT,
+        HTTPStatus.UNPROCESSABLE_ENTITY,
         HTTPStatus.SERVICE_UNAVAILABLE,
     ),
 )
@@ -194,8 +218,15 @@ def delete_cluster(
             description="A CloudFormation stack to delete once the cluster is gone (e.g. its VPC/FSx stack)",
         ),
     ] = None,
+    idempotency_key: IDEMPOTENCY_KEY = None,
 ) -> OperationAccepted:
-    return get_operations().delete_cluster(name, stack_name=stack_name, requested_by=_caller())
+    return get_operations().delete_cluster(
+        name,
+        stack_name=stack_name,
+        requested_by=_caller(),
+        idempotency_key=idempotency_key,
+        lambda_context=app.lambda_context,
+    )
 
 
 @app.get(
@@ -237,6 +268,9 @@ def openapi() -> dict[str, Any]:
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of this API (docs/openapi.json is generated from it)."""
+    # Powertools' OpenAPI models cost ~0.15 s to import and only this route and the generator use them.
+    from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn  # noqa: PLC0415
+
     document: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(
             title=TITLE,
@@ -252,10 +286,16 @@ def openapi_document() -> dict[str, Any]:
             security=[{"sigv4": []}],
         )
     )
-    # Request-shape errors come out as 400 ErrorBody (see _request_invalid), not Powertools' 422.
+    # Request-shape errors come out as 400 ErrorBody (see _request_invalid), not Powertools' 422;
+    # the 422 that stays is the documented Idempotency-Key reuse. Powertools lower-cases header
+    # names; the document spells the header as clients send it.
     for operations in document["paths"].values():
         for operation in operations.values():
-            operation["responses"].pop("422", None)
+            if "HTTPValidationError" in json.dumps(operation["responses"].get("422", {})):
+                del operation["responses"]["422"]
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "header" and parameter["name"] == IDEMPOTENCY_HEADER.lower():
+                    parameter["name"] = IDEMPOTENCY_HEADER
     schemas = document.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)
@@ -289,9 +329,10 @@ def _request_invalid(exc: RequestValidationError) -> Response[str]:
     for error in exc.errors():
         loc = tuple(error.get("loc", ()))
         location = str(loc[0]) if loc else None
-        details.append(
-            ErrorDetail(location=location, path=_loc_path(loc[1:]), message=str(error.get("msg", "invalid")))
-        )
+        path = _loc_path(loc[1:])
+        if location == "header" and path == IDEMPOTENCY_HEADER.lower():
+            path = IDEMPOTENCY_HEADER  # Powertools lower-cases header names
+        details.append(ErrorDetail(location=location, path=path, message=str(error.get("msg", "invalid"))))
     return _error_response(
         HTTPStatus.BAD_REQUEST, ErrorBody(message="the request is invalid", errors=details)
     )
@@ -326,6 +367,28 @@ def _no_route(exc: RouteNotFoundError) -> Response[str]:
 
 @_handles(ConflictError)
 def _conflict(exc: ConflictError) -> Response[str]:
+    return _error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc)))
+
+
+@_handles(IdempotencyKeyReusedError)
+def _key_reused(exc: IdempotencyKeyReusedError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorBody(
+            message=str(exc),
+            errors=[
+                ErrorDetail(
+                    location="header",
+                    path=IDEMPOTENCY_HEADER,
+                    message="already used with a different request",
+                )
+            ],
+        ),
+    )
+
+
+@_handles(IdempotencyKeyInProgressError)
+def _key_in_progress(exc: IdempotencyKeyInProgressError) -> Response[str]:
     return _error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc)))
 
 

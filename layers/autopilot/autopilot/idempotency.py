@@ -1,0 +1,117 @@
+"""``Idempotency-Key`` on POST /clusters and DELETE /clusters/{name}, with Powertools idempotency.
+
+Records live in IdempotencyTable. A caller that retries after a timeout sends the same key and
+gets the first answer back (the same 202 and operationId) instead of a 409 or a second operation,
+as with Stripe's idempotency keys or an AWS ``ClientToken``. A key belongs to one caller and one
+action. What the first request asked for is kept (as a hash) beside its answer, so the same key
+with a different request is refused rather than answered with another request's operation. A
+request that fails (4xx, 503) is not remembered: its retry runs again. Answers are kept for
+EXPIRES_AFTER_SECONDS.
+
+Powertools' idempotency package is imported when the first request with a key arrives: requests
+without one, and the read routes, never pay for it at cold start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from autopilot import aws
+from autopilot.api.models import OperationAccepted
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+HEADER: Final = "Idempotency-Key"
+EXPIRES_AFTER_SECONDS: Final = 24 * 60 * 60
+
+
+class IdempotentRequest(BaseModel):
+    """What a retry must repeat: the key, whose it is and for what (the record's id), and the request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    caller: str | None
+    action: str
+    request: dict[str, Any]
+
+
+class IdempotencyKeyReusedError(Exception):
+    """The key was used before, by the same caller for the same action, with a different request."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"the {HEADER} {key!r} was already used with a different request; "
+            f"send a new {HEADER} for a new request"
+        )
+        self.key = key
+
+
+class IdempotencyKeyInProgressError(Exception):
+    """The first request with this key is still being processed."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"a request with the {HEADER} {key!r} is still in progress; retry in a moment")
+        self.key = key
+
+
+def accept_once(*, request: IdempotentRequest, accept: Callable[[], OperationAccepted]) -> OperationAccepted:
+    """Run the action's logic; wrapped by Powertools' idempotent_function (the record id names this)."""
+    return accept()
+
+
+class IdempotentRequests:
+    """Runs an accepting action once per (caller, action, key); replays its answer afterwards."""
+
+    def __init__(self, table_name: str, *, client: DynamoDBClient | None = None) -> None:
+        # Imported here: only requests that carry an Idempotency-Key need Powertools' idempotency.
+        from aws_lambda_powertools.utilities.idempotency import (  # noqa: PLC0415
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+        from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import (  # noqa: PLC0415
+            PydanticSerializer,
+        )
+
+        self._config = IdempotencyConfig(
+            event_key_jmespath="[caller, action, key]",
+            payload_validation_jmespath="request",
+            expires_after_seconds=EXPIRES_AFTER_SECONDS,
+        )
+        store = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client or aws.client("dynamodb"))
+        self._accept_once: Callable[..., OperationAccepted] = idempotent_function(
+            accept_once,
+            data_keyword_argument="request",
+            persistence_store=store,
+            config=self._config,
+            output_serializer=PydanticSerializer(OperationAccepted),
+        )
+
+    def run(
+        self,
+        request: IdempotentRequest,
+        accept: Callable[[], OperationAccepted],
+        *,
+        lambda_context: LambdaContext | None = None,
+    ) -> OperationAccepted:
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (  # noqa: PLC0415
+            IdempotencyAlreadyInProgressError,
+            IdempotencyValidationError,
+        )
+
+        if lambda_context is not None:
+            # An in-progress record then expires with the invocation, so a retry after a timeout
+            # that killed the function runs again instead of meeting "in progress" for a day.
+            self._config.register_lambda_context(lambda_context)
+        try:
+            return self._accept_once(request=request, accept=accept)
+        except IdempotencyValidationError as exc:
+            raise IdempotencyKeyReusedError(request.key) from exc
+        except IdempotencyAlreadyInProgressError as exc:
+            raise IdempotencyKeyInProgressError(request.key) from exc
