@@ -90,14 +90,17 @@ def test_each_function_has_its_own_modules_and_layer_copy(sb: Sandbox) -> None:
 
 
 def test_host_environment_is_restored(sb: Sandbox) -> None:
-    os.environ["HOST_ONLY"] = "1"
-    try:
-        body = sb.invoke("EchoFunction", {}).json()
-        assert "HOST_ONLY" not in body["env"]
-        assert os.environ["HOST_ONLY"] == "1"
-        assert "RECORDS_TABLE" not in os.environ
-    finally:
-        del os.environ["HOST_ONLY"]
+    # Held (re-entrantly) across the test so a background delivery left over from an earlier
+    # test cannot swap os.environ in and out around our change.
+    with INVOCATION_LOCK:
+        os.environ["HOST_ONLY"] = "1"
+        try:
+            body = sb.invoke("EchoFunction", {}).json()
+            assert "HOST_ONLY" not in body["env"]
+            assert os.environ["HOST_ONLY"] == "1"
+            assert "RECORDS_TABLE" not in os.environ
+        finally:
+            del os.environ["HOST_ONLY"]
 
 
 def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
