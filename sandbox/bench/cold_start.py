@@ -1,7 +1,10 @@
 """Cold init of each template function, as a ratio to a bare ``import boto3`` handler.
 
 Cold init here is what Lambda's INIT phase pays for Python code: a fresh interpreter imports the
-handler module (layer on the path, the function's environment from the template). Interpreter
+handler module (layer on the path, the function's environment from the template, the variables
+Lambda itself sets, so Powertools sees a deployed function: a function with ``Tracing: Active``
+traces, and pays for the X-Ray SDK). Each traced function is measured a second time with
+``POWERTOOLS_TRACE_DISABLED=true``, the figure an operator trades the traces for. Interpreter
 start-up itself is the same for every function and the baseline, so it is left out of both. The
 baseline and the functions are measured interleaved, round by round, in the same run, so a noisy
 machine slows all of them alike and the ratio stays meaningful.
@@ -78,22 +81,21 @@ def template_targets(template_path: Path = ROOT / "template.yaml") -> list[Targe
     template = load_template(template_path)
     global_fn = template.get("Globals", {}).get("Function", {})
     global_env = global_fn.get("Environment", {}).get("Variables", {})
-    targets = []
+    targets: list[Target] = []
     for logical_id, resource in sorted(template["Resources"].items()):
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         props = resource.get("Properties", {})
         module, _, function = props.get("Handler", global_fn.get("Handler", "")).rpartition(".")
-        env = {**global_env, **props.get("Environment", {}).get("Variables", {})}
-        targets.append(
-            Target(
-                logical_id,
-                (template_path.parent / props["CodeUri"]).resolve(),
-                module,
-                function,
-                _plain_environment(env, template.get("Parameters", {})),
-            )
+        env = _plain_environment(
+            {**global_env, **props.get("Environment", {}).get("Variables", {})},
+            template.get("Parameters", {}),
         )
+        code_dir = (template_path.parent / props["CodeUri"]).resolve()
+        targets.append(Target(logical_id, code_dir, module, function, env))
+        if props.get("Tracing", global_fn.get("Tracing")) == "Active":
+            untraced = {**env, "POWERTOOLS_TRACE_DISABLED": "true"}
+            targets.append(Target(f"{logical_id} (tracing off)", code_dir, module, function, untraced))
     return targets
 
 
@@ -104,10 +106,12 @@ def _lambda_environment(target: Target) -> dict[str, str]:
         {
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_LAMBDA_FUNCTION_NAME": target.name,
+            "AWS_LAMBDA_FUNCTION_NAME": target.name.split()[0],
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SAM_LOCAL": "true",
+            # What the Lambda runtime sets: Powertools (Tracer) decides from these that it is deployed.
+            "LAMBDA_TASK_ROOT": str(target.code_dir),
+            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
             # Lambda puts the function code first, then the layer (/opt/python).
             "PYTHONPATH": os.pathsep.join([str(target.code_dir), str(LAYER_DIR)]),
             "PYTHONDONTWRITEBYTECODE": "1",
