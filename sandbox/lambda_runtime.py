@@ -8,7 +8,9 @@ settings are per function, as on Lambda). The first invocation is a cold start (
 Environment: ``os.environ`` is process-wide and Step Functions runs executions in threads, so every
 invocation holds ``INVOCATION_LOCK`` (re-entrant: a handler may synchronously invoke another
 function) while the environment, ``sys.path`` and ``sys.modules`` are swapped and the handler
-runs. Invocations are therefore serialized; the sandbox is a functional model, not a load test.
+runs. Only the variables a function owns are swapped (its template variables, what Lambda sets,
+and any host AWS / Powertools / Lambda configuration, which is hidden meanwhile). Invocations
+are therefore serialized; the sandbox is a functional model, not a load test.
 Other threads reading the environment meanwhile see the same region and "testing" credentials.
 
 Results are shaped exactly as Lambda returns them: a handler exception becomes FunctionError
@@ -29,7 +31,7 @@ import time
 import traceback
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,7 +49,11 @@ INVOCATION_LOCK: Final = threading.RLock()
 """Held while a handler runs with its environment swapped in (see module docstring)."""
 
 # Host variables a function still sees (everything else comes from Lambda and the template).
-_HOST_VARIABLES: Final = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "VIRTUAL_ENV")
+# Host variables that configure AWS SDKs, Powertools or Lambda itself: hidden from a function while
+# it runs (it sees Lambda's and its template's values instead). The rest of the host environment
+# (PATH, HOME, a test runner's own variables) is left alone, so a host thread that changes one of
+# them while a function runs in another thread is neither undone nor broken.
+_LAMBDA_MANAGED_PREFIXES: Final = ("AWS_", "POWERTOOLS_", "LAMBDA_", "_X_AMZN_", "BOTO_", "_HANDLER")
 SANDBOX_CREDENTIALS: Final = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -429,12 +435,14 @@ class LambdaRuntime:
     def _swapped_in(self, environment: _Environment) -> Iterator[None]:
         """Install the function's env, sys.path and private modules; restore the host's after."""
         spec = environment.spec
-        saved_environ = dict(os.environ)
+        installed = self._function_environ(spec)
+        hidden = {key: value for key, value in os.environ.items() if _owned(key, installed)}
         saved_path = list(sys.path)
         stashed = self._take_modules(environment)
         sys.modules.update(environment.modules)
-        os.environ.clear()
-        os.environ.update(self._function_environ(spec, saved_environ))
+        for key in hidden:
+            os.environ.pop(key, None)
+        os.environ.update(installed)
         sys.path[:0] = [
             str(spec.code_dir),
             *(str(d) for d in spec.layer_dirs),
@@ -446,8 +454,9 @@ class LambdaRuntime:
             environment.modules = self._take_modules(environment)
             sys.modules.update(stashed)
             sys.path[:] = saved_path
-            os.environ.clear()
-            os.environ.update(saved_environ)
+            for key in [key for key in os.environ if _owned(key, installed)]:
+                os.environ.pop(key, None)
+            os.environ.update(hidden)
 
     def _take_modules(self, environment: _Environment) -> dict[str, ModuleType]:
         """Remove and return the sys.modules entries that belong to function code or layers."""
@@ -465,29 +474,29 @@ class LambdaRuntime:
             del sys.modules[name]
         return taken
 
-    def _function_environ(self, spec: FunctionSpec, host: dict[str, str]) -> dict[str, str]:
+    def _function_environ(self, spec: FunctionSpec) -> dict[str, str]:
         environ = {
-            key: value for key, value in host.items() if key in _HOST_VARIABLES or key.startswith("MOTO_")
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
+            "AWS_SAM_LOCAL": "true",  # Powertools Tracer stays quiet, as under `sam local`
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "_HANDLER": spec.handler,
+            "TZ": ":UTC",
+            **SANDBOX_CREDENTIALS,
         }
-        environ.update(
-            {
-                "AWS_REGION": self.region,
-                "AWS_DEFAULT_REGION": self.region,
-                "AWS_LAMBDA_FUNCTION_NAME": spec.name,
-                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
-                "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
-                "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
-                "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
-                "AWS_SAM_LOCAL": "true",  # Powertools Tracer stays quiet, as under `sam local`
-                "LAMBDA_TASK_ROOT": str(spec.code_dir),
-                "_HANDLER": spec.handler,
-                "TZ": ":UTC",
-                **SANDBOX_CREDENTIALS,
-            }
-        )
         environ.update(spec.environment)
         return environ
+
+
+def _owned(key: str, installed: Mapping[str, str]) -> bool:
+    """Whether a variable belongs to the running function (swapped in and out with it)."""
+    return key in installed or key.startswith(_LAMBDA_MANAGED_PREFIXES)
 
 
 def _payload_bytes(payload: bytes | str | Any) -> bytes:

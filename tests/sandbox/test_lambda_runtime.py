@@ -89,18 +89,37 @@ def test_each_function_has_its_own_modules_and_layer_copy(sb: Sandbox) -> None:
         assert not {"app", "helper", "fixturelib"} & set(sys.modules)
 
 
-def test_host_environment_is_restored(sb: Sandbox) -> None:
-    # Held (re-entrantly) across the test so a background delivery left over from an earlier
-    # test cannot swap os.environ in and out around our change.
+def test_host_aws_configuration_is_hidden_and_restored(sb: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Held (re-entrantly) so no background delivery from an earlier test swaps variables meanwhile.
     with INVOCATION_LOCK:
-        os.environ["HOST_ONLY"] = "1"
-        try:
-            body = sb.invoke("EchoFunction", {}).json()
-            assert "HOST_ONLY" not in body["env"]
-            assert os.environ["HOST_ONLY"] == "1"
-            assert "RECORDS_TABLE" not in os.environ
-        finally:
-            del os.environ["HOST_ONLY"]
+        monkeypatch.setenv("AWS_PROFILE", "host-profile")
+        monkeypatch.setenv("HOST_ONLY", "1")
+        body = sb.invoke("EchoFunction", {"env_keys": ["AWS_PROFILE", "HOST_ONLY"]}).json()
+        assert body["env"]["AWS_PROFILE"] is None  # the host's AWS configuration is not the function's
+        assert body["env"]["AWS_ACCESS_KEY_ID"] == "testing"
+        assert body["env"]["HOST_ONLY"] == "1"  # unrelated host variables pass through untouched
+        assert os.environ["AWS_PROFILE"] == "host-profile"
+        assert "RECORDS_TABLE" not in os.environ
+        assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
+
+
+def test_host_thread_changes_during_an_invocation_survive(sb: Sandbox) -> None:
+    # A test runner (pytest sets and pops PYTEST_CURRENT_TEST) or any host thread may change its own
+    # variables while a function runs in another thread: neither the change nor the pop may break.
+    os.environ["HOST_BEFORE"] = "1"
+    worker = threading.Thread(target=sb.invoke, args=("EchoFunction", {"sleep": 1.0}))
+    worker.start()
+    try:
+        assert _eventually(lambda: os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))  # the function runs
+        os.environ["HOST_DURING"] = "2"
+        os.environ.pop("HOST_BEFORE")  # raised KeyError when an invocation cleared the environment
+    finally:
+        worker.join(10)
+    assert not worker.is_alive()
+    with INVOCATION_LOCK:  # no invocation (ours or a background one) is swapped in now
+        assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
+        assert os.environ.pop("HOST_DURING") == "2"
+        assert "HOST_BEFORE" not in os.environ
 
 
 def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
