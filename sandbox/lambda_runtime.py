@@ -291,10 +291,6 @@ class LambdaRuntime:
         with self._metrics_lock:
             return {name: m.as_dict() for name, m in sorted(self._metrics.items())}
 
-    def reset_metrics(self) -> None:
-        with self._metrics_lock:
-            self._metrics.clear()
-
     # invocation --------------------------------------------------------------------------------
     def invoke(self, name_or_arn: str, payload: bytes | str | Any = b"{}") -> InvocationResult:
         """Synchronous (RequestResponse) invocation. ``payload`` may be bytes, a JSON string or an object."""

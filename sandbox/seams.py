@@ -13,6 +13,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   honoured, asynchronously, target DeadLetterConfig on a failed delivery), and SQS targets too
   (synchronously; moto ignores Input/InputPath), skips DISABLED and schedule rules, and hands
   every other target (logs, archives, buses, API destinations) back to moto.
+- ``keep_event_account``: moto's default EventBridge input template (EventTemplateParser, used for
+  every target moto delivers itself: SQS outside a sandbox, CloudWatch Logs) has no ``account``
+  although put_events sets it; the seam adds it, so captured events have EventBridge's shape.
 - ``deliver_sns_to_lambda``: moto's SNS→Lambda delivery builds a placeholder event
   ("arn:aws:sns:EXAMPLE"); the seam sends the real-shaped event (topic and subscription ARNs,
   message id, attributes), asynchronously as SNS does, after moto's filter-policy check.
@@ -275,6 +278,29 @@ def deliver_eventbridge_targets() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seam: moto's default target input keeps the event's "account"
+# --------------------------------------------------------------------------------------------------
+_TEMPLATE_WITHOUT_ACCOUNT: Final = '"source": "<source>", "region": "<region>"'
+_TEMPLATE_WITH_ACCOUNT: Final = '"source": "<source>", "account": "<account>", "region": "<region>"'
+
+
+def keep_event_account() -> None:
+    seam = "keep_event_account"
+    original = getattr(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", None)
+    paths = getattr(EventTemplateParser, "DEFAULT_EVENT_INPUT_PATHS_MAP", None)
+    if not isinstance(original, str) or _TEMPLATE_WITHOUT_ACCOUNT not in original:
+        raise SeamDrift(
+            f"{seam}: EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE changed (has it <account>?)"
+        )
+    if not isinstance(paths, dict) or paths.get("account") != "$.account":
+        raise SeamDrift(f"{seam}: EventTemplateParser.DEFAULT_EVENT_INPUT_PATHS_MAP no longer maps account")
+    EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = original.replace(
+        _TEMPLATE_WITHOUT_ACCOUNT, _TEMPLATE_WITH_ACCOUNT
+    )
+    _state.undo.append(lambda: setattr(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", original))
+
+
+# --------------------------------------------------------------------------------------------------
 # seam: SNS → Lambda with the real event shape
 # --------------------------------------------------------------------------------------------------
 def sns_lambda_event(
@@ -498,6 +524,7 @@ def deliveries() -> dict[str, int]:
 SEAMS: Final = (
     route_lambda_invoke,
     deliver_eventbridge_targets,
+    keep_event_account,
     deliver_sns_to_lambda,
     detach_sqs_event_source_mappings,
     name_unnamed_executions,

@@ -323,9 +323,6 @@ class SandboxEnvironment:
     def stack_output(self, name: str) -> str:
         return str(self.sandbox.stack.outputs[name])
 
-    def observer_calls(self) -> dict[str, int]:
-        return dict(sorted(self._observer_calls.items()))
-
     def metrics(self) -> ControlPlaneMetrics:
         """AWS calls since deploy minus the demo's own observing calls; Lambda invocations per function."""
         raw = self.sandbox.metrics()

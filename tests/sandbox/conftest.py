@@ -10,7 +10,9 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto import mock_aws
+from moto.server import ThreadedMotoServer
 
+from sandbox import seams
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
 
@@ -42,6 +44,19 @@ def hyperpod_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "AWS_DEFAULT_REGION": HYPERPOD_REGION,
     }.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """A moto server on a free loopback port, serving moto's in-process backends (and any simulator
+    installed meanwhile) over HTTP: its URL. Its backends outlive ``mock_aws``."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -88,10 +103,12 @@ def capture_queue() -> Callable[[str], tuple[str, Drain]]:
 
 
 @pytest.fixture
-def capture_events() -> Callable[[str, dict[str, Any]], Drain]:
+def capture_events() -> Iterator[Callable[[str, dict[str, Any]], Drain]]:
     """Routes events through a real EventBridge rule into a new SQS queue:
-    ``capture_events(rule_name, event_pattern)`` -> drain."""
-    return _capture_events
+    ``capture_events(rule_name, event_pattern)`` -> drain. moto delivers them, with the seam that
+    keeps the event's ``account`` as EventBridge does."""
+    with seams.installed(seams.keep_event_account):
+        yield _capture_events
 
 
 def _capture_queue(name: str) -> tuple[str, Drain]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -17,7 +16,6 @@ from moto import mock_aws
 from moto.budgets.models import Budget, BudgetsBackend, Notification
 from moto.budgets.responses import BudgetsResponse
 from moto.core.utils import camelcase_to_underscores
-from moto.server import ThreadedMotoServer
 
 from sandbox.budgets import (
     SUBSCRIBER_OPERATIONS,
@@ -772,17 +770,12 @@ def test_daily_message_wording() -> None:
 
 # -- over HTTP -------------------------------------------------------------------------------------
 def test_calculated_spend_through_moto_server(
-    iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
+    iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance], moto_server: str
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
     simulator = BudgetsSimulator(budgets_clock, lambda: list(fleet), region=REGION, account_id=ACCOUNT)
     simulator.install()
     try:
-        client = boto3.client("budgets", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}")
+        client = boto3.client("budgets", region_name=REGION, endpoint_url=moto_server)
         create_budget(client)
         run_hours(simulator, budgets_clock, 2)
         assert calculated_spend(client)[0] == 2 * DEMO_BURN
@@ -791,19 +784,15 @@ def test_calculated_spend_through_moto_server(
         assert excinfo.value.response["Error"]["Code"] == "InvalidParameterException"
     finally:
         simulator.uninstall()
-        server.stop()
 
 
-def test_subscribers_through_moto_server(iam_keys_env: None, budgets_clock: SandboxClock) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+def test_subscribers_through_moto_server(
+    iam_keys_env: None, budgets_clock: SandboxClock, moto_server: str
+) -> None:
     simulator = BudgetsSimulator(budgets_clock, list, region=REGION, account_id=ACCOUNT)
     simulator.install()
     try:
-        client = boto3.client("budgets", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}")
+        client = boto3.client("budgets", region_name=REGION, endpoint_url=moto_server)
         # the server's backends outlive mock_aws: a name no other test uses
         create_budget(client, "subscribers-over-http", notifications=[notification(80, [OPS])])
         client.create_subscriber(
@@ -815,4 +804,3 @@ def test_subscribers_through_moto_server(iam_keys_env: None, budgets_clock: Sand
         assert subscribers_of(client, 80, "subscribers-over-http") == [OPS, ALICE]
     finally:
         simulator.uninstall()
-        server.stop()

@@ -48,6 +48,7 @@ def test_state_change_events_follow_the_lifecycle(
     assert event["source"] == "aws.sagemaker"
     assert event["resources"] == [arn]
     assert event["region"] == "us-east-1"
+    assert event["account"] == arn.split(":")[4]
     assert event["detail"]["ClusterArn"] == arn
     assert event["detail"]["InstanceGroups"][1]["CurrentCount"] == 2
     assert event["detail"]["CreationTime"].endswith("Z")

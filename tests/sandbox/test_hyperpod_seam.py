@@ -6,8 +6,7 @@ If a moto upgrade moves what the seam relies on, these fail first, naming the as
 from __future__ import annotations
 
 import inspect
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -18,7 +17,6 @@ from moto.core import responses as moto_responses
 from moto.core.utils import camelcase_to_underscores
 from moto.sagemaker import urls as sagemaker_urls
 from moto.sagemaker.responses import SageMakerResponse
-from moto.server import ThreadedMotoServer
 
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HYPERPOD_OPERATIONS, TAG_OPERATIONS, HyperPodSimulator
@@ -92,25 +90,8 @@ def test_tags_of_other_sagemaker_resources_stay_with_moto(hyperpod_sagemaker: An
     assert hyperpod_sagemaker.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "k", "Value": "v"}]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def moto_server(hyperpod_aws_env: None) -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
 def test_threaded_moto_server_serves_the_simulated_cluster(
-    moto_server: str, hyperpod_cluster_request: Callable[..., dict[str, Any]]
+    hyperpod_aws_env: None, moto_server: str, hyperpod_cluster_request: Callable[..., dict[str, Any]]
 ) -> None:
     clock = SandboxClock(speed=0)
     simulator = HyperPodSimulator(clock, seed=5)

@@ -11,11 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto import mock_aws
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import Rule
+from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription
 from moto.sqs.models import sqs_backends
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
@@ -141,6 +144,40 @@ def test_aws_sdk_error_names_detect_a_changed_signature(monkeypatch: pytest.Monk
     assert seams.active_runtime() is None
 
 
+# --- keep_event_account: guards (outside a sandbox, moto delivering to SQS) --------------------------------
+def _event_through_moto_to_sqs() -> dict[str, Any]:
+    events = boto3.client("events", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue = sqs.create_queue(QueueName="account-seam")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="account-seam", EventPattern=json.dumps({"source": ["seam.account"]}))
+    events.put_targets(Rule="account-seam", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    events.put_events(Entries=[{"Source": "seam.account", "DetailType": "x", "Detail": '{"k": 1}'}])
+    [message] = sqs.receive_message(QueueUrl=queue)["Messages"]
+    body: dict[str, Any] = json.loads(message["Body"])
+    return body
+
+
+def test_event_account_is_kept_by_the_seam_and_dropped_without_it(iam_keys_env: None) -> None:
+    with mock_aws():
+        account = boto3.client("sts", region_name="us-east-1").get_caller_identity()["Account"]
+        assert "account" not in _event_through_moto_to_sqs()  # moto 5.2.5's default template
+    with mock_aws(), seams.installed(seams.keep_event_account):
+        event = _event_through_moto_to_sqs()
+    assert event["account"] == account
+    assert event["detail"] == {"k": 1}
+    assert "account" not in EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE  # uninstalled
+
+
+def test_event_account_detects_a_changed_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", '{"account": "<account>"}')
+    with pytest.raises(seams.SeamDrift, match="DEFAULT_EVENT_INPUT_TEMPLATE changed"):
+        seams.install(LambdaRuntime())
+    assert seams.active_runtime() is None
+
+
 # --- route_lambda_invoke ------------------------------------------------------------------------------
 def test_invoke_of_a_function_outside_the_template_keeps_moto_behaviour(sb: Sandbox) -> None:
     client = sb.client("lambda")
@@ -187,8 +224,13 @@ def test_other_targets_are_still_delivered_by_moto(sb: Sandbox) -> None:
     arn = f"arn:aws:logs:us-east-1:{sb.account_id}:log-group:/aws/events/seam"
     events.put_targets(Rule="to-logs", Targets=[{"Id": "logs", "Arn": arn}])
     events.put_events(Entries=[{"Source": "seam.logs", "DetailType": "x", "Detail": '{"k": 1}'}])
-    streams = logs.describe_log_streams(logGroupName="/aws/events/seam")["logStreams"]
-    assert len(streams) == 1
+    [stream] = logs.describe_log_streams(logGroupName="/aws/events/seam")["logStreams"]
+    [logged] = logs.get_log_events(logGroupName="/aws/events/seam", logStreamName=stream["logStreamName"])[
+        "events"
+    ]
+    event = json.loads(logged["message"])
+    assert event["detail"] == {"k": 1}
+    assert event["account"] == sb.account_id  # keep_event_account
 
 
 def test_failed_target_delivery_goes_to_the_target_dlq(sb: Sandbox) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +13,6 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ParamValidationError
 from moto import mock_aws
 from moto.core.utils import camelcase_to_underscores, method_names_from_class
-from moto.server import ThreadedMotoServer
 from moto.ssm.responses import SimpleSystemManagerResponse
 
 from sandbox.clock import SandboxClock
@@ -420,6 +418,7 @@ def test_start_session_emits_the_cloudtrail_event(
     assert event["source"] == "aws.ssm"
     assert event["detail-type"] == "AWS API Call via CloudTrail"
     assert event["region"] == REGION
+    assert event["account"] == ACCOUNT
     assert event["time"] == "2026-03-10T09:00:00Z"  # the sandbox clock's, not the wall clock's
     detail = event["detail"]
     assert detail["eventSource"] == "ssm.amazonaws.com"
@@ -477,16 +476,13 @@ def test_caller_identity_parses_principals() -> None:
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
-def test_sessions_work_through_moto_server(iam_keys_env: None, ssm_clock: SandboxClock) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+def test_sessions_work_through_moto_server(
+    iam_keys_env: None, ssm_clock: SandboxClock, moto_server: str
+) -> None:
     simulator = SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT)
     simulator.install()
     try:
-        client: Any = boto3.client("ssm", region_name=REGION, endpoint_url=f"http://127.0.0.1:{port}")
+        client: Any = boto3.client("ssm", region_name=REGION, endpoint_url=moto_server)
         session_id = client.start_session(Target=TARGET)["SessionId"]
         [session] = client.describe_sessions(State="Active")["Sessions"]
         assert (session["SessionId"], session["StartDate"]) == (session_id, START)
@@ -497,4 +493,3 @@ def test_sessions_work_through_moto_server(iam_keys_env: None, ssm_clock: Sandbo
         assert error_of(excinfo)[0] == "ValidationException"
     finally:
         simulator.uninstall()
-        server.stop()
