@@ -9,9 +9,7 @@ import pytest
 
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.test_asl_create_cluster import history, make_stack, operations, wait
-
-__all__ = ["make_stack"]  # the fixture, shared with the Create workflow's tests
+from tests.integration.workflows import entered, history, operations, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -77,7 +75,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     assert budgets(stack) == []
     stacks = cloudformation.list_stacks()["StackSummaries"]
     assert [(s["StackName"], s["StackStatus"]) for s in stacks] == [("ml-cluster-vpc", "DELETE_COMPLETE")]
-    assert operations().get_cluster_record("ml-cluster").status == "DELETED"
+    assert operations().get_cluster("ml-cluster").status == "DELETED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Succeeded"
     assert event["detail"]["operationType"] == "DeleteCluster"
@@ -115,11 +113,7 @@ def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
     operation = operations().get_operation(accepted.operation_id)
     assert operation.error is not None
     assert operation.error.error == "Autopilot.Timeout"
-    assert operations().get_cluster_record("ml-cluster").status == "DELETE_FAILED"
+    assert operations().get_cluster("ml-cluster").status == "DELETE_FAILED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Failed"
-    assert "Record Failure" in [
-        e["stateEnteredEventDetails"]["name"]
-        for e in history(stack, execution["executionArn"])
-        if "stateEnteredEventDetails" in e
-    ]
+    assert "Record Failure" in entered(history(stack, execution["executionArn"]))

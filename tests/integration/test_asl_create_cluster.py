@@ -9,76 +9,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from autopilot import aws
-from autopilot.api import routes
 from autopilot.api.models import CreateClusterBody
-from autopilot.operations import ClusterOperations
-from autopilot.settings import api_settings
 
 from tests.events import create_body
-from tests.events.stack import Deployed, deployed
+from tests.integration.workflows import entered, history, operations, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-
-
-@pytest.fixture
-def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    contexts: list[Any] = []
-
-    def make(clock_speed: float, **parameters: Any) -> Deployed:
-        context = deployed(
-            execute=True, parameters={"PollIntervalSeconds": 1, **parameters}, clock_speed=clock_speed
-        )
-        stack = context.__enter__()
-        contexts.append(context)
-        for key, value in stack.environment().items():
-            monkeypatch.setenv(key, value)
-        api_settings.cache_clear()
-        routes.get_operations.cache_clear()
-        aws.client.cache_clear()
-        return stack
-
-    yield make
-    for context in contexts:
-        context.__exit__(None, None, None)
-    aws.client.cache_clear()
-
-
-def operations() -> ClusterOperations:
-    return ClusterOperations(api_settings())
-
-
-def start(name: str = "ml-cluster", **changes: Any) -> str:
-    body = CreateClusterBody.model_validate(create_body(name, **changes))
-    return operations().create_cluster(body, requested_by="tester").operation_id
-
-
-def wait(stack: Deployed, operation_id: str, timeout: float = 60.0) -> dict[str, Any]:
-    sfn = stack.client("stepfunctions")
-    arn = operations().get_operation(operation_id).execution_arn
-    assert arn
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        stack.hyperpod.tick()
-        execution = sfn.describe_execution(executionArn=arn)
-        if execution["status"] != "RUNNING":
-            return dict(execution)
-        time.sleep(0.2)
-    raise AssertionError(f"execution {arn} still running after {timeout}s")
-
-
-def history(stack: Deployed, execution_arn: str) -> list[dict[str, Any]]:
-    sfn = stack.client("stepfunctions")
-    return list(sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"])
-
-
-def entered(events: list[dict[str, Any]]) -> list[str]:
-    return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
 
 
 def test_happy_path_creates_tags_budgets_records_and_notifies(make_stack: Any) -> None:
@@ -161,7 +100,8 @@ def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -
     assert operation.status == "FAILED"
     assert operation.error is not None
     assert operation.error.error == "Autopilot.ClusterFailed"
-    assert "insufficient capacity" in operation.error.cause.lower() or "capacity" in operation.error.cause
+    assert "InsufficientInstanceCapacity" in operation.error.cause
+    assert "ml.p5.48xlarge" in operation.error.cause
     assert [s.name for s in operation.steps][-2:] == ["Roll Back Cluster", "Failed"]
     assert operation.rolled_back is True
     assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"

@@ -21,6 +21,7 @@ from autopilot.state import (
     OperationType,
     StateStore,
 )
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from sandbox.deploy import load_template
@@ -183,9 +184,9 @@ def test_unknown_items_read_as_none(store: StateStore) -> None:
 def test_other_dynamodb_errors_propagate(store: StateStore) -> None:
     broken = StateStore("no-such-table", client=store._ddb)
 
-    with pytest.raises(Exception, match="ResourceNotFoundException"):
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
         broken.start_create(cluster(), operation("op-1"))
-    with pytest.raises(Exception, match="ResourceNotFoundException"):
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
         broken.start_delete(cluster(), operation("op-1"), adopt=True)
 
 

@@ -40,9 +40,7 @@ class OperationEventDetail(BaseModel):
     leftovers: str | None = None
 
 
-def emit_operation_event(
-    detail: OperationEventDetail, *, bus_name: str = "default", client: EventBridgeClient | None = None
-) -> None:
+def emit_operation_event(detail: OperationEventDetail, *, client: EventBridgeClient | None = None) -> None:
     """Put one operation event on the bus; raises if EventBridge rejects it."""
     events: EventBridgeClient = client or aws.client("events")
     detail_type = OPERATION_SUCCEEDED if detail.status == "SUCCEEDED" else OPERATION_FAILED
@@ -53,7 +51,7 @@ def emit_operation_event(
                 "DetailType": detail_type,
                 "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
                 "Resources": [],
-                "EventBusName": bus_name,
+                "EventBusName": "default",
             }
         ]
     )

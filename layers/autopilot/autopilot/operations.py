@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
 
-    from autopilot.validation.report import ValidationReport
+    from autopilot.validation.report import Problem, ValidationReport
 
 CLUSTER_CONFIG_FILE = "cluster-config.json"
 
@@ -174,7 +174,7 @@ def budget_name_for(cluster_name: str) -> str:
 
 
 def _problems(report: ValidationReport) -> tuple[list[ErrorDetail], list[ErrorDetail]]:
-    def detail(p: Any) -> ErrorDetail:
+    def detail(p: Problem) -> ErrorDetail:
         return ErrorDetail(file=p.file, path=p.path, message=p.message)
 
     return [detail(p) for p in report.errors], [detail(p) for p in report.warnings]
@@ -577,13 +577,6 @@ class ClusterOperations:
             sagemaker=live,
             history=self._store.list_history(name) if registered else [],
         )
-
-    def get_cluster_record(self, name: str) -> Cluster:
-        """Autopilot's record of the cluster alone (no SageMaker call)."""
-        registered = self._store.get_cluster(name)
-        if registered is None:
-            raise NotFoundError(f"cluster {name!r} not found")
-        return registered
 
     def list_clusters(self, *, limit: int, next_token: str | None, include_deleted: bool) -> ClusterList:
         page = self._store.list_clusters(limit=limit, next_token=next_token)

@@ -166,6 +166,17 @@ def _from_attributes(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _deserializer.deserialize(v) for k, v in item.items()}
 
 
+def _cluster_item(cluster: Cluster) -> dict[str, Any]:
+    """The cluster's registry item, as start_create and an adopting start_delete put it."""
+    return _to_attributes(
+        {
+            **cluster_key(cluster.cluster_name),
+            "kind": CLUSTER_KIND,
+            **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+    )
+
+
 def _key_attributes(key: Mapping[str, str]) -> dict[str, Any]:
     return {k: {"S": v} for k, v in key.items()}
 
@@ -219,7 +230,7 @@ class StateStore:
             requested_by=operation.requested_by,
         )
         item = {
-            "pk": f"CLUSTER#{operation.cluster_name}",
+            "pk": cluster_key(operation.cluster_name)["pk"],
             "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
             "kind": HISTORY_KIND,
             **entry.model_dump(by_alias=True, mode="json", exclude_none=True),
@@ -231,15 +242,10 @@ class StateStore:
 
         Raises ClusterNameTakenError when the name belongs to a cluster that still exists.
         """
-        item = {
-            **cluster_key(cluster.cluster_name),
-            "kind": CLUSTER_KIND,
-            **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
-        }
         cluster_put: TransactWriteItemTypeDef = {
             "Put": {
                 "TableName": self._table,
-                "Item": _to_attributes(item),
+                "Item": _cluster_item(cluster),
                 "ConditionExpression": "attribute_not_exists(pk) OR #status IN (:gone1, :gone2)",
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {
@@ -264,15 +270,10 @@ class StateStore:
         outside Autopilot). Raises ClusterBusyError when another operation holds the cluster.
         """
         if adopt:
-            item = {
-                **cluster_key(cluster.cluster_name),
-                "kind": CLUSTER_KIND,
-                **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
-            }
             cluster_write: TransactWriteItemTypeDef = {
                 "Put": {
                     "TableName": self._table,
-                    "Item": _to_attributes(item),
+                    "Item": _cluster_item(cluster),
                     "ConditionExpression": "attribute_not_exists(pk) OR #status = :deleted",
                     "ExpressionAttributeNames": {"#status": "status"},
                     "ExpressionAttributeValues": {":deleted": {"S": ClusterStatus.DELETED.value}},
@@ -373,7 +374,7 @@ class StateStore:
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :history)",
             ExpressionAttributeValues={
-                ":pk": {"S": f"CLUSTER#{cluster_name}"},
+                ":pk": {"S": cluster_key(cluster_name)["pk"]},
                 ":history": {"S": "HISTORY#"},
             },
             ScanIndexForward=False,
@@ -404,7 +405,7 @@ class InvalidPageTokenError(ValueError):
 
 
 def _encode_token(key: Mapping[str, Any]) -> str:
-    plain = {k: _deserializer.deserialize(v) for k, v in key.items()}
+    plain = _from_attributes(key)
     return base64.urlsafe_b64encode(json.dumps(plain, sort_keys=True).encode()).decode()
 
 
