@@ -5,13 +5,17 @@ from its CodeUri and layers live in a private module space, swapped into ``sys.m
 that function runs (so every function's ``app.py`` is ``app``, and a layer's lru_caches and
 settings are per function, as on Lambda). The first invocation is a cold start (module import).
 
-Environment: ``os.environ`` is process-wide and Step Functions runs executions in threads, so every
-invocation holds ``INVOCATION_LOCK`` (re-entrant: a handler may synchronously invoke another
-function) while the environment, ``sys.path`` and ``sys.modules`` are swapped and the handler
-runs. Only the variables a function owns are swapped (its template variables, what Lambda sets,
-and any host AWS / Powertools / Lambda configuration, which is hidden meanwhile). Invocations
-are therefore serialized; the sandbox is a functional model, not a load test.
-Other threads reading the environment meanwhile see the same region and "testing" credentials.
+Environment: each invocation gets its own ``os.environ``, seen only by the thread running it (a
+per-thread view installed over the process's mapping, see :class:`_ThreadEnviron`): the host's
+variables minus any AWS / Powertools / Lambda configuration, plus what Lambda sets and the
+template's variables. No other thread's view changes, and nothing is written back afterwards, so a
+host change made meanwhile (a test's monkeypatch teardown) is never undone. Writing the host
+environment back was the flaky ``ProfileNotFound: host-profile``: an invocation that started
+before a test removed its ``AWS_PROFILE`` restored it when it ended, for every later boto3 client.
+``sys.path`` and ``sys.modules`` are process-wide, so every invocation still holds
+``INVOCATION_LOCK`` (re-entrant: a handler may synchronously invoke another function) while they
+are swapped and the handler runs; invocations are serialized, the sandbox is a functional model,
+not a load test. Threads a handler starts see the host's environment.
 
 Results are shaped exactly as Lambda returns them: a handler exception becomes FunctionError
 ``Unhandled`` with an ``errorType``/``errorMessage``/``requestId``/``stackTrace`` payload, so Step
@@ -31,7 +35,7 @@ import time
 import traceback
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,11 +52,9 @@ from sandbox.deploy import FunctionSpec
 INVOCATION_LOCK: Final = threading.RLock()
 """Held while a handler runs with its environment swapped in (see module docstring)."""
 
-# Host variables a function still sees (everything else comes from Lambda and the template).
-# Host variables that configure AWS SDKs, Powertools or Lambda itself: hidden from a function while
-# it runs (it sees Lambda's and its template's values instead). The rest of the host environment
-# (PATH, HOME, a test runner's own variables) is left alone, so a host thread that changes one of
-# them while a function runs in another thread is neither undone nor broken.
+# Host variables that configure AWS SDKs, Powertools or Lambda itself: not in a function's
+# environment (it sees Lambda's and its template's values instead). The rest of the host environment
+# (PATH, HOME, a test runner's own variables) passes through.
 _LAMBDA_MANAGED_PREFIXES: Final = ("AWS_", "POWERTOOLS_", "LAMBDA_", "_X_AMZN_", "BOTO_", "_HANDLER")
 SANDBOX_CREDENTIALS: Final = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -429,30 +431,25 @@ class LambdaRuntime:
 
     @contextmanager
     def _swapped_in(self, environment: _Environment) -> Iterator[None]:
-        """Install the function's env, sys.path and private modules; restore the host's after."""
+        """Give this thread the function's environment, sys.path and private modules; restore after."""
         spec = environment.spec
-        installed = self._function_environ(spec)
-        hidden = {key: value for key, value in os.environ.items() if _owned(key, installed)}
+        environ = _thread_environ()
         saved_path = list(sys.path)
         stashed = self._take_modules(environment)
         sys.modules.update(environment.modules)
-        for key in hidden:
-            os.environ.pop(key, None)
-        os.environ.update(installed)
         sys.path[:0] = [
             str(spec.code_dir),
             *(str(d) for d in spec.layer_dirs),
             *(str(d / "python") for d in spec.layer_dirs if (d / "python").is_dir()),
         ]
+        environ.enter(self._function_environ(spec, environ.host))
         try:
             yield
         finally:
+            environ.leave()
             environment.modules = self._take_modules(environment)
             sys.modules.update(stashed)
             sys.path[:] = saved_path
-            for key in [key for key in os.environ if _owned(key, installed)]:
-                os.environ.pop(key, None)
-            os.environ.update(hidden)
 
     def _take_modules(self, environment: _Environment) -> dict[str, ModuleType]:
         """Remove and return the sys.modules entries that belong to function code or layers."""
@@ -470,8 +467,15 @@ class LambdaRuntime:
             del sys.modules[name]
         return taken
 
-    def _function_environ(self, spec: FunctionSpec) -> dict[str, str]:
+    def _function_environ(self, spec: FunctionSpec, host: Mapping[str, str]) -> dict[str, str]:
+        """The host's variables minus its AWS / Powertools / Lambda configuration, plus Lambda's
+        and the template's."""
         environ = {
+            key: value
+            for key in list(host)  # another thread may change the host meanwhile: read what is left
+            if not key.startswith(_LAMBDA_MANAGED_PREFIXES) and (value := host.get(key)) is not None
+        }
+        environ |= {
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "AWS_LAMBDA_FUNCTION_NAME": spec.name,
@@ -490,9 +494,63 @@ class LambdaRuntime:
         return environ
 
 
-def _owned(key: str, installed: Mapping[str, str]) -> bool:
-    """Whether a variable belongs to the running function (swapped in and out with it)."""
-    return key in installed or key.startswith(_LAMBDA_MANAGED_PREFIXES)
+class _ThreadEnviron(MutableMapping[str, str]):
+    """``os.environ`` with a per-thread view: a thread running a function reads and writes that
+    invocation's private dict (a stack: a handler may invoke another function synchronously);
+    every other thread reads and writes the process's own mapping, ``host``."""
+
+    def __init__(self, host: MutableMapping[str, str]) -> None:
+        self.host = host
+        self._local = threading.local()
+
+    def enter(self, environ: dict[str, str]) -> None:
+        self._stack().append(environ)
+
+    def leave(self) -> None:
+        self._stack().pop()
+
+    def copy(self) -> dict[str, str]:  # os.environ.copy(), which subprocess-style callers use
+        return dict(self._current())
+
+    def _stack(self) -> list[dict[str, str]]:
+        stack: list[dict[str, str]] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _current(self) -> MutableMapping[str, str]:
+        stack = self._stack()
+        return stack[-1] if stack else self.host
+
+    def __getitem__(self, key: str) -> str:
+        return self._current()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._current()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._current()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._current()))
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"_ThreadEnviron({self._current()!r})"
+
+
+_ENVIRON_LOCK: Final = threading.Lock()
+
+
+def _thread_environ() -> _ThreadEnviron:
+    """Install the per-thread ``os.environ`` (once per process; host threads see no difference)."""
+    with _ENVIRON_LOCK:
+        if not isinstance(os.environ, _ThreadEnviron):
+            # a view over the same mapping, not a replacement of its contents
+            os.environ = _ThreadEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
+        return os.environ  # type: ignore[return-value]
 
 
 def _payload_bytes(payload: bytes | str | Any) -> bytes:

@@ -17,7 +17,8 @@ import pytest
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox, Scheduler, parse_schedule
-from sandbox.lambda_runtime import INVOCATION_LOCK
+from sandbox.deploy import FunctionSpec
+from sandbox.lambda_runtime import INVOCATION_LOCK, InvocationResult, LambdaRuntime
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 
@@ -103,23 +104,83 @@ def test_host_aws_configuration_is_hidden_and_restored(sb: Sandbox, monkeypatch:
         assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
 
 
-def test_host_thread_changes_during_an_invocation_survive(sb: Sandbox) -> None:
-    # A test runner (pytest sets and pops PYTEST_CURRENT_TEST) or any host thread may change its own
-    # variables while a function runs in another thread: neither the change nor the pop may break.
-    os.environ["HOST_BEFORE"] = "1"
-    worker = threading.Thread(target=sb.invoke, args=("EchoFunction", {"sleep": 1.0}))
+_GATED_HANDLER = """
+import os, pathlib, time
+
+def handler(event, context):
+    gate = pathlib.Path(event["gate"])
+    seen = {key: os.environ.get(key) for key in ("AWS_PROFILE", "HOST_ONLY", "AWS_LAMBDA_FUNCTION_NAME")}
+    os.environ["SET_BY_FUNCTION"] = "1"
+    (gate / "running").touch()
+    deadline = time.monotonic() + 30
+    while not (gate / "release").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never released the gate")
+        time.sleep(0.01)
+    return seen
+"""
+
+
+def _gated_function(tmp_path: Path) -> FunctionSpec:
+    """A function that stays running until the test creates ``<gate>/release``."""
+    code = tmp_path / "gated"
+    code.mkdir()
+    (code / "gated_app.py").write_text(_GATED_HANDLER)
+    return FunctionSpec(
+        logical_id="GatedFunction",
+        name="gated-function",
+        arn="arn:aws:lambda:us-east-1:123456789012:function:gated-function",
+        handler="gated_app.handler",
+        runtime="python3.12",
+        code_dir=code,
+        layer_dirs=[],
+        environment={"STAGE": "gated"},
+        timeout=60,
+        memory_size=128,
+    )
+
+
+def test_host_environment_changes_during_an_invocation_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The flaky ProfileNotFound: host-profile: a test set AWS_PROFILE, a background invocation
+    # started, the test's teardown removed AWS_PROFILE, and the invocation's end wrote its snapshot
+    # of the host environment back, resurrecting AWS_PROFILE for every later boto3 client. Here the
+    # host changes its environment while a function is held running, deterministically.
+    monkeypatch.setenv("AWS_PROFILE", "host-profile")
+    monkeypatch.setenv("HOST_ONLY", "1")
+    runtime = LambdaRuntime(region="us-east-1")
+    runtime.register(_gated_function(tmp_path))
+    results: list[InvocationResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(runtime.invoke("GatedFunction", {"gate": str(tmp_path)}))
+    )
     worker.start()
     try:
-        assert _eventually(lambda: os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))  # the function runs
-        os.environ["HOST_DURING"] = "2"
-        os.environ.pop("HOST_BEFORE")  # raised KeyError when an invocation cleared the environment
-    finally:
-        worker.join(10)
-    assert not worker.is_alive()
-    with INVOCATION_LOCK:  # no invocation (ours or a background one) is swapped in now
+        assert _eventually(lambda: (tmp_path / "running").exists() or not worker.is_alive())
+        # while the function runs, other threads see the host's environment, not the function's
+        assert os.environ.get("AWS_PROFILE") == "host-profile"
         assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
-        assert os.environ.pop("HOST_DURING") == "2"
-        assert "HOST_BEFORE" not in os.environ
+        assert "STAGE" not in os.environ
+        monkeypatch.delenv("AWS_PROFILE")  # what the test's teardown did
+        monkeypatch.setenv("HOST_DURING", "2")
+        monkeypatch.delenv("HOST_ONLY")
+    finally:
+        (tmp_path / "release").touch()
+        worker.join(30)
+        runtime.stop()
+    assert not worker.is_alive()
+    assert results[0].ok, results[0].json()
+    assert results[0].json() == {
+        "AWS_PROFILE": None,  # the host's AWS configuration is not the function's
+        "HOST_ONLY": "1",  # unrelated host variables pass through
+        "AWS_LAMBDA_FUNCTION_NAME": "gated-function",
+    }
+    assert "AWS_PROFILE" not in os.environ  # removed by the host during the invocation: stays removed
+    assert "HOST_ONLY" not in os.environ
+    assert os.environ["HOST_DURING"] == "2"
+    assert "SET_BY_FUNCTION" not in os.environ  # the function's own changes stay in its environment
+    assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
 
 
 def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
