@@ -7,9 +7,13 @@ Routes come from ``AWS::Serverless::Function`` Events of type Api (path paramete
 prefix (as sam local does); a leading ``/<stage>`` is accepted too.
 
 AWS_IAM routes verify SigV4 (service ``execute-api``, the sandbox region) with ``sandbox.sigv4``:
-unsigned → 403 ``{"message":"Missing Authentication Token"}``, a wrong signature → 403 with API
-Gateway's message; a verified caller fills ``requestContext.identity``. Like API Gateway, an unknown
-path or method also answers 403 Missing Authentication Token. A function error or a malformed proxy
+unsigned → 403 ``{"message":"Missing Authentication Token"}``, a wrong signature or a session token
+that is not the key's → 403 with API Gateway's message; a verified caller fills
+``requestContext.identity``. Like API Gateway (its MISSING_AUTHENTICATION_TOKEN gateway response:
+"an unsupported API method or resource"), an unknown path, and any method no route declares
+(TRACE, PROPFIND, QUERY... too: never the HTTP server's 501), answers 403 Missing Authentication
+Token; ``ANY`` stands for API Gateway's seven methods only. A body over API Gateway's 10 MB payload
+limit answers 413 (REQUEST_TOO_LARGE) before it is read. A function error or a malformed proxy
 response answers 502 ``{"message": "Internal server error"}``.
 """
 
@@ -34,6 +38,10 @@ from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, LambdaRuntime
 from sandbox.sigv4 import AuthError, Caller, SigningKey, missing_token, moto_credentials, verify
 
 _INTERNAL_ERROR: Final = {"message": "Internal server error"}
+_TOO_LARGE: Final = {"message": "Request Too Large"}  # unverified wording, see docs/sandbox.md
+MAX_PAYLOAD_BYTES: Final = 10 * 1024 * 1024  # API Gateway REST APIs: 10 MB, not adjustable
+# The methods API Gateway REST APIs define (``ANY`` is all seven); any other is no route's.
+API_GATEWAY_METHODS: Final = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class ApiServer:
         self.lookup = lookup or moto_credentials(
             stack.account_id,
             {SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"]: SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]},
+            SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
         )
         self.now = clock or (lambda: datetime.now(UTC))
         self.routes = sorted(
@@ -103,7 +112,11 @@ class ApiServer:
             def _serve(self) -> None:
                 server.handle(self)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+            def __getattr__(self, name: str) -> Any:
+                # http.server answers 501 for a method without a do_<METHOD>: every method is ours
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
 
             def log_message(self, format: str, *args: Any) -> None:
                 sys.stderr.write(f"[api] {self.address_string()} {format % args}\n")
@@ -127,7 +140,10 @@ class ApiServer:
         for candidate in (path, *self._without_stage(path)):
             for compiled in self.routes:
                 found = compiled.pattern.match(candidate)
-                if found and compiled.route.method in (method, "ANY"):
+                declared = compiled.route.method == method or (
+                    compiled.route.method == "ANY" and method in API_GATEWAY_METHODS
+                )
+                if found and declared:
                     params = {_ungroup(k): unquote(v) for k, v in found.groupdict().items()}
                     return compiled, params
         return None
@@ -139,6 +155,10 @@ class ApiServer:
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         request_id = str(uuid.uuid4())
         length = int(request.headers.get("Content-Length") or 0)
+        if length > MAX_PAYLOAD_BYTES:
+            request.close_connection = True  # the unread body must not be taken for the next request
+            self._reply(request, 413, _TOO_LARGE, request_id, error_type="RequestTooLargeException")
+            return
         body = request.rfile.read(length) if length else b""
         split = urlsplit(request.path)
         matched = self.match(request.command, split.path)
@@ -310,6 +330,8 @@ class ApiServer:
         request.send_header("x-amz-apigw-id", base64.b64encode(uuid.uuid4().bytes[:6]).decode())
         request.send_header("X-Amzn-Trace-Id", f"Root=1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]}")
         request.send_header("Content-Length", str(len(body)))
+        if request.close_connection:
+            request.send_header("Connection", "close")
         request.end_headers()
         if request.command != "HEAD":
             request.wfile.write(body)

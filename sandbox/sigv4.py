@@ -4,8 +4,11 @@ The signature is recomputed with botocore's own ``SigV4Auth`` over the request a
 raw path and query, the signed headers, the body), so anything botocore signs verifies, and a
 changed byte does not. Errors carry API Gateway's status, ``x-amzn-ErrorType`` and message.
 
-Known callers: the sandbox credentials (``testing``/``testing``, the account root), and every
-access key moto's IAM and STS hold (CreateAccessKey users, AssumeRole sessions).
+Known callers: the sandbox credentials (``testing``/``testing``, the account root; the session token
+``testing`` optional), and every access key moto's IAM and STS hold (CreateAccessKey users, no
+session token; AssumeRole sessions, their own token required). A request whose
+``X-Amz-Security-Token`` is not its key's, or a temporary key without its token, gets API Gateway's
+403 ``UnrecognizedClientException`` "The security token included in the request is invalid.".
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class Caller:
 class SigningKey:
     secret_key: str
     caller: Caller
+    session_token: str | None = None  # None: a long-term key, which no session token goes with
+    token_required: bool = False  # temporary (STS) keys are valid only with their token
 
 
 class AuthError(Exception):
@@ -59,6 +64,16 @@ class AuthError(Exception):
 
 def missing_token() -> AuthError:
     return AuthError("MissingAuthenticationTokenException", "Missing Authentication Token")
+
+
+def invalid_token() -> AuthError:
+    return AuthError("UnrecognizedClientException", "The security token included in the request is invalid.")
+
+
+def _token_matches(key: SigningKey, token: str | None) -> bool:
+    if token is None:
+        return not key.token_required
+    return key.session_token is not None and hmac.compare_digest(token, key.session_token)
 
 
 _PART: Final = re.compile(r"(Credential|SignedHeaders|Signature)=([^,\s]+)")
@@ -109,36 +124,11 @@ def verify(
             "InvalidSignatureException",
             f"Credential should be scoped to a valid region, not '{scope_region}'. ",
         )
-    amz_date = lowered.get("x-amz-date")
-    if amz_date is None:
-        raise AuthError(
-            "IncompleteSignatureException",
-            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.",
-        )
-    try:
-        signed_at = datetime.strptime(amz_date, _AMZ_DATE).replace(tzinfo=UTC)
-    except ValueError:
-        raise AuthError(
-            "IncompleteSignatureException", f"Date must be in ISO-8601 'basic format'. Got '{amz_date}'."
-        ) from None
-    current = now or datetime.now(UTC)
-    if signed_at < current - MAX_SKEW:
-        raise AuthError(
-            "InvalidSignatureException",
-            f"Signature expired: {amz_date} is now earlier than {(current - MAX_SKEW):{_AMZ_DATE}} "
-            f"({current:{_AMZ_DATE}} - 5 min.)",
-        )
-    if signed_at > current + MAX_SKEW:
-        raise AuthError(
-            "InvalidSignatureException",
-            f"Signature not yet current: {amz_date} is still later than {(current + MAX_SKEW):{_AMZ_DATE}} "
-            f"({current:{_AMZ_DATE}} + 5 min.)",
-        )
+    amz_date = _check_date(lowered.get("x-amz-date"), now or datetime.now(UTC))
     key = lookup(access_key)
-    if key is None:
-        raise AuthError(
-            "UnrecognizedClientException", "The security token included in the request is invalid."
-        )
+    token = lowered.get("x-amz-security-token")
+    if key is None or not _token_matches(key, token):
+        raise invalid_token()
 
     content_hash = lowered.get("x-amz-content-sha256")
     if content_hash not in (None, _UNSIGNED_PAYLOAD) and content_hash != hashlib.sha256(body).hexdigest():
@@ -176,14 +166,46 @@ def verify(
     return key.caller
 
 
-def moto_credentials(account_id: str, sandbox_keys: Mapping[str, str]) -> Callable[[str], SigningKey | None]:
-    """Find an access key: the sandbox's own keys (account root), then moto's IAM users and STS sessions."""
+def _check_date(amz_date: str | None, current: datetime) -> str:
+    """The request's X-Amz-Date, when present, well formed and within 5 minutes of ``current``."""
+    if amz_date is None:
+        raise AuthError(
+            "IncompleteSignatureException",
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.",
+        )
+    try:
+        signed_at = datetime.strptime(amz_date, _AMZ_DATE).replace(tzinfo=UTC)
+    except ValueError:
+        raise AuthError(
+            "IncompleteSignatureException", f"Date must be in ISO-8601 'basic format'. Got '{amz_date}'."
+        ) from None
+    if signed_at < current - MAX_SKEW:
+        raise AuthError(
+            "InvalidSignatureException",
+            f"Signature expired: {amz_date} is now earlier than {(current - MAX_SKEW):{_AMZ_DATE}} "
+            f"({current:{_AMZ_DATE}} - 5 min.)",
+        )
+    if signed_at > current + MAX_SKEW:
+        raise AuthError(
+            "InvalidSignatureException",
+            f"Signature not yet current: {amz_date} is still later than {(current + MAX_SKEW):{_AMZ_DATE}} "
+            f"({current:{_AMZ_DATE}} + 5 min.)",
+        )
+    return amz_date
+
+
+def moto_credentials(
+    account_id: str, sandbox_keys: Mapping[str, str], sandbox_token: str | None = None
+) -> Callable[[str], SigningKey | None]:
+    """Find an access key: the sandbox's own keys (account root; ``sandbox_token`` the one session
+    token they accept), then moto's IAM users and STS sessions."""
 
     def lookup(access_key: str) -> SigningKey | None:
         if access_key in sandbox_keys:
             return SigningKey(
                 sandbox_keys[access_key],
                 Caller(access_key, account_id, account_id, account_id, f"arn:aws:iam::{account_id}:root"),
+                session_token=sandbox_token,
             )
         for partition_backend in iam_backends[account_id].values():
             for user in partition_backend.users.values():
@@ -200,6 +222,8 @@ def moto_credentials(account_id: str, sandbox_keys: Mapping[str, str]) -> Callab
                     return SigningKey(
                         role.secret_access_key,
                         Caller(access_key, account_id, principal, principal, role.arn),
+                        session_token=str(role.session_token),
+                        token_required=True,
                     )
         return None
 

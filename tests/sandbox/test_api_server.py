@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -36,9 +37,10 @@ def signed(
     region: str = "us-east-1",
     service: str = "execute-api",
     when: datetime | None = None,
+    token: str | None = "testing",
 ) -> requests.Response:
     request = AWSRequest(method=method, url=url, data=body, headers={"Content-Type": "application/json"})
-    signer = SigV4Auth(Credentials(key, secret, "testing"), service, region)
+    signer = SigV4Auth(Credentials(key, secret, token), service, region)
     if when is None:
         signer.add_auth(request)
     else:  # a client whose clock is off
@@ -159,7 +161,9 @@ def test_iam_user_keys_from_moto_are_accepted(api: tuple[Sandbox, str]) -> None:
     iam = sandbox.client("iam")
     iam.create_user(UserName="alice")
     key = iam.create_access_key(UserName="alice")["AccessKey"]
-    response = signed("GET", f"{url}/items/7", key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+    response = signed(
+        "GET", f"{url}/items/7", key=key["AccessKeyId"], secret=key["SecretAccessKey"], token=None
+    )
     assert response.status_code == 200, response.text
     identity = response.json()["identity"]
     assert identity["userArn"] == "arn:aws:iam::123456789012:user/alice"
@@ -177,6 +181,60 @@ def test_unknown_route_and_method_answer_like_api_gateway(api: tuple[Sandbox, st
     _, url = api
     assert signed("GET", f"{url}/nowhere").json() == {"message": "Missing Authentication Token"}
     assert signed("DELETE", f"{url}/items/1").status_code == 403
+
+
+@pytest.mark.parametrize("method", ["TRACE", "QUERY", "PROPFIND", "CONNECT", "BREW"])
+@pytest.mark.parametrize("path", ["/items/1", "/files/any/thing"])  # a GET route and an ANY route
+def test_a_method_no_route_declares_is_missing_authentication_token(
+    api: tuple[Sandbox, str], method: str, path: str
+) -> None:
+    _, url = api
+    for response in (requests.request(method, f"{url}{path}", timeout=10), signed(method, f"{url}{path}")):
+        assert response.status_code == 403  # never http.server's 501 Unsupported method
+        assert response.json() == {"message": "Missing Authentication Token"}
+        assert response.headers["x-amzn-ErrorType"] == "MissingAuthenticationTokenException"
+
+
+def test_a_session_token_that_is_not_the_keys_is_rejected(api: tuple[Sandbox, str]) -> None:
+    sandbox, url = api
+    assert signed("GET", f"{url}/items/1", token=None).status_code == 200  # the sandbox keys, no token
+    invalid = {"message": "The security token included in the request is invalid."}
+    response = signed("GET", f"{url}/items/1", token="bogus")
+    assert response.status_code == 403
+    assert response.json() == invalid
+    assert response.headers["x-amzn-ErrorType"] == "UnrecognizedClientException"
+    iam = sandbox.client("iam")
+    iam.create_user(UserName="token-user")
+    key = iam.create_access_key(UserName="token-user")["AccessKey"]
+    user = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
+    assert signed("GET", f"{url}/items/1", **user, token="testing").json() == invalid  # long-term key
+    role = iam.create_role(RoleName="token-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    creds = sandbox.client("sts").assume_role(RoleArn=role, RoleSessionName="caller")["Credentials"]
+    session = {"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"]}
+    assert signed("GET", f"{url}/items/1", **session, token=creds["SessionToken"]).status_code == 200
+    assert signed("GET", f"{url}/items/1", **session, token="testing").json() == invalid
+    assert signed("GET", f"{url}/items/1", **session, token=None).json() == invalid
+
+
+def test_a_body_over_10_mb_is_413_before_it_is_read(api: tuple[Sandbox, str]) -> None:
+    sandbox, url = api
+    limit = 10 * 1024 * 1024
+    before = sandbox.metrics()["invocations"].get("ApiFunction", {}).get("invocations", 0)
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.putrequest("POST", "/files/big")
+        connection.putheader("Content-Length", str(limit + 1))
+        connection.endheaders()  # the body is never sent: the answer must not wait for it
+        response = connection.getresponse()
+        assert response.status == 413
+        assert json.loads(response.read()) == {"message": "Request Too Large"}
+        assert response.getheader("Connection") == "close"
+    finally:
+        connection.close()
+    assert sandbox.metrics()["invocations"].get("ApiFunction", {}).get("invocations", 0) == before
+    exactly = signed("POST", f"{url}/files/big", b"x" * limit)  # the limit itself is allowed
+    assert exactly.status_code == 200, exactly.text[:200]
 
 
 def test_function_error_is_502(api: tuple[Sandbox, str]) -> None:
