@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     common(up)
     up.add_argument("--api-port", type=int, default=3000)
     up.add_argument("--aws-port", type=int, default=5000)
+    up.add_argument(
+        "--duplicate-events",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="share (0-1) of HyperPod events delivered twice, as EventBridge may (default: 0)",
+    )
 
     invoke = commands.add_parser("invoke", help="invoke one function, like `sam local invoke`")
     common(invoke)
@@ -114,7 +121,7 @@ def _up(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with _sandbox(args) as sandbox:
+        with _sandbox(args, duplicate_events=args.duplicate_events) as sandbox:
             api_url = sandbox.serve_api(args.api_port)
             aws_url = sandbox.serve_aws(args.aws_port)
             print(

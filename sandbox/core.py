@@ -83,6 +83,7 @@ class Sandbox:
         schedules: bool = True,
         tick_interval: float = 0.05,
         seed: int | None = None,
+        duplicate_events: float = 0.0,
     ) -> None:
         self.template = Path(template).resolve()
         self.parameters = dict(parameters or {})
@@ -95,6 +96,7 @@ class Sandbox:
         self.schedules_enabled = schedules
         self.tick_interval = tick_interval
         self.seed = seed
+        self.duplicate_events = duplicate_events  # share of HyperPod events EventBridge delivers twice
         self.hyperpod: Any = None
         self.ssm: Any = None
         self.budgets: Any = None
@@ -211,8 +213,13 @@ class Sandbox:
         """Install the HyperPod, SSM sessions and Budgets simulators (each only if its module exists)."""
         hyperpod = _optional_module("sandbox.hyperpod")
         if hyperpod is not None:
+            # The home region's simulator; every other region gets one spawned from it on first use.
             self.hyperpod = hyperpod.HyperPodSimulator(
-                self.clock, region=self.region, account_id=self.account_id, seed=self.seed
+                self.clock,
+                region=self.region,
+                account_id=self.account_id,
+                seed=self.seed,
+                duplicate_events=self.duplicate_events,
             )
             self.hyperpod.install()
             self._undo.append(self.hyperpod.uninstall)
@@ -223,8 +230,8 @@ class Sandbox:
             self._undo.append(self.ssm.uninstall)
         budgets = _optional_module("sandbox.budgets")
         if budgets is not None:
-            fleet: Callable[[], list[Any]] = (
-                self.hyperpod.running_instances if self.hyperpod is not None else list
+            fleet: Callable[[], list[Any]] = (  # AWS Budgets counts the account's spend in every region
+                self._hyperpod_fleet if self.hyperpod is not None else list
             )
             self.budgets = budgets.BudgetsSimulator(
                 self.clock, fleet=fleet, region=self.region, account_id=self.account_id
@@ -248,7 +255,7 @@ class Sandbox:
 
     def tick(self) -> None:
         """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
-        for simulator in (self.hyperpod, self.budgets):
+        for simulator in (*self.hyperpods(), self.budgets):
             if simulator is not None:
                 try:
                     simulator.tick()
@@ -260,7 +267,20 @@ class Sandbox:
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
 
+    def _hyperpod_fleet(self) -> list[Any]:
+        return [instance for simulator in self.hyperpods() for instance in simulator.running_instances()]
+
     # accessors ---------------------------------------------------------------------------------
+    def hyperpod_for(self, region: str, account_id: str | None = None) -> Any:
+        """The HyperPod simulator of ``region`` (created on first use, as a request there would)."""
+        if self.hyperpod is None:
+            raise RuntimeError("the HyperPod simulator is not installed")
+        return self.hyperpod.for_region(region, account_id)
+
+    def hyperpods(self) -> list[Any]:
+        """Every HyperPod simulator: the home region's (``hyperpod``) and those created since."""
+        return list(self.hyperpod.every_region()) if self.hyperpod is not None else []
+
     @property
     def stack(self) -> Stack:
         if self._stack is None:

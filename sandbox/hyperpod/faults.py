@@ -13,12 +13,14 @@ class HealthFault:
 
     fault_type: str
     reason: str  # the agent's own wording of the cause (Node Problem Detector reason + message)
-    repair_action: str  # Replace | Reboot
+    repair_action: str  # what the fault needs: Replace | Reboot
     recommendation: str
 
     def health_status_reason(self) -> str:
+        """The Node Health Event's HealthStatusReason, word for word as AWS's sample has it."""
         return (
-            f"HyperPod Health Monitoring Agent (HMA) has detected fault type {self.fault_type}: {self.reason}"
+            f"HyperPod Health Monitoring Agent (HMA) has detected fault type {self.fault_type} "
+            "on this node and is unhealthy."
         )
 
 
@@ -67,6 +69,14 @@ def health_fault(fault_type: str) -> HealthFault:
     except KeyError:
         known = ", ".join(sorted(HEALTH_FAULTS))
         raise ValueError(f"unknown fault_type {fault_type!r}; known: {known}") from None
+
+
+def no_capacity_event_message(instance_type: str) -> str:
+    """The FailureMessage of a cluster event for an instance that got no capacity (AWS's docs)."""
+    return (
+        f"We currently do not have sufficient capacity to launch new {instance_type} instances. "
+        "Please try again."
+    )
 
 
 def insufficient_capacity_message(instance_type: str, availability_zone: str) -> str:

@@ -40,6 +40,8 @@ class HyperPodTimings:
     rollback: float = 3 * 60
     delete_cluster: float = 5 * 60
     auto_recovery_delay: float = 60  # NodeRecovery=Automatic: HMA detection to repair start
+    deep_health_check: float = 10 * 60  # OnStartDeepHealthChecks: a new instance's checks before Running
+    event_delivery: float = 2  # from a change to its event reaching EventBridge (near real time)
 
 
 def utc(value: datetime) -> datetime:
@@ -49,6 +51,11 @@ def utc(value: datetime) -> datetime:
 def iso(value: datetime) -> str:
     """EventBridge's timestamp style: 2025-01-01T12:00:00.000Z."""
     return utc(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def epoch_millis(value: datetime) -> int:
+    """How HyperPod's events carry a time (CreationTime, EventTime): epoch milliseconds, a number."""
+    return int(utc(value).timestamp() * 1000)
 
 
 def jsonable(value: Any) -> Any:
@@ -79,7 +86,8 @@ class Node:
     healthy: bool = True
     fault_type: str | None = None
     health_reason: str = ""
-    repair_action: str = ""
+    needed_repair: str = ""  # what the fault needs: Reboot | Replace ("" while healthy)
+    auto_repair: bool = False  # HyperPod repairs it itself (NodeRecovery Automatic)
     recommendation: str = ""
     reboot_heals: bool = True
     replaced_by: str | None = None
@@ -153,6 +161,18 @@ class Cluster:
         return sum(
             1 for n in self.group_nodes(group_name) if n.provisioned and n.operation not in ("shutdown",)
         )
+
+    @property
+    def continuous(self) -> bool:
+        """Only clusters with NodeProvisioningMode Continuous have cluster events (AWS's docs)."""
+        return self.request.get("NodeProvisioningMode") == "Continuous"
+
+    def state_change_detail(self) -> dict[str, Any]:
+        """The detail of a Cluster State Change event: DescribeCluster as AWS's sample renders it."""
+        detail: dict[str, Any] = jsonable(self.describe())
+        detail["CreationTime"] = epoch_millis(self.creation_time)
+        detail["FailureMessage"] = self.failure_message  # always present, "" when none
+        return detail
 
     def describe(self) -> dict[str, Any]:
         description: dict[str, Any] = {

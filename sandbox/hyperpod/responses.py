@@ -7,13 +7,16 @@ request parsed with botocore's model. ``install_sagemaker_seam`` sets one such m
 operation on that class; uninstalling restores moto's own (or removes what moto lacks). The seam's
 assumptions about moto are pinned by tests/sandbox/test_hyperpod_seam.py.
 
-Simulators are keyed by (account, region). A request for a pair without a simulator, and
-AddTags / ListTags / DeleteTags on a resource that is not a simulated cluster, go to moto as before.
+Simulators are keyed by (account, region) (registry.py): while the seam is installed, every pair
+has one, spawned on its first request, so moto never answers a HyperPod operation. AddTags /
+ListTags / DeleteTags go to the simulator of the ARN's (account, region) when the ARN names a
+cluster (a missing one gets SageMaker's 4xx, not moto's); every other resource's tags stay with moto.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,7 @@ from moto.core.utils import camelcase_to_underscores
 from moto.sagemaker.responses import SageMakerResponse
 
 from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
-from sandbox.hyperpod.registry import SimulatorRegistry
+from sandbox.hyperpod.registry import SIMULATORS
 from sandbox.hyperpod.validation import HyperPodApiError
 
 if TYPE_CHECKING:
@@ -32,8 +35,9 @@ if TYPE_CHECKING:
 
 _MISSING = object()
 _lock = threading.Lock()  # guards _originals
-_simulators = SimulatorRegistry("installed")
 _originals: dict[str, Any] = {}
+# A HyperPod cluster's ARN, as botocore's ClusterArn pattern spells it: (region, account).
+_CLUSTER_ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]*):([0-9]{12}):cluster/.*")
 
 Handler = Callable[[SageMakerResponse], Any]
 
@@ -43,17 +47,8 @@ class HyperPodServiceError(ServiceException):
 
 
 def simulator_for(account_id: str, region: str) -> HyperPodSimulator | None:
-    return _simulators.get(account_id, region)
-
-
-def register_simulator(simulator: HyperPodSimulator) -> None:
-    _simulators.add(simulator)
-    install_sagemaker_seam()
-
-
-def unregister_simulator(simulator: HyperPodSimulator) -> None:
-    if _simulators.remove(simulator):
-        uninstall_sagemaker_seam()
+    """The simulator serving (account, region), spawned on first use; None while none is installed."""
+    return SIMULATORS.get(account_id, region)
 
 
 def seam_installed() -> bool:
@@ -106,10 +101,7 @@ def _serve(simulator: HyperPodSimulator, operation: str, response: SageMakerResp
 def _fallback(response: SageMakerResponse, operation: str, method: str) -> Any:
     original = _originals.get(method, _MISSING)
     if original is _MISSING:
-        raise NotImplementedError(
-            f"{operation} is served by the HyperPod simulator, and none is installed for "
-            f"account {response.current_account} in {response.region}"
-        )
+        raise NotImplementedError(f"{operation} is served by the HyperPod simulator, and none is installed")
     return original(response)
 
 
@@ -126,10 +118,9 @@ def _handler(operation: str, method: str) -> Handler:
 
 def _tag_handler(operation: str, method: str) -> Handler:
     def serve(self: SageMakerResponse) -> Any:
-        arn = str(self.params.get("ResourceArn", ""))
-        parts = arn.split(":")
-        simulator = simulator_for(parts[4], parts[3]) if len(parts) > 5 and ":cluster/" in arn else None
-        if simulator is None or not simulator.owns_arn(arn):
+        cluster = _CLUSTER_ARN.fullmatch(str(self.params.get("ResourceArn", "")))
+        simulator = simulator_for(cluster.group(2), cluster.group(1)) if cluster else None
+        if simulator is None:
             return _fallback(self, operation, method)
         return _serve(simulator, operation, self)
 

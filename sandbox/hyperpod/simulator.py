@@ -1,15 +1,20 @@
 """The HyperPod simulator: SageMaker cluster operations with lifecycles on the sandbox clock.
 
-One simulator serves one (account, region), like the SageMaker endpoint it stands in for. Every
-API call and every ``tick()`` first moves the lifecycles to ``clock.now()``; each state change is
-published on moto's EventBridge bus as the event HyperPod itself would emit. Events are collected
-under the simulator's lock and published after it is released, so a target that calls back into
-the API (a Lambda, a state machine) never waits on the lock it is being called from.
+One simulator serves one (account, region), like the SageMaker endpoint it stands in for; the
+installed ones spawn one for any other pair on its first request (registry.py). Every API call and
+every ``tick()`` first moves the lifecycles to ``clock.now()``; each state change becomes the event
+HyperPod itself would send, shaped as AWS's samples (events/hyperpod/), on that region's default
+EventBridge bus. As on AWS, an event arrives after the call that caused it has returned:
+``timings.event_delivery`` simulated seconds after the change, published by a later ``tick()`` or
+call, outside the simulator's lock (a target that calls back into the API never waits on the lock it
+is being called from). ``duplicate_events`` repeats a seeded share of them, as EventBridge
+(at-least-once) and SageMaker ("may send multiple events for each state change") do.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import heapq
 import itertools
 import json
@@ -30,11 +35,13 @@ from sandbox.hyperpod.faults import (
     ThrottlePlan,
     health_fault,
     insufficient_capacity_message,
+    no_capacity_event_message,
 )
-from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, jsonable, utc
+from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, epoch_millis, utc
 from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
-from sandbox.hyperpod.responses import register_simulator, unregister_simulator
-from sandbox.hyperpod.tagging import register_tagged_clusters, unregister_tagged_clusters
+from sandbox.hyperpod.registry import SIMULATORS
+from sandbox.hyperpod.responses import install_sagemaker_seam, uninstall_sagemaker_seam
+from sandbox.hyperpod.tagging import install_tagging_seam, uninstall_tagging_seam
 from sandbox.hyperpod.validation import HyperPodApiError, validate_input, validation_error
 
 SOURCE = "aws.sagemaker"
@@ -42,6 +49,24 @@ STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 
+
+# Cluster event descriptions, from AWS's "SageMaker HyperPod cluster events reference" (the
+# instance-creation failure and lifecycle-script wordings from its and the EventBridge page's samples).
+_CLUSTER_STARTED = "Cluster {cluster} {operation} started successfully"
+_CLUSTER_COMPLETED = "Cluster {cluster} {operation} completed successfully"
+_CLUSTER_FAILED = "Cluster {cluster} {operation} failed"
+_GROUP_COMPLETED = "Instance Group {group} {operation} in Cluster {cluster} completed successfully"
+_PROVISIONED = "EC2 Instance {instance} successfully provisioned in Cluster {cluster} and IG {group}"
+_CREATION_FAILED = "Instance creation in Cluster {cluster} and InstanceGroup {group} failed"
+_SCRIPT_STARTED = "Instance lifecycle script execution for EC2InstanceId {instance} has Started"
+_TERMINATING = (
+    "Termination of EC2 Instance {instance} is currently in progress in Cluster {cluster} and IG {group}"
+)
+_REBOOTING = "Reboot of EC2 Instance {instance} is currently in progress on Cluster {cluster} and IG {group}"
+_REBOOTED = "Instance reboot {instance} in Cluster {cluster} and IG {group} completed successfully"
+_REPLACING = (
+    "Instance {instance} is starting as part of instance replacement in Cluster {cluster} and IG {group}"
+)
 
 _DEFAULT_PAGE_SIZE = 10  # SageMaker's List* default when MaxResults is left out
 _BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
@@ -52,6 +77,8 @@ Params = dict[str, Any]
 
 
 class _Outgoing(NamedTuple):
+    due: datetime  # when EventBridge has it
+    sequence: int  # keeps events due at the same time in the order they happened
     detail_type: str
     detail: dict[str, Any]
     resource: str
@@ -76,13 +103,21 @@ class HyperPodSimulator:
         account_id: str = "123456789012",
         timings: HyperPodTimings | None = None,
         seed: int | None = None,
+        *,
+        duplicate_events: float = 0.0,
     ) -> None:
+        if not 0.0 <= duplicate_events <= 1.0:
+            raise ValueError("duplicate_events must be between 0 and 1")
         self.clock = clock
         self.region = region
         self.account_id = account_id
         self.timings = timings or HyperPodTimings()
+        self.seed = seed
+        self.duplicate_events = duplicate_events
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
+        # Its own stream, so turning duplicates on does not change the ids a seed gives.
+        self._duplicates = random.Random(None if seed is None else f"{seed}/duplicates")
         self._clusters: dict[str, Cluster] = {}  # by ARN, in creation order
         self._cluster_events: dict[str, list[dict[str, Any]]] = {}
         self._timers: list[tuple[datetime, int, Action]] = []
@@ -113,14 +148,47 @@ class HyperPodSimulator:
     # ------------------------------------------------------------------ wiring
 
     def install(self) -> None:
-        """Serve this (account, region)'s SageMaker cluster calls from the simulator (see responses.py)
-        and show its clusters to the Resource Groups Tagging API (see tagging.py)."""
-        register_simulator(self)
-        register_tagged_clusters(self)
+        """Serve this (account, region)'s SageMaker cluster calls from the simulator (see responses.py),
+        show its clusters to the Resource Groups Tagging API (see tagging.py), and every other
+        (account, region) from a simulator spawned from this one on first use (see registry.py)."""
+        SIMULATORS.add(self)
+        install_sagemaker_seam()
+        install_tagging_seam()
 
     def uninstall(self) -> None:
-        unregister_tagged_clusters(self)
-        unregister_simulator(self)
+        """Give moto its own code back when this is the last installed simulator (spawned ones go too)."""
+        if SIMULATORS.remove(self):
+            uninstall_tagging_seam()
+            uninstall_sagemaker_seam()
+
+    def spawn(self, account_id: str, region: str) -> HyperPodSimulator:
+        """A simulator for another (account, region): this one's clock, timings and event options,
+        and a seed derived from this one's (still reproducible, yet not the same ids in every region)."""
+        seed = None
+        if self.seed is not None:
+            digest = hashlib.sha256(f"{self.seed}/{account_id}/{region}".encode()).digest()
+            seed = int.from_bytes(digest[:8], "big")
+        return HyperPodSimulator(
+            self.clock,
+            region=region,
+            account_id=account_id,
+            timings=self.timings,
+            seed=seed,
+            duplicate_events=self.duplicate_events,
+        )
+
+    def for_region(self, region: str, account_id: str | None = None) -> HyperPodSimulator:
+        """The installed simulators' member for (account, region): spawned on first use, as a request
+        there would. ``account_id`` defaults to this simulator's."""
+        simulator = SIMULATORS.get(account_id or self.account_id, region)
+        if simulator is None:
+            raise RuntimeError("no HyperPod simulator is installed")
+        return simulator
+
+    @staticmethod
+    def every_region() -> list[HyperPodSimulator]:
+        """Every simulator serving requests: the installed ones and those spawned so far."""
+        return SIMULATORS.all()
 
     def __enter__(self) -> HyperPodSimulator:
         self.install()
@@ -150,19 +218,19 @@ class HyperPodSimulator:
             self._publish()
 
     def call(self, operation: str, params: Params) -> dict[str, Any]:
-        """Serve one API call (the seam's entry point). Raises ``HyperPodApiError`` as AWS would."""
+        """Serve one API call (the seam's entry point). Raises ``HyperPodApiError`` as AWS would.
+
+        Events due before the call go out first; the call's own events are due later (``tick``)."""
         handler = self._operations.get(operation)
         if handler is None:
             raise ValueError(f"the HyperPod simulator does not serve {operation}")
-        try:
-            with self._lock:
-                self._advance(self.clock.now())
-                if self._throttle is not None and self._throttle.should_throttle(operation):
-                    raise HyperPodApiError("ThrottlingException", "Rate exceeded")
-                validate_input(operation, params)
-                return handler(params)
-        finally:
-            self._publish()
+        self.tick()
+        with self._lock:
+            self._advance(self.clock.now())
+            if self._throttle is not None and self._throttle.should_throttle(operation):
+                raise HyperPodApiError("ThrottlingException", "Rate exceeded")
+            validate_input(operation, params)
+            return handler(params)
 
     def _advance(self, now: datetime) -> None:
         while self._timers and self._timers[0][0] <= now:
@@ -181,8 +249,11 @@ class HyperPodSimulator:
 
     def _publish(self) -> None:
         with self._lock:
-            outgoing, self._outbox = self._outbox, []
-        for event in outgoing:
+            now = max(self._now, self.clock.now())
+            due: list[_Outgoing] = []
+            while self._outbox and self._outbox[0].due <= now:
+                due.append(heapq.heappop(self._outbox))
+        for event in due:
             bus.emit(
                 SOURCE,
                 event.detail_type,
@@ -193,25 +264,39 @@ class HyperPodSimulator:
                 time=event.time,
             )
 
+    def _send(self, detail_type: str, detail: dict[str, Any], cluster: Cluster, at: datetime) -> None:
+        """Queue an event for delivery ``timings.event_delivery`` after ``at`` (maybe twice)."""
+        delay = timedelta(seconds=self.timings.event_delivery)
+        copies = 1
+        if self.duplicate_events and self._duplicates.random() < self.duplicate_events:
+            copies = 2
+        for copy in range(copies):
+            outgoing = _Outgoing(
+                at + delay * (copy + 1), next(self._sequence), detail_type, detail, cluster.arn, at
+            )
+            heapq.heappush(self._outbox, outgoing)
+
     def _state_change(self, cluster: Cluster, at: datetime) -> None:
-        self._outbox.append(_Outgoing(STATE_CHANGE, jsonable(cluster.describe()), cluster.arn, at))
+        self._send(STATE_CHANGE, cluster.state_change_detail(), cluster, at)
 
     def _health_event(self, cluster: Cluster, node: Node, at: datetime) -> None:
-        summary = {"HealthStatus": "Healthy" if node.healthy else "Unhealthy"}
-        if not node.healthy:
-            summary |= {
-                "HealthStatusReason": node.health_reason,
-                "RepairAction": node.repair_action,
-                "Recommendation": node.recommendation,
-            }
+        # RepairAction is what HyperPod itself will do: "None" unless it repairs the node on its own
+        # (NodeRecovery Automatic); Recommendation says what the fault needs. AWS's sample shows
+        # "None" with "Please Replace the Faulty Node."; the reading of "None" is ours, not AWS's.
+        repairing = not node.healthy and node.auto_repair
         detail = {
             "ClusterName": cluster.name,
             "ClusterArn": cluster.arn,
             "InstanceId": node.instance_id,
             "Tags": dict(cluster.tags),
-            "HealthSummary": summary,
+            "HealthSummary": {
+                "HealthStatus": "Healthy" if node.healthy else "Unhealthy",
+                "HealthStatusReason": node.health_reason,
+                "RepairAction": node.needed_repair if repairing else "None",
+                "Recommendation": node.recommendation,
+            },
         }
-        self._outbox.append(_Outgoing(NODE_HEALTH, detail, cluster.arn, at))
+        self._send(NODE_HEALTH, detail, cluster, at)
 
     def _cluster_event(
         self,
@@ -224,8 +309,11 @@ class HyperPodSimulator:
         node: Node | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
+        """Record and send a Cluster Event, which AWS has only for NodeProvisioningMode Continuous."""
+        if not cluster.continuous:
+            return
         record: dict[str, Any] = {
-            "EventId": str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+            "EventId": self._new_uuid(),
             "ClusterArn": cluster.arn,
             "ClusterName": cluster.name,
             "ResourceType": "Instance" if node else "InstanceGroup" if group else "Cluster",
@@ -241,8 +329,15 @@ class HyperPodSimulator:
         if metadata:
             record["EventDetails"] = {"EventMetadata": metadata}
         self._cluster_events.setdefault(cluster.arn, []).append(record)
-        detail = dict(record, EventTime=int(utc(at).timestamp() * 1000))
-        self._outbox.append(_Outgoing(CLUSTER_EVENT, {"EventDetails": detail}, cluster.arn, at))
+        detail = dict(record, EventTime=epoch_millis(at))
+        self._send(CLUSTER_EVENT, {"EventDetails": detail}, cluster, at)
+
+    def _instance_event(
+        self, cluster: Cluster, node: Node, at: datetime, template: str, **options: Any
+    ) -> None:
+        """A Cluster Event about one instance, worded with one of AWS's description templates."""
+        description = template.format(instance=node.instance_id, cluster=cluster.name, group=node.group_name)
+        self._cluster_event(cluster, at, description, node=node, **options)
 
     # ------------------------------------------------------------------ helpers
 
@@ -251,6 +346,9 @@ class HyperPodSimulator:
             if name_or_arn in (cluster.name, cluster.arn):
                 return cluster
         raise _not_found(f"Cluster {name_or_arn} not found.")
+
+    def _new_uuid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def _new_cluster_id(self) -> str:
         alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -419,58 +517,48 @@ class HyperPodSimulator:
         else:
             self._after(at, self.timings.create_cluster, lambda t: self._finish_create(cluster, token, t))
         self._state_change(cluster, at)
+        self._cluster_event(cluster, at, _CLUSTER_STARTED.format(cluster=name, operation="creation"))
         return {"ClusterArn": cluster.arn}
 
     def _finish_create(self, cluster: Cluster, token: int, at: datetime) -> None:
         if not self._cluster_alive(cluster, token) or cluster.status != "Creating":
             return
         for node in cluster.nodes.values():
-            _bring_up(node)
+            self._bring_up(cluster, node, at)
         for group in cluster.groups.values():
             group.status = "InService"
-            self._cluster_event(
-                cluster,
-                at,
-                f"Instance group {group.name} of cluster {cluster.name} is InService with "
-                f"{cluster.current_count(group.name)} instances.",
-                group=group.name,
-            )
+            completed = _GROUP_COMPLETED.format(group=group.name, cluster=cluster.name, operation="creation")
+            self._cluster_event(cluster, at, completed, group=group.name)
         cluster.status = "InService"
         self._state_change(cluster, at)
+        completed = _CLUSTER_COMPLETED.format(cluster=cluster.name, operation="creation")
+        self._cluster_event(cluster, at, completed)
 
     def _fail_create(self, cluster: Cluster, token: int, instance_type: str, at: datetime) -> None:
         if not self._cluster_alive(cluster, token) or cluster.status != "Creating":
             return
         group = next(g for g in cluster.groups.values() if g.instance_type == instance_type)
         message = insufficient_capacity_message(instance_type, f"{self.region}a")
+        self._capacity_events(cluster, at, cluster.group_nodes(group.name))
         cluster.nodes.clear()
         for each in cluster.groups.values():
             each.status = "Failed"
         cluster.status = "Failed"
         cluster.failure_message = f"Instance group {group.name} failed to provision: {message}"
-        self._capacity_event(cluster, at, instance_type, group.name, message=message)
         self._state_change(cluster, at)
+        description = _CLUSTER_FAILED.format(cluster=cluster.name, operation="creation")
+        self._cluster_event(cluster, at, description, level="Error")
 
-    def _capacity_event(
-        self,
-        cluster: Cluster,
-        at: datetime,
-        instance_type: str,
-        group_name: str,
-        *,
-        message: str,
-        then: str = "",
-    ) -> None:
-        """The Error event of an instance group that got no capacity; ``then`` says what follows."""
-        self._cluster_event(
-            cluster,
-            at,
-            f"We currently do not have sufficient capacity to launch new {instance_type} instances "
-            f"for instance group {group_name} of cluster {cluster.name}.{then}",
-            level="Error",
-            group=group_name,
-            metadata={"InstanceGroup": {"FailureMessage": message}},
-        )
+    def _capacity_events(self, cluster: Cluster, at: datetime, nodes: list[Node]) -> None:
+        """The Error event of each instance that got no capacity, at ResourceType Instance as AWS has it."""
+        for node in nodes:
+            failure = {
+                "FailureMessage": no_capacity_event_message(node.instance_type),
+                "NodeLogicalId": self._new_uuid(),
+            }
+            self._instance_event(
+                cluster, node, at, _CREATION_FAILED, level="Error", metadata={"Instance": failure}
+            )
 
     def _update_cluster(self, params: Params) -> dict[str, Any]:
         at = self._now
@@ -560,7 +648,7 @@ class HyperPodSimulator:
             return
         for node in list(cluster.nodes.values()):
             if node.operation == "launch":
-                _bring_up(node)
+                self._bring_up(cluster, node, at)
             elif node.operation == "shutdown":
                 del cluster.nodes[node.instance_id]
         for group in list(cluster.groups.values()):
@@ -585,9 +673,10 @@ class HyperPodSimulator:
             g for g in cluster.groups.values() if g.instance_type == instance_type and g.status != "Deleting"
         )
         message = insufficient_capacity_message(instance_type, f"{self.region}a")
-        for node in list(cluster.nodes.values()):
-            if node.operation == "launch":
-                del cluster.nodes[node.instance_id]
+        launching = [n for n in cluster.nodes.values() if n.operation == "launch"]
+        self._capacity_events(cluster, at, [n for n in launching if n.group_name == failed.name])
+        for node in launching:
+            del cluster.nodes[node.instance_id]
         for group in list(cluster.groups.values()):
             if group.name not in previous_targets:
                 del cluster.groups[group.name]
@@ -596,10 +685,9 @@ class HyperPodSimulator:
                 group.status = "Updating"
         cluster.status = "RollingBack"
         cluster.failure_message = f"Instance group {failed.name} failed to scale up: {message}"
-        self._capacity_event(
-            cluster, at, instance_type, failed.name, message=message, then=" Rolling back the update."
-        )
         self._state_change(cluster, at)
+        description = _CLUSTER_FAILED.format(cluster=cluster.name, operation="update")
+        self._cluster_event(cluster, at, description, level="Error")
         self._after(at, self.timings.rollback, lambda t: self._finish_rollback(cluster, token, t))
 
     def _finish_rollback(self, cluster: Cluster, token: int, at: datetime) -> None:
@@ -775,7 +863,7 @@ class HyperPodSimulator:
 
     def _start_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
         node.status, node.operation, node.message = "Pending", "reboot", "Rebooting the instance."
-        self._cluster_event(cluster, at, f"Reboot of instance {node.instance_id} started.", node=node)
+        self._instance_event(cluster, node, at, _REBOOTING)
         self._after(at, self.timings.reboot_node, lambda t: self._finish_reboot(cluster, node, t))
 
     def _finish_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
@@ -783,24 +871,19 @@ class HyperPodSimulator:
             return
         node.operation, node.message = None, ""
         was_unhealthy = not node.healthy
+        self._instance_event(cluster, node, at, _REBOOTED)
         if was_unhealthy and not node.reboot_heals:
             node.reboot_heals = True  # the fault covers one reboot
-            node.repair_action = "Replace"
+            node.needed_repair = "Replace"
             node.recommendation = "Please Replace the Faulty Node."
             node.status = node.resting_status
             node.message = node.health_reason if node.resting_status == "Failure" else ""
-            self._cluster_event(
-                cluster,
-                at,
-                f"Instance {node.instance_id} is still unhealthy after reboot.",
-                level="Warn",
-                node=node,
-            )
             self._health_event(cluster, node, at)
+            if node.auto_repair:
+                self._schedule_auto_repair(cluster, node, at)
             return
         _heal(node)
         node.status = "Running"
-        self._cluster_event(cluster, at, f"Reboot of instance {node.instance_id} completed.", node=node)
         if was_unhealthy:
             self._health_event(cluster, node, at)
 
@@ -809,20 +892,37 @@ class HyperPodSimulator:
         successor = self._new_node(cluster, group, at)
         node.status, node.operation, node.replaced_by = "ShuttingDown", "replace", successor.instance_id
         node.message = f"Replaced by {successor.instance_id}."
-        self._cluster_event(
-            cluster,
-            at,
-            f"Replacement of instance {node.instance_id} started; new instance {successor.instance_id}.",
-            node=node,
-        )
+        self._instance_event(cluster, node, at, _TERMINATING)
+        self._instance_event(cluster, successor, at, _REPLACING)
         self._after(at, self.timings.shutdown_node, lambda t: self._remove_node(cluster, node, "replace"))
         self._after(at, self.timings.replace_node, lambda t: self._finish_launch(cluster, successor, t))
 
     def _finish_launch(self, cluster: Cluster, node: Node, at: datetime) -> None:
-        if not self._node_alive(cluster, node, "launch"):
+        if self._node_alive(cluster, node, "launch"):
+            self._bring_up(cluster, node, at)
+
+    def _bring_up(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        """A launched instance is up: Running, or first DeepHealthCheckInProgress when its group asks
+        for OnStartDeepHealthChecks."""
+        if node.operation != "launch":
             return
-        _bring_up(node)
-        self._cluster_event(cluster, at, f"Instance {node.instance_id} is Running.", node=node)
+        node.provisioned = True
+        self._instance_event(cluster, node, at, _PROVISIONED)
+        self._instance_event(
+            cluster, node, at, _SCRIPT_STARTED, metadata={"Instance": {"LcsExecutionState": "Started"}}
+        )
+        group = cluster.groups.get(node.group_name)
+        if group is not None and group.spec.get("OnStartDeepHealthChecks"):
+            node.status, node.operation = "DeepHealthCheckInProgress", "deep_health_check"
+            self._after(
+                at, self.timings.deep_health_check, lambda t: self._finish_deep_health_check(cluster, node)
+            )
+        else:
+            node.status, node.operation = "Running", None
+
+    def _finish_deep_health_check(self, cluster: Cluster, node: Node) -> None:
+        if self._node_alive(cluster, node, "deep_health_check"):
+            node.status, node.operation = "Running", None
 
     def _remove_node(self, cluster: Cluster, node: Node, operation: str) -> None:
         if self._node_alive(cluster, node, operation):
@@ -861,7 +961,7 @@ class HyperPodSimulator:
                 node.status, node.operation = "ShuttingDown", "shutdown"
                 cluster.groups[node.group_name].target_count -= 1
                 self._schedule_removal(cluster, node, at)
-                self._cluster_event(cluster, at, f"Deletion of instance {node_id} started.", node=node)
+                self._instance_event(cluster, node, at, _TERMINATING)
                 successful.append(node_id)
         result: dict[str, Any] = {}
         if successful:
@@ -872,8 +972,18 @@ class HyperPodSimulator:
 
     # ------------------------------------------------------------------ cluster events
 
+    def _continuous_cluster(self, name_or_arn: str) -> Cluster:
+        cluster = self._cluster(name_or_arn)
+        if not cluster.continuous:
+            # AWS documents the operations for Continuous clusters only; its exact answer is unverified.
+            raise validation_error(
+                f"Cluster events are only supported for clusters with NodeProvisioningMode set to "
+                f"Continuous. Cluster {cluster.name} does not use Continuous node provisioning."
+            )
+        return cluster
+
     def _list_cluster_events(self, params: Params) -> dict[str, Any]:
-        cluster = self._cluster(params["ClusterName"])
+        cluster = self._continuous_cluster(params["ClusterName"])
         after, before = params.get("EventTimeAfter"), params.get("EventTimeBefore")
         events = [
             e
@@ -884,8 +994,8 @@ class HyperPodSimulator:
             and (after is None or e["EventTime"] > _as_datetime(after))
             and (before is None or e["EventTime"] < _as_datetime(before))
         ]
-        if params.get("SortOrder") == "Descending":
-            events.reverse()
+        # EventTime is the only SortBy; the model's default order is Descending.
+        events.sort(key=lambda e: e["EventTime"], reverse=params.get("SortOrder") != "Ascending")
         summary_keys = (
             "EventId",
             "ClusterArn",
@@ -902,7 +1012,7 @@ class HyperPodSimulator:
         )
 
     def _describe_cluster_event(self, params: Params) -> dict[str, Any]:
-        cluster = self._cluster(params["ClusterName"])
+        cluster = self._continuous_cluster(params["ClusterName"])
         for event in self._cluster_events.get(cluster.arn, []):
             if event["EventId"] == params["EventId"]:
                 return {"EventDetails": event}
@@ -980,28 +1090,25 @@ class HyperPodSimulator:
                 target.healthy = False
                 target.fault_type = fault.fault_type
                 target.health_reason = fault.health_status_reason()
-                target.repair_action = fault.repair_action
+                target.needed_repair = fault.repair_action
                 target.recommendation = fault.recommendation
-                target.status = target.resting_status = instance_status
-                target.message = target.health_reason if instance_status == "Failure" else ""
-                self._health_event(target_cluster, target, at)
-                automatic = (
+                target.auto_repair = (
                     target_cluster.node_recovery == "Automatic" if auto_recover is None else auto_recover
                 )
-                if automatic:
-                    self._after(
-                        at,
-                        self.timings.auto_recovery_delay,
-                        lambda t: self._auto_repair(target_cluster, target, t),
-                    )
+                target.status = target.resting_status = instance_status
+                target.message = fault.reason if instance_status == "Failure" else ""
+                self._health_event(target_cluster, target, at)
+                if target.auto_repair:
+                    self._schedule_auto_repair(target_cluster, target, at)
                 return {
                     "ClusterArn": target_cluster.arn,
                     "ClusterName": target_cluster.name,
                     "InstanceId": target.instance_id,
                     "HealthStatus": "Unhealthy",
                     "HealthStatusReason": target.health_reason,
-                    "RepairAction": target.repair_action,
-                    "AutoRecovery": automatic,
+                    "RepairAction": target.needed_repair if target.auto_repair else "None",
+                    "Recommendation": target.recommendation,
+                    "AutoRecovery": target.auto_repair,
                 }
         finally:
             self._publish()
@@ -1027,11 +1134,15 @@ class HyperPodSimulator:
             raise ValueError(f"node {node_id} is {node.status}; only an idle node can take a fault")
         return node
 
+    def _schedule_auto_repair(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        """NodeRecovery Automatic: HyperPod reboots or replaces the node itself, a little later."""
+        self._after(at, self.timings.auto_recovery_delay, lambda t: self._auto_repair(cluster, node, t))
+
     def _auto_repair(self, cluster: Cluster, node: Node, at: datetime) -> None:
         alive = self._clusters.get(cluster.arn) is cluster and cluster.nodes.get(node.instance_id) is node
         if not alive or node.operation is not None or node.healthy:
             return
-        if node.repair_action == "Replace" and node.group_name not in cluster.controller_groups:
+        if node.needed_repair == "Replace" and node.group_name not in cluster.controller_groups:
             self._start_replace(cluster, node, at)
         else:
             self._start_reboot(cluster, node, at)
@@ -1126,14 +1237,10 @@ def _group(spec: Params) -> InstanceGroup:
     )
 
 
-def _bring_up(node: Node) -> None:
-    if node.operation == "launch":
-        node.status, node.operation, node.provisioned = "Running", None, True
-
-
 def _heal(node: Node) -> None:
     node.healthy, node.fault_type = True, None
-    node.health_reason = node.repair_action = node.recommendation = ""
+    node.health_reason = node.needed_repair = node.recommendation = ""
+    node.auto_repair = False
     node.resting_status = "Running"
 
 

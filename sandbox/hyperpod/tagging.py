@@ -7,8 +7,9 @@ finds the owner of an ARN for TagResources / UntagResources) by walking
 ``iter_tagged_resources()``. The simulated clusters live in the HyperPod simulator, not in moto's
 SageMaker backend, so that walk never met them and a cleanup check "nothing tagged ClusterName=x
 left" proved nothing. ``install_tagging_seam`` rebinds the name in that module to a walk that
-yields, first, a view of the simulator registered for the (account, region), then moto's own
-backends. moto's TagFilters, ResourceTypeFilters, ResourceARNList and pagination apply unchanged.
+yields, first, a view of the simulator serving the (account, region) (every pair has one while
+the seam is installed: registry.py), then moto's own backends. moto's TagFilters,
+ResourceTypeFilters, ResourceARNList and pagination apply unchanged.
 
 A cluster shows while the simulator holds it (Creating ... Deleting) with its current tags, and
 is gone once DeleteCluster has finished, as in AWS. The seam's assumptions about moto are pinned by
@@ -25,7 +26,7 @@ from moto.core.resource_tagging import TaggableResourcesMixin, TaggedResource
 from moto.resourcegroupstaggingapi import models as tagging_models
 from moto.resourcegroupstaggingapi.exceptions import ResourceGroupsTaggingAPIError
 
-from sandbox.hyperpod.registry import SimulatorRegistry
+from sandbox.hyperpod.registry import SIMULATORS
 from sandbox.hyperpod.validation import HyperPodApiError
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ SEAM = "iter_taggable_backends"  # the name moto's tagging backend walks, in its
 TaggableBackends = Callable[[str, str], Iterator[TaggableResourcesMixin]]
 
 _lock = threading.Lock()  # guards _original
-_simulators = SimulatorRegistry("tagged")
 _original: list[TaggableBackends] = []  # moto's own walk while the seam is installed
 
 
@@ -73,17 +73,6 @@ class SimulatedClusters(TaggableResourcesMixin):
             raise ResourceGroupsTaggingAPIError(code, error.message) from error
 
 
-def register_tagged_clusters(simulator: HyperPodSimulator) -> None:
-    """Show ``simulator``'s clusters to the tagging API of its (account, region)."""
-    _simulators.add(simulator)
-    install_tagging_seam()
-
-
-def unregister_tagged_clusters(simulator: HyperPodSimulator) -> None:
-    if _simulators.remove(simulator):
-        uninstall_tagging_seam()
-
-
 def tagging_seam_installed() -> bool:
     with _lock:
         return bool(_original)
@@ -98,7 +87,7 @@ def install_tagging_seam() -> None:
         _original.append(moto_walk)
 
         def iter_taggable_backends(account_id: str, region_name: str) -> Iterator[TaggableResourcesMixin]:
-            simulator = _simulators.get(account_id, region_name)
+            simulator = SIMULATORS.get(account_id, region_name)
             if simulator is not None:
                 # First, so TagResources on a simulated cluster's ARN reaches the simulator, not
                 # moto's SageMaker backend (which claims every arn:aws:sagemaker: ARN).

@@ -9,9 +9,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sandbox.clock import SandboxClock
-from sandbox.hyperpod import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator
+from sandbox.hyperpod import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator, HyperPodTimings
 
 MINUTE = 60.0
+DELIVERY = HyperPodTimings().event_delivery  # simulated seconds from a change to its event
 Events = Callable[[], list[dict[str, Any]]]
 Request = Callable[..., dict[str, Any]]
 
@@ -26,6 +27,12 @@ def in_service(
     return {"arn": arn, "workers": [n["InstanceId"] for n in nodes["ClusterNodeSummaries"]]}
 
 
+def _deliver(clock: SandboxClock, simulator: HyperPodSimulator) -> None:
+    """Let the events of what just happened reach EventBridge."""
+    clock.advance(DELIVERY)
+    simulator.tick()
+
+
 def _of_type(events: list[dict[str, Any]], detail_type: str) -> list[dict[str, Any]]:
     return [e for e in events if e["detail-type"] == detail_type]
 
@@ -38,7 +45,9 @@ def test_state_change_events_follow_the_lifecycle(
     hyperpod_cluster_request: Request,
 ) -> None:
     arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())["ClusterArn"]
-    hyperpod_clock.advance(20 * MINUTE)
+    hyperpod_sim.tick()
+    assert hyperpod_events() == []  # an event reaches EventBridge after the call, a little later
+    hyperpod_clock.advance(20 * MINUTE + DELIVERY)
     hyperpod_sim.tick()  # the background ticker's job: no API call needed for the event to appear
 
     changes = _of_type(hyperpod_events(), STATE_CHANGE)
@@ -51,12 +60,15 @@ def test_state_change_events_follow_the_lifecycle(
     assert event["account"] == arn.split(":")[4]
     assert event["detail"]["ClusterArn"] == arn
     assert event["detail"]["InstanceGroups"][1]["CurrentCount"] == 2
-    assert event["detail"]["CreationTime"].endswith("Z")
+    created = hyperpod_sagemaker.describe_cluster(ClusterName=arn)["CreationTime"]
+    assert event["detail"]["CreationTime"] == int(created.timestamp() * 1000)  # epoch ms, as AWS sends
+    assert event["detail"]["FailureMessage"] == ""
 
 
 def test_node_unhealthy_emits_the_node_health_event(
     hyperpod_sagemaker: Any,
     hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
     hyperpod_events: Events,
     in_service: dict[str, Any],
 ) -> None:
@@ -64,6 +76,7 @@ def test_node_unhealthy_emits_the_node_health_event(
     node = in_service["workers"][0]
 
     result = hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "ml-cluster", "node_id": node})
+    _deliver(hyperpod_clock, hyperpod_sim)
 
     (event,) = _of_type(hyperpod_events(), NODE_HEALTH)
     assert event["resources"] == [in_service["arn"]]
@@ -76,13 +89,12 @@ def test_node_unhealthy_emits_the_node_health_event(
     assert detail["Tags"] == {"owner": "alice", "project": "llm"}
     summary = detail["HealthSummary"]
     assert summary["HealthStatus"] == "Unhealthy"
-    assert summary["HealthStatusReason"].startswith(
-        "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate"
+    assert summary["HealthStatusReason"] == (
+        "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate "
+        "on this node and is unhealthy."
     )
-    assert (summary["RepairAction"], summary["Recommendation"]) == (
-        "Replace",
-        "Please Replace the Faulty Node.",
-    )
+    # NodeRecovery None: HyperPod does nothing itself; the recommendation is the operator's to follow
+    assert (summary["RepairAction"], summary["Recommendation"]) == ("None", "Please Replace the Faulty Node.")
     assert result["InstanceId"] == node
     assert result["AutoRecovery"] is False  # NodeRecovery None: the operator (autopilot) must act
     details = hyperpod_sagemaker.describe_cluster_node(ClusterName="ml-cluster", NodeId=node)["NodeDetails"]
@@ -106,15 +118,24 @@ def test_reboot_heals_unless_the_fault_says_otherwise(
 
     hyperpod_sagemaker.batch_reboot_cluster_nodes(ClusterName="ml-cluster", NodeIds=[healing, stubborn])
     hyperpod_clock.advance(5 * MINUTE)
-    hyperpod_sim.tick()
+    _deliver(hyperpod_clock, hyperpod_sim)
 
     health = {
         e["detail"]["InstanceId"]: e["detail"]["HealthSummary"]
         for e in _of_type(hyperpod_events(), NODE_HEALTH)
     }
-    assert health[healing] == {"HealthStatus": "Healthy"}
+    assert health[healing] == {
+        "HealthStatus": "Healthy",
+        "HealthStatusReason": "",
+        "RepairAction": "None",
+        "Recommendation": "",
+    }
     assert health[stubborn]["HealthStatus"] == "Unhealthy"
-    assert health[stubborn]["RepairAction"] == "Replace"  # a reboot did not do it: escalate
+    # a reboot did not do it: escalate (HyperPod itself still does nothing, NodeRecovery is None)
+    assert (health[stubborn]["RepairAction"], health[stubborn]["Recommendation"]) == (
+        "None",
+        "Please Replace the Faulty Node.",
+    )
 
 
 def test_node_recovery_automatic_replaces_the_node_itself(
@@ -144,26 +165,36 @@ def test_capacity_fault_fails_the_next_create_with_an_error_event(
 ) -> None:
     hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge"})
 
-    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())["ClusterArn"]
+    request = hyperpod_cluster_request(NodeProvisioningMode="Continuous")  # AWS's cluster events need it
+    arn = hyperpod_sagemaker.create_cluster(**request)["ClusterArn"]
     hyperpod_clock.advance(20 * MINUTE)
+    hyperpod_sim.tick()
 
     described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
     assert described["ClusterStatus"] == "Failed"
     assert "InsufficientInstanceCapacity" in described["FailureMessage"]
     assert "sufficient ml.p5.48xlarge capacity" in described["FailureMessage"]
     events = hyperpod_events()
-    (cluster_event,) = _of_type(events, CLUSTER_EVENT)
-    details = cluster_event["detail"]["EventDetails"]
-    assert (details["EventLevel"], details["ResourceType"], details["InstanceGroupName"]) == (
-        "Error",
-        "InstanceGroup",
-        "worker-group-1",
+    failures = [
+        e["detail"]["EventDetails"]
+        for e in _of_type(events, CLUSTER_EVENT)
+        if e["detail"]["EventDetails"]["ResourceType"] == "Instance"
+    ]
+    assert len(failures) == 2  # one per worker that got no capacity, as AWS reports it
+    details = failures[0]
+    assert (details["EventLevel"], details["InstanceGroupName"]) == ("Error", "worker-group-1")
+    assert (
+        details["Description"]
+        == "Instance creation in Cluster ml-cluster and InstanceGroup worker-group-1 failed"
     )
-    assert "do not have sufficient capacity" in details["Description"]
+    assert details["EventDetails"]["EventMetadata"]["Instance"]["FailureMessage"] == (
+        "We currently do not have sufficient capacity to launch new ml.p5.48xlarge instances. "
+        "Please try again."
+    )
     assert isinstance(details["EventTime"], int)  # epoch milliseconds, as EventBridge carries it
     assert [e["detail"]["ClusterStatus"] for e in _of_type(events, STATE_CHANGE)] == ["Creating", "Failed"]
-    listed = hyperpod_sagemaker.list_cluster_events(ClusterName=arn)["Events"]
-    assert listed[0]["EventId"] == details["EventId"]
+    listed = hyperpod_sagemaker.list_cluster_events(ClusterName=arn, ResourceType="Instance")["Events"]
+    assert {e["EventId"] for e in listed} == {f["EventId"] for f in failures}
     assert hyperpod_sim.running_instances() == []
     # the fault was for one call: the next cluster comes up
     hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request("second"))

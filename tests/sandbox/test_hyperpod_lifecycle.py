@@ -255,9 +255,11 @@ def test_every_response_matches_the_botocore_output_shape(
         responses[f"{operation}#{len(responses)}"] = result = hyperpod_sim.call(operation, params)
         return result
 
-    arn = call("CreateCluster", **hyperpod_cluster_request())["ClusterArn"]
+    request = hyperpod_cluster_request(NodeProvisioningMode="Continuous")  # it has cluster events
+    request["InstanceGroups"][1]["OnStartDeepHealthChecks"] = ["InstanceStress", "InstanceConnectivity"]
+    arn = call("CreateCluster", **request)["ClusterArn"]
     call("DescribeCluster", ClusterName=arn)
-    hyperpod_clock.advance(20 * MINUTE)
+    hyperpod_clock.advance(30 * MINUTE)  # created, and the deep health checks passed
     call("DescribeCluster", ClusterName=arn)
     call("ListClusters")
     nodes = call("ListClusterNodes", ClusterName=arn, MaxResults=1)["ClusterNodeSummaries"]

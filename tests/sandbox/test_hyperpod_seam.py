@@ -65,17 +65,39 @@ def test_install_and_uninstall_restore_moto(hyperpod_aws_env: None) -> None:
     assert not hasattr(SageMakerResponse, "batch_replace_cluster_nodes")
 
 
-def test_regions_without_a_simulator_stay_with_moto(
-    hyperpod_sagemaker: Any, hyperpod_cluster_request: Callable[..., dict[str, Any]]
+def test_every_region_gets_a_simulator_of_its_own_on_first_use(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_cluster_request: Callable[..., dict[str, Any]],
 ) -> None:
     other_region = boto3.client("sagemaker", region_name="eu-west-1")
+    hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())
 
-    with pytest.raises(ClientError) as error:
+    with pytest.raises(ClientError) as error:  # the us-east-1 cluster is not in eu-west-1
         other_region.describe_cluster(ClusterName="ml-cluster")
-
-    assert error.value.response["Error"]["Code"] == "ValidationException"  # moto's own answer
-    with pytest.raises(NotImplementedError):
+    assert error.value.response["Error"]["Code"] == "ResourceNotFound"  # never moto's answer
+    with pytest.raises(ClientError) as error:
         other_region.batch_replace_cluster_nodes(ClusterName="ml-cluster", NodeIds=["i-0123456789abcdef0"])
+    assert error.value.response["Error"]["Code"] == "ResourceNotFound"
+
+    spawned = simulator_for("123456789012", "eu-west-1")
+    assert spawned is not None
+    assert spawned is not hyperpod_sim
+    assert spawned.clock is hyperpod_sim.clock
+    assert hyperpod_sim.for_region("eu-west-1") is spawned
+    assert set(hyperpod_sim.every_region()) == {hyperpod_sim, spawned}
+
+
+def test_uninstalling_the_last_simulator_drops_the_spawned_ones(hyperpod_aws_env: None) -> None:
+    simulator = HyperPodSimulator(SandboxClock(speed=0), seed=3)
+    simulator.install()
+    spawned = simulator.for_region("ap-south-1", account_id="210987654321")
+    assert spawned.account_id == "210987654321"
+
+    simulator.uninstall()
+
+    assert not seam_installed()
+    assert simulator_for("210987654321", "ap-south-1") is None
 
 
 def test_tags_of_other_sagemaker_resources_stay_with_moto(hyperpod_sagemaker: Any) -> None:
