@@ -3,11 +3,16 @@
 - ``up``: deploy the template into the embedded AWS, serve the API (SigV4) and an AWS endpoint
   (moto server + the simulators) on 127.0.0.1, print the URLs and credentials, run until
   SIGINT/SIGTERM. ``aws --endpoint-url <aws-url> sagemaker list-clusters`` sees the simulated fleet.
+  Everything lives in the process's memory: stopping it forgets every resource.
 - ``invoke <LogicalId> --event FILE``: like ``sam local invoke``; prints the result JSON, exit 1 on
   a function error.
 - ``inject <fault> [--param k=v …]``: POST /_sandbox/faults on a running sandbox's AWS endpoint
   (moto's server app is wrapped: /_sandbox/* is the admin API, everything else is AWS).
 - ``demo …``: the scripted scenarios, dispatched to ``sandbox.demo.main(argv)`` (sandbox/demo/).
+
+The sandbox's own region (the stack's, the REST API's): ``--region``, else ``AWS_REGION`` /
+``AWS_DEFAULT_REGION`` (in the AWS CLI's order), else the ``region`` that ``sam deploy`` would read
+from samconfig.toml next to the template, else us-east-1 (:func:`resolve_region`).
 """
 
 from __future__ import annotations
@@ -15,18 +20,47 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import requests
 
-from sandbox.core import DEFAULT_TEMPLATE, Sandbox
+from sandbox.core import DEFAULT_REGION, DEFAULT_TEMPLATE, Sandbox
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+
+SAMCONFIG = "samconfig.toml"
+# Where `sam deploy` (environment "default") finds its region: its own section, then the global one.
+_SAMCONFIG_SECTIONS = (("default", "deploy", "parameters"), ("default", "global", "parameters"))
+
+
+def resolve_region(
+    flag: str | None, template: Path, environ: Mapping[str, str] = os.environ
+) -> tuple[str, str]:
+    """The sandbox's region and where it came from (shown by ``up``)."""
+    if flag:
+        return flag, "--region"
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if environ.get(variable):
+            return environ[variable], variable
+    samconfig = template.resolve().parent / SAMCONFIG
+    if not samconfig.is_file():
+        return DEFAULT_REGION, "default"
+    config = tomllib.loads(samconfig.read_text(encoding="utf-8"))
+    for section in _SAMCONFIG_SECTIONS:
+        table: Any = config
+        for name in section:
+            table = table.get(name, {}) if isinstance(table, dict) else {}
+        region = table.get("region") if isinstance(table, dict) else None
+        if isinstance(region, str) and region:
+            return region, f"{samconfig} [{'.'.join(section)}]"
+    return DEFAULT_REGION, f"default ({samconfig} names no region)"
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -59,19 +93,15 @@ def _parser() -> argparse.ArgumentParser:
             help="template parameter override (repeatable)",
         )
         sub.add_argument("--speed", type=float, default=600.0, help="simulated seconds per wall second")
-        sub.add_argument("--region", default="us-east-1")
+        sub.add_argument(
+            "--region",
+            help=f"the sandbox's region (else AWS_REGION, AWS_DEFAULT_REGION, {SAMCONFIG}, {DEFAULT_REGION})",
+        )
 
     up = commands.add_parser("up", help="serve the API and an AWS endpoint until stopped")
     common(up)
     up.add_argument("--api-port", type=int, default=3000)
     up.add_argument("--aws-port", type=int, default=5000)
-    up.add_argument(
-        "--duplicate-events",
-        type=float,
-        default=0.0,
-        metavar="RATE",
-        help="share (0-1) of HyperPod events delivered twice, as EventBridge may (default: 0)",
-    )
 
     invoke = commands.add_parser("invoke", help="invoke one function, like `sam local invoke`")
     common(invoke)
@@ -107,10 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _inject(args)
 
 
-def _sandbox(args: argparse.Namespace, **options: Any) -> Sandbox:
-    return Sandbox(
-        args.template, parameters=dict(args.parameter), speed=args.speed, region=args.region, **options
-    )
+def _sandbox(args: argparse.Namespace, region: str, **options: Any) -> Sandbox:
+    return Sandbox(args.template, parameters=dict(args.parameter), speed=args.speed, region=region, **options)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -121,13 +149,17 @@ def _up(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with _sandbox(args, duplicate_events=args.duplicate_events) as sandbox:
+        # resolved before the sandbox starts: it sets AWS_REGION in this process to what it runs in
+        region, region_source = resolve_region(args.region, args.template)
+        with _sandbox(args, region) as sandbox:
             api_url = sandbox.serve_api(args.api_port)
             aws_url = sandbox.serve_aws(args.aws_port)
             print(
                 f"HyperPod Autopilot sandbox: stack {sandbox.stack.name} in {sandbox.region} "
                 f"(clock x{sandbox.clock.speed:g})"
             )
+            print(f"  region: {sandbox.region} (from {region_source}); other regions are simulated too")
+            print("  state lives in this process's memory: it is gone when the sandbox stops")
             print(f"  API (SigV4, service execute-api): {api_url}")
             for api in sandbox.stack.apis.values():
                 for route in api.routes:
@@ -154,7 +186,8 @@ def _invoke(args: argparse.Namespace) -> int:
         event = json.load(sys.stdin)
     else:
         event = json.loads(args.event.read_text(encoding="utf-8"))
-    with _sandbox(args, background=False) as sandbox:
+    region, _ = resolve_region(args.region, args.template)
+    with _sandbox(args, region, background=False) as sandbox:
         if args.function not in sandbox.stack.functions:
             known = ", ".join(sorted(sandbox.stack.functions)) or "none"
             print(

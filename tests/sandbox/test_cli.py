@@ -64,8 +64,62 @@ def test_demo_is_dispatched_to_sandbox_demo(monkeypatch: pytest.MonkeyPatch) -> 
     assert calls == [["--scenario", "heal"]]
 
 
+NO_REGION_ENV: dict[str, str] = {}
+
+
+@pytest.mark.parametrize(
+    ("flag", "environ", "samconfig", "expected"),
+    [
+        ("eu-west-1", {"AWS_REGION": "us-west-2"}, 'region = "ap-south-1"', ("eu-west-1", "--region")),
+        (
+            None,
+            {"AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "eu-west-1"},
+            None,
+            ("us-west-2", "AWS_REGION"),
+        ),
+        (None, {"AWS_DEFAULT_REGION": "eu-west-1"}, None, ("eu-west-1", "AWS_DEFAULT_REGION")),
+        (None, {"AWS_REGION": ""}, None, ("us-east-1", "default")),
+    ],
+)
+def test_region_comes_from_the_flag_then_the_environment(
+    tmp_path: Path,
+    flag: str | None,
+    environ: dict[str, str],
+    samconfig: str | None,
+    expected: tuple[str, str],
+) -> None:
+    template = tmp_path / "template.yaml"
+    if samconfig is not None:
+        (tmp_path / "samconfig.toml").write_text(f"version = 0.1\n[default.deploy.parameters]\n{samconfig}\n")
+    assert cli.resolve_region(flag, template, environ) == expected
+
+
+def test_region_then_comes_from_samconfig_as_sam_deploy_reads_it(tmp_path: Path) -> None:
+    template = tmp_path / "template.yaml"
+    samconfig = tmp_path / "samconfig.toml"
+    samconfig.write_text((ROOT / "samconfig.toml").read_text())  # the project's own: it names no region
+    assert cli.resolve_region(None, template, NO_REGION_ENV) == (
+        "us-east-1",
+        f"default ({samconfig} names no region)",
+    )
+    samconfig.write_text('version = 0.1\n[default.global.parameters]\nregion = "ap-south-1"\n')
+    assert cli.resolve_region(None, template, NO_REGION_ENV) == (
+        "ap-south-1",
+        f"{samconfig} [default.global.parameters]",
+    )
+    samconfig.write_text(
+        'version = 0.1\n[default.global.parameters]\nregion = "ap-south-1"\n'
+        '[default.deploy.parameters]\nregion = "us-west-2"\n'
+        '[staging.deploy.parameters]\nregion = "sa-east-1"\n'
+    )
+    assert cli.resolve_region(None, template, NO_REGION_ENV) == (
+        "us-west-2",
+        f"{samconfig} [default.deploy.parameters]",
+    )
+
+
 def test_up_serves_api_and_aws_endpoint_until_sigint() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "AWS_REGION": "us-east-1"}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -102,6 +156,8 @@ def test_up_serves_api_and_aws_endpoint_until_sigint() -> None:
         assert api_url, output
         assert aws_url, output
         assert "export AWS_ACCESS_KEY_ID=testing" in output
+        assert "region: us-east-1 (from AWS_REGION)" in output
+        assert "state lives in this process's memory: it is gone when the sandbox stops" in output
         assert "GET    /items/{id}  -> ApiFunction [AWS_IAM]" in output
 
         # the AWS endpoint is moto sharing the sandbox's backends (and the simulators)
