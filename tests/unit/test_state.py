@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,7 +172,67 @@ def test_list_clusters_pages_in_name_order(store: StateStore) -> None:
     assert second.next_token is None
 
 
-@pytest.mark.parametrize("token", ["***", "WzFd", "eyJwayI6IDF9"])  # not base64, a list, a non-string key
+def _put_registered(store: StateStore, name: str, status: ClusterStatus) -> None:
+    item = state._cluster_item(cluster(name, status=status))
+    store._ddb.put_item(TableName=TABLE, Item=item)
+
+
+def test_live_clusters_among_many_deleted_ones_come_in_full_pages(store: StateStore) -> None:
+    # 7 live clusters spread among 230 deleted ones: more than one DynamoDB read batch of deleted
+    # clusters sits between live ones, and the last live one is followed only by deleted ones.
+    live = {f"c{n:03d}" for n in (0, 5, 120, 121, 122, 190, 200)}
+    for n in range(237):
+        name = f"c{n:03d}"
+        _put_registered(store, name, ClusterStatus.ACTIVE if name in live else ClusterStatus.DELETED)
+
+    pages, token = [], None
+    while True:
+        page = store.list_clusters(limit=3, next_token=token)
+        pages.append([c.cluster_name for c in page.items])
+        token = page.next_token
+        if token is None:
+            break
+
+    assert pages == [["c000", "c005", "c120"], ["c121", "c122", "c190"], ["c200"]]
+
+
+def test_a_page_that_ends_the_live_clusters_carries_no_token(store: StateStore) -> None:
+    for n, status in enumerate([ClusterStatus.ACTIVE] * 2 + [ClusterStatus.DELETED] * 3):
+        _put_registered(store, f"c{n}", status)
+
+    page = store.list_clusters(limit=2)
+    everything = store.list_clusters(limit=2, include_deleted=True)
+
+    assert [c.cluster_name for c in page.items] == ["c0", "c1"]
+    assert page.next_token is None
+    assert everything.next_token is not None
+    rest = store.list_clusters(limit=10, next_token=everything.next_token, include_deleted=True)
+    assert [c.cluster_name for c in rest.items] == ["c2", "c3", "c4"]
+
+
+def test_a_page_token_names_a_cluster_to_start_after(store: StateStore) -> None:
+    for name in ("alpha", "bravo", "charlie"):
+        _put_registered(store, name, ClusterStatus.ACTIVE)
+    forged = base64.urlsafe_b64encode(json.dumps({"after": "b"}).encode()).decode()
+
+    page = store.list_clusters(next_token=forged)
+
+    assert [c.cluster_name for c in page.items] == ["bravo", "charlie"]
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "***",  # not base64
+        "WzFd",  # a list
+        "eyJwayI6IDF9",  # {"pk": 1}: a key, not a token
+        base64.urlsafe_b64encode(b'{"after": "-bad-"}').decode(),  # not a cluster name
+        base64.urlsafe_b64encode(json.dumps({"after": "a" * 64}).encode()).decode(),  # too long
+        base64.urlsafe_b64encode(b'{"after": "a", "pk": "CLUSTER#a"}').decode(),  # extra members
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),  # not UTF-8
+        "é",  # not ASCII
+    ],
+)
 def test_a_foreign_page_token_is_rejected(store: StateStore, token: str) -> None:
     with pytest.raises(InvalidPageTokenError):
         store.list_clusters(next_token=token)

@@ -579,12 +579,8 @@ class ClusterOperations:
         )
 
     def list_clusters(self, *, limit: int, next_token: str | None, include_deleted: bool) -> ClusterList:
-        page = self._store.list_clusters(limit=limit, next_token=next_token)
-        clusters = [
-            ClusterSummary.model_validate(c.model_dump())
-            for c in page.items
-            if include_deleted or c.status is not ClusterStatus.DELETED
-        ]
+        page = self._store.list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
+        clusters = [ClusterSummary.model_validate(c.model_dump()) for c in page.items]
         return ClusterList(clusters=clusters, next_token=page.next_token)
 
     def list_nodes(self, name: str, *, limit: int, next_token: str | None) -> NodeList:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from autopilot import aws
+from autopilot.models.cluster_config import NAME_PATTERN
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -31,6 +33,11 @@ CLUSTER_KIND = "CLUSTER"
 OPERATION_KIND = "OPERATION"
 HISTORY_KIND = "HISTORY"
 BY_KIND_INDEX = "by-kind"
+# A page token names a cluster (SageMaker's ClusterName: 1-63 characters of this pattern).
+CLUSTER_NAME = re.compile(NAME_PATTERN)
+CLUSTER_NAME_MAX = 63
+# Index entries one list query reads at least (see StateStore.list_clusters).
+_LIST_READ_BATCH = 100
 
 
 class OperationType(StrEnum):
@@ -363,10 +370,41 @@ class StateStore:
         ).get("Item")
         return Operation.model_validate(_from_attributes(item)) if item else None
 
-    def list_clusters(self, *, limit: int = 50, next_token: str | None = None) -> Page[Cluster]:
-        """Registered clusters in name order (the GSI sorts by sk = CLUSTER#<name>)."""
-        items, token = self._query_kind(CLUSTER_KIND, limit=limit, next_token=next_token)
-        return Page[Cluster](items=[Cluster.model_validate(i) for i in items], next_token=token)
+    def list_clusters(
+        self, *, limit: int = 50, next_token: str | None = None, include_deleted: bool = False
+    ) -> Page[Cluster]:
+        """Registered clusters in name order (the GSI sorts by sk = CLUSTER#<name>), ``limit`` a page.
+
+        DELETED clusters are filtered in the query, and since DynamoDB applies ``Limit`` before the
+        filter, reads go on past them until the page is full and one more cluster shows that another
+        page follows: a page is short only when it is the last, and a token never leads to an empty page.
+        """
+        start = _decode_token(next_token) if next_token else None
+        found: list[Cluster] = []
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": BY_KIND_INDEX,
+                "KeyConditionExpression": "kind = :kind",
+                "ExpressionAttributeValues": {":kind": {"S": CLUSTER_KIND}},
+                # DynamoDB bills the bytes read, not the calls: a batch this size keeps the calls few
+                # when many deleted clusters sit between live ones.
+                "Limit": max(limit + 1, _LIST_READ_BATCH),
+            }
+            if not include_deleted:
+                kwargs["FilterExpression"] = "#status <> :deleted"
+                kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+                kwargs["ExpressionAttributeValues"][":deleted"] = {"S": ClusterStatus.DELETED.value}
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            response = self._ddb.query(**kwargs)
+            found += [Cluster.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+            start = response.get("LastEvaluatedKey")
+            if len(found) > limit or not start:
+                break
+        page = found[:limit]
+        more = len(found) > limit
+        return Page[Cluster](items=page, next_token=_encode_token(page[-1].cluster_name) if more else None)
 
     def list_history(self, cluster_name: str, *, limit: int = 20) -> list[HistoryEntry]:
         """The cluster's most recent operations, newest first."""
@@ -382,38 +420,27 @@ class StateStore:
         )
         return [HistoryEntry.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
 
-    def _query_kind(
-        self, kind: str, *, limit: int, next_token: str | None
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": BY_KIND_INDEX,
-            "KeyConditionExpression": "kind = :kind",
-            "ExpressionAttributeValues": {":kind": {"S": kind}},
-            "Limit": limit,
-        }
-        if next_token:
-            kwargs["ExclusiveStartKey"] = _decode_token(next_token)
-        response = self._ddb.query(**kwargs)
-        last = response.get("LastEvaluatedKey")
-        items = [_from_attributes(i) for i in response.get("Items", [])]
-        return items, (_encode_token(last) if last else None)
-
 
 class InvalidPageTokenError(ValueError):
     """The nextToken was not one this API issued."""
 
 
-def _encode_token(key: Mapping[str, Any]) -> str:
-    plain = _from_attributes(key)
-    return base64.urlsafe_b64encode(json.dumps(plain, sort_keys=True).encode()).decode()
+def _encode_token(after_cluster: str) -> str:
+    """A page token: the name of the last cluster listed (the next page starts after it)."""
+    return base64.urlsafe_b64encode(json.dumps({"after": after_cluster}).encode()).decode()
 
 
 def _decode_token(token: str) -> dict[str, Any]:
+    """The ExclusiveStartKey in the by-kind index after the token's cluster.
+
+    A forged token can at most name another cluster to start after: it is rebuilt into a key, never
+    passed through, so DynamoDB sees only well-formed keys.
+    """
     try:
-        plain = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (binascii.Error, ValueError) as exc:
+        plain = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+    except (UnicodeError, binascii.Error, ValueError) as exc:
         raise InvalidPageTokenError(token) from exc
-    if not isinstance(plain, dict) or not all(isinstance(v, str) for v in plain.values()):
+    after = plain.get("after") if isinstance(plain, dict) and plain.keys() == {"after"} else None
+    if not isinstance(after, str) or len(after) > CLUSTER_NAME_MAX or not CLUSTER_NAME.fullmatch(after):
         raise InvalidPageTokenError(token)
-    return {k: {"S": v} for k, v in plain.items()}
+    return {"kind": {"S": CLUSTER_KIND}, **_key_attributes(cluster_key(after))}

@@ -1,7 +1,8 @@
 """The REST API's routes on a Powertools APIGatewayRestResolver (request validation from the models).
 
 Every error is JSON ``{"message", "errors"?: [{"path", "message", "file"?, "location"?}]}``; bad input
-is a 4xx naming the field, never a 500.
+is a 4xx naming the field or the problem (autopilot.api.body), never a 500; AWS still throttling or
+failing after boto3's retries is a 503 with Retry-After (autopilot.api.unavailable).
 """
 
 from __future__ import annotations
@@ -14,12 +15,26 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
 from autopilot import __version__
+from autopilot.api.body import (
+    MAX_BODY_BYTES,
+    BodyTooLargeError,
+    InvalidBodyError,
+    UnsupportedMediaTypeError,
+    body_is_utf8,
+    parse_json,
+    unsupported_media_type,
+)
 from autopilot.api.models import (
     ClusterList,
     ClusterView,
@@ -32,6 +47,7 @@ from autopilot.api.models import (
     ValidateBody,
     ValidationResult,
 )
+from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
 from autopilot.idempotency import (
     EXPIRES_AFTER_SECONDS,
     IdempotencyKeyInProgressError,
@@ -72,7 +88,19 @@ IDEMPOTENCY_KEY = Annotated[
     ),
 ]
 
-app = APIGatewayRestResolver(enable_validation=True)
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
+
+
+def _json_bodies_only(resolver: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """415 for a body that is not JSON, also when Powertools' own parsing let it through (it reads
+    `application/json-seq` and `charset=latin-1` as JSON, and parses forms and multipart)."""
+    content_type = unsupported_media_type(resolver.current_event)
+    if content_type is not None:
+        raise UnsupportedMediaTypeError(content_type)
+    return next_middleware(resolver)
+
+
+app.use([_json_bodies_only])
 
 
 @lru_cache(maxsize=1)
@@ -81,12 +109,43 @@ def get_operations() -> ClusterOperations:
     return ClusterOperations(api_settings())
 
 
-def _error_response(status: HTTPStatus, body: ErrorBody) -> Response[str]:
+def _error_response(
+    status: HTTPStatus, body: ErrorBody, headers: dict[str, str] | None = None
+) -> Response[str]:
     return Response(
         status_code=status.value,
         content_type=content_types.APPLICATION_JSON,
         body=body.model_dump_json(by_alias=True, exclude_none=True),
+        headers=headers,
     )
+
+
+def _unavailable(body: ErrorBody) -> Response[str]:
+    return _error_response(
+        HTTPStatus.SERVICE_UNAVAILABLE, body, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+    )
+
+
+# Every route may answer these: the body checks run before the route (a GET with a body too), and
+# every route calls AWS.
+_ALWAYS = (
+    HTTPStatus.BAD_REQUEST,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    HTTPStatus.INTERNAL_SERVER_ERROR,
+)
+_ERROR_DESCRIPTIONS = {
+    HTTPStatus.BAD_REQUEST: "The request is invalid: `errors` names each field or problem.",
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: f"The body is over {MAX_BODY_BYTES // 1024} KiB.",
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: "The body is not `application/json` (UTF-8).",
+    HTTPStatus.SERVICE_UNAVAILABLE: "AWS is throttling or failing (or the workflow did not start): "
+    "retry after `Retry-After` seconds.",
+}
+_RETRY_AFTER: dict[str, Any] = {
+    "description": "Seconds to wait before retrying.",
+    "schema": {"type": "integer"},
+}
 
 
 def _responses(
@@ -98,11 +157,13 @@ def _responses(
             "content": {content_types.APPLICATION_JSON: {"model": model}},
         }
     }
-    for code in (*errors, HTTPStatus.INTERNAL_SERVER_ERROR):
+    for code in sorted({*errors, *_ALWAYS}):
         documented[code.value] = {
-            "description": code.phrase,
+            "description": _ERROR_DESCRIPTIONS.get(code, code.phrase),
             "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}},
         }
+        if code is HTTPStatus.SERVICE_UNAVAILABLE:
+            documented[code.value]["headers"] = {"Retry-After": _RETRY_AFTER}  # type: ignore[dict-item]
     return documented
 
 
@@ -148,7 +209,9 @@ def create_cluster(
 )
 def list_clusters(
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 50,
-    next_token: Annotated[str | None, Query(alias="nextToken", description="From the previous page")] = None,
+    next_token: Annotated[
+        str | None, Query(alias="nextToken", max_length=1024, description="From the previous page")
+    ] = None,
     include_deleted: Annotated[
         bool, Query(alias="includeDeleted", description="Also list deleted clusters")
     ] = False,
@@ -182,9 +245,18 @@ def get_cluster(name: CLUSTER_NAME) -> ClusterView:
 def list_nodes(
     name: CLUSTER_NAME,
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 100,
-    next_token: Annotated[str | None, Query(alias="nextToken", description="From the previous page")] = None,
+    next_token: Annotated[
+        # SageMaker's NextToken is at most 8192 characters.
+        str | None, Query(alias="nextToken", max_length=8192, description="From the previous page")
+    ] = None,
 ) -> NodeList:
-    return get_operations().list_nodes(name, limit=limit, next_token=next_token)
+    try:
+        return get_operations().list_nodes(name, limit=limit, next_token=next_token)
+    except ClientError as exc:
+        # SageMaker refuses a token it did not issue with a ValidationException.
+        if next_token and exc.response.get("Error", {}).get("Code") == "ValidationException":
+            raise InvalidPageTokenError(next_token) from exc
+        raise
 
 
 @app.delete(
@@ -325,6 +397,11 @@ def _loc_path(loc: tuple[Any, ...]) -> str:
 
 @_handles(RequestValidationError)
 def _request_invalid(exc: RequestValidationError) -> Response[str]:
+    # Powertools validates before any middleware runs: a form or multipart body it parsed fails
+    # validation here first, and is refused for its media type, not its fields.
+    content_type = unsupported_media_type(app.current_event)
+    if content_type is not None:
+        return _media_type_refused(UnsupportedMediaTypeError(content_type))
     details = []
     for error in exc.errors():
         loc = tuple(error.get("loc", ()))
@@ -336,6 +413,47 @@ def _request_invalid(exc: RequestValidationError) -> Response[str]:
     return _error_response(
         HTTPStatus.BAD_REQUEST, ErrorBody(message="the request is invalid", errors=details)
     )
+
+
+@_handles(UnsupportedMediaTypeError)
+def _media_type_refused(exc: UnsupportedMediaTypeError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+        ErrorBody(
+            message=f"the body must be application/json (UTF-8), not {exc.content_type!r}",
+            errors=[ErrorDetail(location="header", path="Content-Type", message="unsupported media type")],
+        ),
+    )
+
+
+@_handles(RequestUnsupportedContentType)
+def _content_type_unknown(exc: RequestUnsupportedContentType) -> Response[str]:
+    content_type = app.current_event.headers.get("content-type", "")
+    return _media_type_refused(UnsupportedMediaTypeError(content_type))
+
+
+@_handles(InvalidBodyError)
+def _bad_body(exc: InvalidBodyError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.BAD_REQUEST,
+        ErrorBody(
+            message="the request is invalid", errors=[ErrorDetail(location="body", path="", message=str(exc))]
+        ),
+    )
+
+
+@_handles(BodyTooLargeError)
+def _body_too_large(exc: BodyTooLargeError) -> Response[str]:
+    return _error_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, ErrorBody(message=str(exc)))
+
+
+@_handles(UnicodeDecodeError)
+def _undecodable(exc: UnicodeDecodeError) -> Response[str]:
+    # Powertools decodes a base64 (binary) body as UTF-8 before parsing it; any other
+    # UnicodeDecodeError is a defect.
+    if body_is_utf8(app.current_event):
+        return _unexpected(exc)
+    return _bad_body(InvalidBodyError("the body is not valid UTF-8"))
 
 
 @_handles(InvalidRequestError)
@@ -394,13 +512,15 @@ def _key_in_progress(exc: IdempotencyKeyInProgressError) -> Response[str]:
 
 @_handles(WorkflowStartError)
 def _not_started(exc: WorkflowStartError) -> Response[str]:
-    return _error_response(
-        HTTPStatus.SERVICE_UNAVAILABLE,
-        ErrorBody(message=f"{exc}; the operation is recorded as FAILED", operationId=exc.operation_id),
+    return _unavailable(
+        ErrorBody(message=f"{exc}; the operation is recorded as FAILED", operationId=exc.operation_id)
     )
 
 
 @_handles(Exception)
 def _unexpected(exc: Exception) -> Response[str]:
+    if aws_unavailable(exc):
+        logger.warning("AWS unavailable after retries", exc_info=exc)
+        return _unavailable(ErrorBody(message="AWS is busy or unavailable; retry later"))
     logger.exception("unhandled error")
     return _error_response(HTTPStatus.INTERNAL_SERVER_ERROR, ErrorBody(message="internal error"))
