@@ -341,6 +341,35 @@ def test_list_pages_through_registered_clusters(stack: Deployed) -> None:
     assert second.get("nextToken") is None
 
 
+def test_list_skips_deleted_clusters_in_full_pages(stack: Deployed) -> None:
+    table = stack.stack.physical_id("StateTable")
+    live = {"c03", "c07", "c11"}
+    for n in range(12):
+        name = f"c{n:02d}"
+        stack.client("dynamodb").put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": f"CLUSTER#{name}"},
+                "sk": {"S": f"CLUSTER#{name}"},
+                "kind": {"S": "CLUSTER"},
+                "clusterName": {"S": name},
+                "status": {"S": "ACTIVE" if name in live else "DELETED"},
+                "createdAt": {"S": "2025-11-21T14:00:00.000Z"},
+                "updatedAt": {"S": "2025-11-21T14:00:00.000Z"},
+                "lastOperationId": {"S": "op-1"},
+            },
+        )
+
+    _, first = call(api_event("list_clusters", query={"limit": "2"}))
+    _, second = call(api_event("list_clusters", query={"limit": "2", "nextToken": first["nextToken"]}))
+    _, everything = call(api_event("list_clusters", query={"limit": "100", "includeDeleted": "true"}))
+
+    assert [c["clusterName"] for c in first["clusters"]] == ["c03", "c07"]
+    assert [c["clusterName"] for c in second["clusters"]] == ["c11"]
+    assert second["nextToken"] is None
+    assert len(everything["clusters"]) == 12
+
+
 def test_list_rejects_a_forged_page_token(stack: Deployed) -> None:
     status, answer = call(api_event("list_clusters", query={"nextToken": "bm90LWEtdG9rZW4"}))
 
@@ -406,6 +435,18 @@ def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> Non
     assert len(nodes) == 6  # 1 controller + 1 login + 4 workers
     assert {n["InstanceStatus"]["Status"] for n in nodes} == {"Running"}
     assert second.get("nextToken") is None
+
+
+def test_a_node_page_token_sagemaker_did_not_issue_is_400(stack: Deployed) -> None:
+    config = {k: v for k, v in create_body("nodes")["clusterConfig"].items() if k != "Tags"}
+    stack.client("sagemaker").create_cluster(**config)
+
+    status, answer = call(
+        api_event("list_cluster_nodes", path_parameters={"name": "nodes"}, query={"nextToken": "forged"})
+    )
+
+    assert status == 400
+    assert problems(answer) == {("query", "nextToken")}
 
 
 def test_nodes_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
