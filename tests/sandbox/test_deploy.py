@@ -1,4 +1,5 @@
-"""Deploying SAM templates into moto: every resource type, intrinsics, loud errors, the real template."""
+"""Deploying SAM templates into moto: SAM's own transform, every resource type, intrinsics, loud errors,
+roles as SAM gives them, the real template."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from moto import mock_aws
 
 from sandbox.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
 from sandbox.deploy import Stack, TemplateError, deploy, load_template
-from sandbox.intrinsics import NO_VALUE, Resolver
+from sandbox.deploy.intrinsics import NO_VALUE, Resolver
+from sandbox.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEMPLATE = FIXTURES / "template.yaml"
@@ -285,20 +287,50 @@ def test_unsupported_intrinsic_names_the_logical_id(tmp_path: Path, aws_env: Non
 
 def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None) -> None:
     template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {"Colour": "red"}}}}
-    with pytest.raises(TemplateError, match=r"^Queue: property Colour not supported"):
+    with pytest.raises(TemplateError, match=r"^Queue: AWS::SQS::Queue property Colour not supported"):
         _deploy_tmp(tmp_path, template)
 
-    def add_s3_event(template: dict[str, Any]) -> None:
-        template["Resources"]["EchoFunction"]["Properties"]["Events"] = {
-            "Upload": {"Type": "S3", "Properties": {"Bucket": "b", "Events": "s3:ObjectCreated:*"}}
-        }
 
-    path = _fixture_with(tmp_path, add_s3_event)
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        # SAM passes it on to AWS::Lambda::Function; a concurrency limit changes behaviour: refused
+        (
+            {"ReservedConcurrentExecutions": 1},
+            r"^EchoFunction: AWS::Lambda::Function property ReservedConcurrentExecutions not supported",
+        ),
+        # SAM itself rejects it; the translator's message names the function and the event
+        (
+            {
+                "Events": {
+                    "Upload": {"Type": "S3", "Properties": {"Bucket": "b", "Events": "s3:ObjectCreated:*"}}
+                }
+            },
+            r"\[EchoFunction\].*\[Upload\]",
+        ),
+        # SAM generates a resource type the sandbox has no provider for: refused
+        (
+            {
+                "Events": {
+                    "Logs": {
+                        "Type": "CloudWatchLogs",
+                        "Properties": {"LogGroupName": "g", "FilterPattern": ""},
+                    }
+                }
+            },
+            r"^EchoFunctionLogs: resource type AWS::Logs::SubscriptionFilter is not supported",
+        ),
+    ],
+)
+def test_what_sam_generates_and_the_sandbox_cannot_deploy_is_loud(
+    tmp_path: Path, aws_env: None, properties: dict[str, Any], message: str
+) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        template["Resources"]["EchoFunction"]["Properties"].update(properties)
+
+    path = _fixture_with(tmp_path, edit)
     try:
-        with (
-            mock_aws(config=MOCK_CONFIG),
-            pytest.raises(TemplateError, match=r"EchoFunction: Events.Upload: event type S3"),
-        ):
+        with mock_aws(config=MOCK_CONFIG), pytest.raises(TemplateError, match=message):
             deploy(path)
     finally:
         path.unlink()
@@ -314,7 +346,7 @@ def test_missing_definition_substitution_is_loud(tmp_path: Path, aws_env: None) 
     try:
         with (
             mock_aws(config=MOCK_CONFIG),
-            pytest.raises(TemplateError, match=r"FlowStateMachine: .*RecordsTableName"),
+            pytest.raises(TemplateError, match=r"^FlowStateMachine .*RecordsTableName"),
         ):
             deploy(path)
     finally:
@@ -343,21 +375,112 @@ def test_dependency_order_follows_references(tmp_path: Path, aws_env: None) -> N
     assert list(stack.resources) == ["Queue", "Policy"]
 
 
-# --- the real template ------------------------------------------------------------------------------
-def test_real_template_deploys() -> None:
-    template = load_template(DEFAULT_TEMPLATE)
-    with Sandbox(DEFAULT_TEMPLATE, background=False) as sandbox:
-        for logical_id, definition in template["Resources"].items():
-            if logical_id in sandbox.stack.skipped:
-                continue
-            assert sandbox.stack.resource(logical_id).type == definition["Type"]
-        for name in template.get("Outputs") or {}:
-            assert name in sandbox.stack.outputs or name in {
-                n for n, o in template["Outputs"].items() if o.get("Condition")
-            }
-        state_table = sandbox.stack.physical_id("StateTable")
-        assert (
-            sandbox.client("dynamodb").describe_table(TableName=state_table)["Table"]["TableStatus"]
-            == "ACTIVE"
+# --- roles carry what SAM gives them ---------------------------------------------------------------
+def _role_documents(sandbox: Sandbox, logical_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(inline policy documents, attached managed policy documents) of a role, read from moto's IAM."""
+    iam = sandbox.client("iam")
+    role = sandbox.stack.physical_id(logical_id)
+    inline = [
+        iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+        for name in iam.list_role_policies(RoleName=role)["PolicyNames"]
+    ]
+    managed = []
+    for attached in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]:
+        policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
+        version = iam.get_policy_version(
+            PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"]
         )
-        assert isinstance(boto3.Session, type)
+        managed.append({"Arn": attached["PolicyArn"], **version["PolicyVersion"]["Document"]})
+    return inline, managed
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[Sandbox]:
+    with Sandbox(DEFAULT_TEMPLATE, simulators=False, background=False, seed=1) as sandbox:
+        yield sandbox
+
+
+def test_api_function_role_carries_the_dynamodb_crud_policy_template(real: Sandbox) -> None:
+    inline, managed = _role_documents(real, "ApiFunctionRole")
+    table_arn = real.stack.arn("IdempotencyTable")
+    crud = [s for document in inline for s in document["Statement"] if table_arn in s.get("Resource", [])]
+    assert crud == [
+        {
+            "Effect": "Allow",
+            "Action": [
+                "dynamodb:GetItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:PutItem",
+                "dynamodb:Scan",
+                "dynamodb:Query",
+                "dynamodb:UpdateItem",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:DescribeTable",
+                "dynamodb:ConditionCheckItem",
+            ],
+            "Resource": [table_arn, f"{table_arn}/index/*"],
+        }
+    ]
+    sids = [s.get("Sid") for document in inline for s in document["Statement"]]
+    assert sids == ["StateTable", "StartWorkflows", "ReadClusters", "OperationEvents", None]
+    # every function gets basic execution; Tracing: Active makes SAM attach the X-Ray policy
+    assert {m["Arn"].rpartition("/")[2]: m["Statement"][0]["Action"][0] for m in managed} == {
+        "AWSLambdaBasicExecutionRole": "logs:CreateLogGroup",
+        "AWSXrayWriteOnlyAccess": "xray:PutTraceSegments",
+    }
+    function = real.client("lambda").get_function(FunctionName=real.stack.physical_id("ApiFunction"))
+    assert function["Configuration"]["Role"] == real.stack.arn("ApiFunctionRole")
+
+
+def test_state_machine_role_carries_its_statements_and_xray(real: Sandbox) -> None:
+    inline, managed = _role_documents(real, "CreateClusterStateMachineRole")
+    assert "iam:PassRole" in [s["Action"] for document in inline for s in document["Statement"]]
+    assert [m["Arn"] for m in managed] == ["arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"]
+    described = real.client("stepfunctions").describe_state_machine(
+        stateMachineArn=real.stack.arn("CreateClusterStateMachine")
+    )
+    assert described["roleArn"] == real.stack.arn("CreateClusterStateMachineRole")
+
+
+def test_real_template_deploys(real: Sandbox) -> None:
+    template = load_template(DEFAULT_TEMPLATE)
+    for logical_id in set(template["Resources"]) - set(real.stack.skipped):
+        assert real.stack.resource(logical_id).logical_id.startswith(logical_id)  # a layer gets a hash suffix
+    conditional = {name for name, output in template["Outputs"].items() if output.get("Condition")}
+    assert set(template["Outputs"]) - conditional <= set(real.stack.outputs)
+    table = real.client("dynamodb").describe_table(TableName=real.stack.physical_id("StateTable"))["Table"]
+    assert table["TableStatus"] == "ACTIVE"
+    routes = {(route.method, route.path) for route in real.stack.apis["AutopilotApi"].routes}
+    assert {("POST", "/clusters"), ("DELETE", "/clusters/{name}")} <= routes
+
+
+# --- seams into moto's IAM -----------------------------------------------------------------------------
+def test_aws_managed_policies_are_added_to_moto_iam(aws_env: None) -> None:
+    arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole"
+    with mock_aws():
+        iam = boto3.client("iam")
+        with pytest.raises(iam.exceptions.NoSuchEntityException):
+            iam.get_policy(PolicyArn=arn)  # moto does not load them by default: the seam is needed
+        add_aws_managed_policies("123456789012", "aws", [arn])
+        policy = iam.get_policy(PolicyArn=arn)["Policy"]
+        version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])["PolicyVersion"]
+        document: Any = version["Document"]
+        assert "sqs:ReceiveMessage" in document["Statement"][0]["Action"]
+        with pytest.raises(TemplateError, match="not an AWS managed policy"):
+            add_aws_managed_policies("123456789012", "aws", ["arn:aws:iam::aws:policy/NoSuchPolicy"])
+
+
+def test_versionless_policies_are_accepted_as_iam_accepts_them(aws_env: None) -> None:
+    versionless = {"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}]}
+    trust = {"Version": "2012-10-17", "Statement": []}
+    with mock_aws():
+        iam = boto3.client("iam")
+        iam.create_role(RoleName="r", AssumeRolePolicyDocument=json.dumps(trust))
+        put = {"RoleName": "r", "PolicyName": "p", "PolicyDocument": json.dumps(versionless)}
+        with pytest.raises(iam.exceptions.MalformedPolicyDocumentException):
+            iam.put_role_policy(**put)  # moto alone is stricter than IAM: the seam is needed
+        with versionless_policies_accepted():
+            iam.put_role_policy(**put)
+        stored: Any = iam.get_role_policy(RoleName="r", PolicyName="p")["PolicyDocument"]
+        assert stored == versionless

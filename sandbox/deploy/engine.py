@@ -1,0 +1,154 @@
+"""The sandbox's CloudFormation: a template, transformed by SAM, deployed resource by resource into moto.
+
+Resources are created through boto3 clients inside ``mock_aws`` (so botocore's parameter validation
+applies, as it does to CloudFormation's own calls), in dependency order, each by the provider of its
+type (``resource_providers``), with intrinsics resolved against parameters, conditions and the
+resources created so far. An unknown resource type or property, or an AWS error, is a loud
+``TemplateError`` naming the logical id: nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .context import Context
+from .intrinsics import Resolver, references
+from .resource_providers import PROVIDERS
+from .stack import Stack, TemplateError
+from .template import load_template, parameter_values
+from .transform import transform
+
+# Resource attributes other than these change how CloudFormation creates a resource (CreationPolicy
+# waits for signals, UpdatePolicy…): refused.
+_RESOURCE_KEYS: Final = frozenset(
+    {"Type", "Properties", "Condition", "DependsOn", "Metadata", "DeletionPolicy", "UpdateReplacePolicy"}
+)
+
+
+class _Deployment:
+    def __init__(self, template: dict[str, Any], sam_resources: Mapping[str, Any], context: Context) -> None:
+        self.template = template
+        self.definitions: dict[str, dict[str, Any]] = template["Resources"]
+        self.sam_resources = sam_resources
+        self.context = context
+        self.stack = context.stack
+        self.resolver = Resolver(
+            region=self.stack.region,
+            account_id=self.stack.account_id,
+            stack_name=self.stack.name,
+            parameters=self.stack.parameters,
+            condition_definitions=template.get("Conditions") or {},
+            ref=self._ref,
+            get_att=self._get_att,
+        )
+        self._current = "<template>"
+
+    def run(self) -> Stack:
+        for name in self.template.get("Conditions") or {}:
+            self.stack.conditions[name] = self.resolver.condition(name)
+        for logical_id in self._order():
+            self._current = logical_id
+            self._create(logical_id, self.definitions[logical_id])
+        for name, output in (self.template.get("Outputs") or {}).items():
+            self._current = f"Outputs.{name}"
+            condition = output.get("Condition")
+            if condition is None or self.resolver.condition(condition, where=self._current):
+                self.stack.outputs[name] = self.resolver.resolve(output.get("Value"), where=self._current)
+        return self.stack
+
+    def _create(self, logical_id: str, definition: dict[str, Any]) -> None:
+        kind = str(definition.get("Type"))
+        condition = definition.get("Condition")
+        if condition is not None and not self.resolver.condition(condition, where=logical_id):
+            self.stack.skipped[logical_id] = str(condition)
+            return
+        provider = PROVIDERS.get(kind)
+        if provider is None:
+            raise TemplateError(f"{logical_id}: resource type {kind} is not supported by the sandbox")
+        unknown = sorted(set(definition) - _RESOURCE_KEYS)
+        unknown += sorted(set(definition.get("Properties") or {}) - provider.properties - provider.ignored)
+        if unknown:
+            raise TemplateError(
+                f"{logical_id}: {kind} propert{'ies' if len(unknown) > 1 else 'y'} "
+                f"{', '.join(unknown)} not supported by the sandbox"
+            )
+        properties = self.resolver.resolve(definition.get("Properties") or {}, where=logical_id)
+        try:
+            resource = provider.create(self.context, logical_id, properties)
+        except (TemplateError, ClientError, BotoCoreError) as error:  # CloudFormation's CREATE_FAILED
+            raise TemplateError(f"{logical_id} ({kind}): {error}") from error
+        if logical_id not in self.sam_resources:
+            parents = [sam_id for sam_id in self.sam_resources if logical_id.startswith(sam_id)]
+            resource.generated_by = max(parents, key=len, default=None)
+        self.stack.resources[logical_id] = resource
+
+    def _order(self) -> list[str]:
+        """Template order, except that every resource comes after what it refers to (Kahn)."""
+        ids = list(self.definitions)
+        deps: dict[str, set[str]] = {}
+        for logical_id, definition in self.definitions.items():
+            wanted = references(definition.get("Properties") or {})
+            depends_on = definition.get("DependsOn") or []
+            wanted |= {depends_on} if isinstance(depends_on, str) else set(depends_on)
+            deps[logical_id] = {name for name in wanted if name in self.definitions and name != logical_id}
+        ordered: list[str] = []
+        while len(ordered) < len(ids):
+            ready = next((i for i in ids if i not in ordered and deps[i] <= set(ordered)), None)
+            if ready is None:
+                cycle = sorted(set(ids) - set(ordered))
+                raise TemplateError(f"Resources: dependency cycle among {', '.join(cycle)}")
+            ordered.append(ready)
+        return ordered
+
+    def _ref(self, logical_id: str) -> Any:
+        if logical_id in self.stack.resources:
+            return self.stack.resources[logical_id].physical_id
+        raise self._unknown(logical_id, "Ref")
+
+    def _get_att(self, logical_id: str, attribute: str) -> Any:
+        if logical_id not in self.stack.resources:
+            raise self._unknown(logical_id, f"Fn::GetAtt {logical_id}.{attribute}")
+        resource = self.stack.resources[logical_id]
+        if attribute not in resource.attributes:
+            raise TemplateError(
+                f"{self._current}: Fn::GetAtt {logical_id}.{attribute}: {resource.type} has no attribute "
+                f"{attribute} in the sandbox (has: {', '.join(sorted(resource.attributes)) or 'none'})"
+            )
+        return resource.attributes[attribute]
+
+    def _unknown(self, logical_id: str, what: str) -> TemplateError:
+        if logical_id in self.stack.skipped:
+            reason = f"{logical_id} is not created (condition {self.stack.skipped[logical_id]} is false)"
+        elif logical_id in self.definitions:
+            reason = f"{logical_id} is not deployed yet (dependency cycle?)"
+        else:
+            reason = f"unknown resource or parameter {logical_id!r}"
+        return TemplateError(f"{self._current}: {what}: {reason}")
+
+
+def deploy(
+    template_path: Path | str,
+    *,
+    session: boto3.Session | None = None,
+    region: str = "us-east-1",
+    account_id: str = "123456789012",
+    stack_name: str = "hyperpod-autopilot",
+    parameters: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> Stack:
+    """Deploy ``template_path`` into the active moto mock (call inside ``mock_aws``)."""
+    path = Path(template_path).resolve()
+    template = load_template(path)
+    values = parameter_values(template, parameters or {})
+    translated, aliases = transform(
+        template, values, region=region, account_id=account_id, stack_name=stack_name
+    )
+    stack = Stack(stack_name, region, account_id, path, values, aliases=aliases)
+    context = Context(session or boto3.Session(region_name=region), stack, path.parent, random.Random(seed))
+    return _Deployment(translated, template["Resources"], context).run()

@@ -1,0 +1,86 @@
+"""AWS::Lambda::Function: created in moto's Lambda with a placeholder zip (so its ARN exists for Step
+Functions, EventBridge, SNS and SQS); the in-process runtime runs the local code (a FunctionSpec)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import PLACEHOLDER_ZIP, Context, Provider, pick, stringify, tags_map
+from ..stack import FunctionSpec, Resource, TemplateError
+
+
+def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
+    if props.get("PackageType", "Zip") != "Zip":
+        raise TemplateError("PackageType Image is not supported (the sandbox runs Zip functions in-process)")
+    code = props["Code"]
+    if set(code) != {"S3Bucket", "S3Key"}:
+        raise TemplateError(f"Code {sorted(code)}: the sandbox runs a local CodeUri only")
+    code_dir = ctx.local_path(code["S3Bucket"], code["S3Key"], "Code")
+    handler = str(props["Handler"])
+    module = handler.rpartition(".")[0].replace(".", "/")
+    if not (code_dir / f"{module}.py").is_file() and not (code_dir / module / "__init__.py").is_file():
+        raise TemplateError(f"handler module {module}.py not found in {code_dir}")
+    name = str(props.get("FunctionName") or ctx.physical_name(logical_id))
+    layers = [str(arn) for arn in props.get("Layers") or []]
+    external = [arn for arn in layers if arn not in ctx.stack.layers]
+    variables = {
+        str(k): stringify(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()
+    }
+    args = {
+        **pick(props, "Runtime", "Role", "Description", "DeadLetterConfig", "TracingConfig", "Architectures"),
+        **pick(props, "EphemeralStorage", "LoggingConfig", "KmsKeyArn", "PackageType"),
+        "FunctionName": name,
+        "Handler": handler,
+        "Code": {"ZipFile": PLACEHOLDER_ZIP},
+        "Timeout": int(props.get("Timeout", 3)),
+        "MemorySize": int(props.get("MemorySize", 128)),
+        "Environment": {"Variables": variables},
+        "Tags": tags_map(props.get("Tags")),
+    }
+    if layers and not external:  # moto cannot resolve layers published elsewhere
+        args["Layers"] = layers
+    arn = str(ctx.client("lambda").create_function(**args)["FunctionArn"])
+    dead_letter = (props.get("DeadLetterConfig") or {}).get("TargetArn")
+    ctx.stack.functions[logical_id] = FunctionSpec(
+        logical_id=logical_id,
+        name=name,
+        arn=arn,
+        handler=handler,
+        runtime=str(props["Runtime"]),
+        code_dir=code_dir,
+        layer_dirs=[ctx.stack.layers[arn] for arn in layers if arn in ctx.stack.layers],
+        environment=variables,
+        timeout=args["Timeout"],
+        memory_size=args["MemorySize"],
+        dead_letter_arn=str(dead_letter) if dead_letter else None,
+        external_layers=external,
+    )
+    return Resource(logical_id, "AWS::Lambda::Function", name, {"Arn": arn}, arn)
+
+
+PROVIDER = Provider(
+    "AWS::Lambda::Function",
+    frozenset(
+        {
+            "Code",
+            "Handler",
+            "Runtime",
+            "Role",
+            "FunctionName",
+            "Description",
+            "Timeout",
+            "MemorySize",
+            "Environment",
+            "Layers",
+            "DeadLetterConfig",
+            "Tags",
+            "TracingConfig",
+            "Architectures",
+            "EphemeralStorage",
+            "LoggingConfig",
+            "KmsKeyArn",
+            "PackageType",
+        }
+    ),
+    create,
+)

@@ -1,0 +1,36 @@
+"""AWS::SNS::Subscription: Subscribe with the subscription attributes (filter policy, raw delivery…)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..context import Context, Provider, stringify
+from ..stack import Resource
+
+_ATTRIBUTES: Final = frozenset(
+    {
+        "FilterPolicy",
+        "FilterPolicyScope",
+        "RawMessageDelivery",
+        "RedrivePolicy",
+        "DeliveryPolicy",
+        "SubscriptionRoleArn",
+        "ReplayPolicy",
+    }
+)
+
+
+def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
+    arn = ctx.client("sns").subscribe(
+        TopicArn=props["TopicArn"],
+        Protocol=props["Protocol"],
+        Endpoint=str(props.get("Endpoint", "")),
+        Attributes={key: stringify(props[key]) for key in _ATTRIBUTES if key in props},
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    return Resource(logical_id, "AWS::SNS::Subscription", arn, {"Arn": arn}, arn)
+
+
+PROVIDER = Provider(
+    "AWS::SNS::Subscription", frozenset({"TopicArn", "Protocol", "Endpoint", *_ATTRIBUTES}), create
+)
