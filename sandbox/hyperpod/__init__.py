@@ -7,7 +7,8 @@
     sim.running_instances()
     sim.uninstall()
 
-One simulator per (account, region); install several for several regions or accounts.
+One simulator per (account, region): while one is installed, a request for any other pair gets its
+own, spawned from it on first use (``sim.for_region("us-west-2")``, ``sim.every_region()``).
 """
 
 from sandbox.hyperpod.faults import HEALTH_FAULTS
