@@ -5,6 +5,11 @@ NotificationsWithSubscribers, DescribeBudget(s), DeleteBudget, Create/DeleteNoti
 DescribeNotificationsForBudget) and returns whatever ``CalculatedSpend`` the stored budget holds.
 It computes no spend and sends no alerts; that is this module:
 
+- AWS Budgets is a global service: one per account (botocore's endpoint rules send every client,
+  whatever its region, to budgets.amazonaws.com signed for us-east-1; moto keeps one backend per
+  account), and its spend covers the account's clusters in every region: ``fleet`` is the whole
+  account's fleet (the Sandbox passes every region's HyperPod simulator); instances of other
+  accounts are not charged here.
 - :meth:`BudgetsSimulator.tick` charges every running instance ``price/hour x simulated hours``
   since the previous tick (the fleet is sampled at the tick) into a per-day cost ledger, keyed by
   region, instance type and the cluster's tags (cost allocation tags, ``user:`` prefixed in
@@ -12,6 +17,11 @@ It computes no spend and sends no alerts; that is this module:
   quarter / year / day on the sandbox clock, or the CUSTOM TimePeriod) that matches its
   ``CostFilters`` or ``FilterExpression``, so a budget created mid-month sees the month's spend,
   as AWS does. ForecastedSpend = actual + the current burn rate x the hours left in the period.
+- AWS Budgets refreshes its data up to three times a day, so budgets are *evaluated* (their
+  CalculatedSpend rewritten, their alerts sent) only on that cadence: at UTC midnight and every
+  ``refresh_hours`` (default 8) after it, at the first tick past each such time. In between,
+  DescribeBudget shows the spend of the last refresh, as on AWS. The exact times of AWS's
+  refreshes are not documented (unverified).
 - Each notification (ACTUAL | FORECASTED; GREATER_THAN | LESS_THAN | EQUAL_TO; PERCENTAGE |
   ABSOLUTE_VALUE) alerts once when its condition becomes true (OK -> ALARM) and again only after
   it was false or a new period began. The SNS subscriber's topic receives the plain-text message
@@ -48,7 +58,9 @@ The message body follows real AWS Budgets SNS deliveries (captured in public tes
 
     [1] https://console.aws.amazon.com/billing/home#/budgets
 
-(the "You requested" paragraph is one line). A PERCENTAGE threshold is stated in dollars (80% of
+(the "You requested" paragraph is one line). Deliveries captured since (January 2026) link the
+Cost Management console instead, ``[1] https://console.aws.amazon.com/costmanagement/home#/budgets``,
+and so does the simulator. A PERCENTAGE threshold is stated in dollars (80% of
 $0.20 -> "$0.16"), as AWS does. Amounts use two decimals with thousands separators ("$1,234.50").
 Subject: ``AWS Budgets: <name> has exceeded your alert threshold`` (cut to SNS's 100 characters).
 """
@@ -84,7 +96,8 @@ MAX_NOTIFICATIONS = 10  # botocore's NotificationWithSubscribersList max
 MAX_SNS_SUBSCRIBERS = 1
 MAX_EMAIL_SUBSCRIBERS = 10
 BUDGETS_PRINCIPAL = "budgets.amazonaws.com"
-DASHBOARD_URL = "https://console.aws.amazon.com/billing/home#/budgets"
+DASHBOARD_URL = "https://console.aws.amazon.com/costmanagement/home#/budgets"
+DEFAULT_REFRESH_HOURS = 8.0  # AWS Budgets: "up to three times a day"
 
 # legacy CostFilters key -> the dimension it filters on (those the simulator can evaluate)
 COST_FILTER_KEYS = {
@@ -462,18 +475,23 @@ class BudgetsSimulator:
         *,
         prices: Mapping[str, Decimal] = DEFAULT_PRICES,
         enforce_topic_policy: bool = True,
+        refresh_hours: float = DEFAULT_REFRESH_HOURS,
     ) -> None:
+        if not 0 < refresh_hours <= 24:
+            raise ValueError("refresh_hours must be more than 0 and at most 24")
         self.clock = clock
         self.fleet = fleet
         self.region = region
         self.account_id = account_id
         self.prices = prices
         self.enforce_topic_policy = enforce_topic_policy
+        self.refresh_interval = timedelta(hours=refresh_hours)
         self.deliveries: list[BudgetDelivery] = []
         self._ledger: dict[CostLine, Decimal] = {}
         self._burn: dict[CostLine, Decimal] = {}  # the last sample: $/hour by (undated) cost line
         self._states: dict[str, _BudgetState] = {}
         self._last_tick: datetime | None = None
+        self._next_refresh: datetime | None = None
         self._lock = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -488,6 +506,7 @@ class BudgetsSimulator:
         with self._lock:
             if self._last_tick is None:
                 self._last_tick = self.clock.now()
+                self._next_refresh = self._refresh_after(self._last_tick)
 
     def uninstall(self) -> None:
         with _REGISTRY_LOCK:
@@ -506,10 +525,10 @@ class BudgetsSimulator:
 
     # -- driving ---------------------------------------------------------------------------------
     def tick(self) -> list[BudgetDelivery]:
-        """Charge the fleet for the simulated time since the last tick, refresh every budget's
-        CalculatedSpend and send the alerts that became due. Returns the new deliveries."""
+        """Charge the fleet for the simulated time since the last tick; when a refresh time has
+        passed, evaluate the budgets (:meth:`refresh`). Returns the new deliveries."""
         now = self.clock.now()
-        instances = self.fleet()
+        instances = [i for i in self.fleet() if self._line(i, now.date()).account_id == self.account_id]
         with self._lock:
             previous = self._last_tick if self._last_tick is not None else now
             self._last_tick = now
@@ -525,10 +544,14 @@ class BudgetsSimulator:
                         start.date(), line.account_id, line.region, line.instance_type, line.tags
                     )
                     self._ledger[dated] = self._ledger.get(dated, Decimal(0)) + rate * hours
-        return self.evaluate()
+            due = self._next_refresh is None or now >= self._next_refresh
+            if due:
+                self._next_refresh = self._refresh_after(now)
+        return self.refresh() if due else []
 
-    def evaluate(self) -> list[BudgetDelivery]:
-        """Refresh CalculatedSpend and send due alerts without accruing (tick does both)."""
+    def refresh(self) -> list[BudgetDelivery]:
+        """Evaluate every budget now, as an AWS Budgets data refresh does: rewrite CalculatedSpend and
+        send the alerts that became due (tick calls it on the refresh cadence)."""
         now = self.clock.now()
         pending: list[tuple[str, dict[str, Any], dict[str, Any], Decimal, Decimal, list[dict[str, Any]]]] = []
         with self._lock:
@@ -580,7 +603,8 @@ class BudgetsSimulator:
         self, budget_name: str, actual: Decimal | float | str, forecasted: Decimal | float | str | None = None
     ) -> list[BudgetDelivery]:
         """Force the budget's current-period ActualSpend (and optionally ForecastedSpend) to these
-        amounts now; later ticks keep adding to them. Sends the alerts this makes due."""
+        amounts now; later ticks keep adding to them. Refreshes at once (an admin shortcut, not
+        AWS's cadence) and returns the alerts this makes due."""
         now = self.clock.now()
         with self._lock:
             state = self._sync_states().get(budget_name)
@@ -594,7 +618,7 @@ class BudgetsSimulator:
             if forecasted is not None:
                 _, forecast_now = self._spend(state, now)
                 state.forecast_adjustment[start] = _to_decimal(forecasted, "forecasted") - forecast_now
-        return self.evaluate()
+        return self.refresh()
 
     def spend(self, budget_name: str) -> tuple[Decimal, Decimal]:
         """(ActualSpend, ForecastedSpend) of the budget now, unrounded."""
@@ -621,8 +645,17 @@ class BudgetsSimulator:
             self._states.clear()
             self.deliveries.clear()
             self._last_tick = self.clock.now()
+            self._next_refresh = self._refresh_after(self._last_tick)
 
     # -- internals -------------------------------------------------------------------------------
+    def _refresh_after(self, moment: datetime) -> datetime:
+        """The first refresh time after ``moment``: UTC midnight + k x refresh_interval, each day."""
+        midnight = moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        due = midnight
+        while due <= moment and due < midnight + timedelta(days=1):
+            due += self.refresh_interval
+        return min(due, midnight + timedelta(days=1))
+
     def _line(self, instance: RunningInstance, day: date) -> CostLine:
         arn_parts = instance.cluster_arn.split(":")
         region = arn_parts[3] if len(arn_parts) > 4 and arn_parts[3] else self.region

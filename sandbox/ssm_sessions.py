@@ -3,19 +3,32 @@
 moto 5.2.5's SSM has no sessions. :func:`_patch_moto_ssm_response` (the one seam) adds the three
 operations to moto's ``SimpleSystemManagerResponse`` so they answer boto3 under ``mock_aws`` and
 over HTTP from ``ThreadedMotoServer`` alike; moto serializes the results against botocore's ssm
-model. The state lives here, in the :class:`SsmSessionsSimulator` installed for the request's
-account and region, and time comes from the :class:`SandboxClock`.
+model. The state lives here, in the :class:`SsmSessionsSimulator` of the request's account and region,
+and time comes from the :class:`SandboxClock`. Session Manager answers in every region, so the
+sandbox does too: the simulators installed by hand (the Sandbox's home region, a test's) are
+*installed*; a request for any other (account, region) gets one *spawned* from the first installed
+one on first use (same clock and options), ticked with it and gone when it is uninstalled.
+
+StartSession reaches only a connected target: by default a live HyperPod node of that account and
+region, ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>`` (see
+:func:`hyperpod_node_targets`); anything else is ``TargetNotConnected``. Caller identities are IAM
+ARNs, as AWS spells them: an IAM user's ``arn:aws:iam::…:user/…``, an assumed role's
+``arn:aws:sts::…:assumed-role/<role>/<session>`` (the AWS CLI reference's DescribeSessions example),
+and the sandbox's own keys (which moto reports as ``sts::…:user/moto``) the account root.
 
 Every StartSession (through the API or :meth:`SsmSessionsSimulator.start_session_as`) also puts
-the CloudTrail-shaped ``AWS API Call via CloudTrail`` event on moto's EventBridge bus, as a trail
-would: the SessionGuard rule matches it with moto's real pattern matcher.
+the CloudTrail-shaped ``AWS API Call via CloudTrail`` event on that region's EventBridge bus, as a
+trail would, *after* the call returned: CloudTrail's delivery to EventBridge is best effort and
+delayed, so the event is queued ``cloudtrail_delay_seconds`` of simulated time and published by
+:meth:`SsmSessionsSimulator.tick`. The SessionGuard rule matches it with moto's real pattern matcher.
 
-Behaviour chosen where AWS documents none:
-- a session starts ``Connected``; TerminateSession makes it ``Terminated`` (History) at once;
+Behaviour chosen where AWS documents none (unverified):
+- a session starts ``Connected``; TerminateSession makes it ``Terminating`` (still Active) and
+  ``Terminated`` (History) ``terminating_seconds`` later;
 - TerminateSession of an unknown or already ended session succeeds and echoes the id (the
   operation models no not-found error);
 - DescribeSessions lists newest first; several filters are ANDed;
-- with ``connected_targets`` given, StartSession to any other target is ``TargetNotConnected``;
+- the CloudTrail delay (default 30 simulated seconds) and the Terminating time (default 5);
 - with ``max_session_duration_minutes`` given, sessions older than that end as ``Terminated``.
 """
 
@@ -43,6 +56,7 @@ from moto.sts.models import sts_backends
 
 from sandbox import bus
 from sandbox.clock import SandboxClock
+from sandbox.hyperpod import HyperPodSimulator
 
 DEFAULT_DOCUMENT = "SSM-SessionManagerRunShell"
 """What DescribeSessions shows as DocumentName when StartSession named none (a plain shell)."""
@@ -70,6 +84,7 @@ MAX_RESULTS_RANGE = (1, 200)
 OPERATIONS = ("StartSession", "DescribeSessions", "TerminateSession")
 
 _CLOUDTRAIL_TOKEN_REDACTED = "Value hidden due to security reasons."  # noqa: S105 - CloudTrail's text
+_MOTO_DEFAULT_USER = "user/moto"  # moto's caller for keys it does not know: the sandbox's own
 _DEFAULT_USER_AGENT = (
     "aws-cli/2.17.0 md/awscrt#0.20.11 ua/2.0 os/linux md/arch#x86_64 command/ssm.start-session"
 )
@@ -128,6 +143,10 @@ class CallerIdentity:
         if len(parts) != 6 or parts[0] != "arn" or parts[2] not in ("iam", "sts") or not parts[4].isdigit():
             raise ValueError(f"not an IAM user, role or assumed-role ARN: {arn!r}")
         partition, account, resource = parts[1], parts[4], parts[5]
+        if parts[2] == "sts" and resource == _MOTO_DEFAULT_USER:
+            # the sandbox's credentials sign as the account root (as the local API's SigV4 says)
+            arn, resource = f"arn:{partition}:iam::{account}:root", "root"
+            principal_id = None
         if resource == "root":
             return cls("Root", arn, principal_id or account, account, access_key_id)
         kind, _, rest = resource.partition("/")
@@ -221,6 +240,7 @@ class SimulatedSession:
     end_date: datetime | None = None
     max_session_duration: str | None = None
     parameters: dict[str, list[str]] = field(default_factory=dict)
+    terminating_until: datetime | None = None  # Terminating: when it becomes Terminated
 
     @property
     def active(self) -> bool:
@@ -252,6 +272,16 @@ class _Fault:
     remaining: int
 
 
+@dataclass(frozen=True)
+class _PendingEvent:
+    due: datetime
+    event: dict[str, Any]  # bus.emit's keyword arguments
+
+
+ConnectedTargets = Callable[[str, str], Iterable[str]]
+"""(account, region) -> the SSM targets whose agent is connected there."""
+
+
 class SsmSessionsSimulator:
     """Session Manager for one account and region of the sandbox.
 
@@ -266,37 +296,73 @@ class SsmSessionsSimulator:
         region: str = "us-east-1",
         account_id: str = DEFAULT_ACCOUNT_ID,
         *,
-        connected_targets: Callable[[], Iterable[str]] | None = None,
+        connected_targets: ConnectedTargets | None = None,
         max_session_duration_minutes: int | None = None,
+        cloudtrail_delay_seconds: float = 30.0,
+        terminating_seconds: float = 5.0,
     ) -> None:
         if max_session_duration_minutes is not None and not 1 <= max_session_duration_minutes <= 1440:
             raise ValueError("max_session_duration_minutes must be 1-1440 (Session Manager's range)")
+        if cloudtrail_delay_seconds < 0 or terminating_seconds < 0:
+            raise ValueError("delays must be >= 0 simulated seconds")
         self.clock = clock
         self.region = region
         self.account_id = account_id
-        self.connected_targets = connected_targets
+        self.connected_targets = connected_targets or hyperpod_node_targets
         self.max_session_duration_minutes = max_session_duration_minutes
+        self.cloudtrail_delay_seconds = cloudtrail_delay_seconds
+        self.terminating_seconds = terminating_seconds
         self._sessions: dict[str, SimulatedSession] = {}
         self._faults: dict[str, _Fault] = {}
+        self._outbox: list[_PendingEvent] = []  # CloudTrail events not yet delivered, in due order
+        self._spawned: list[SsmSessionsSimulator] = []  # other regions' simulators, made from this one
         self._lock = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def install(self) -> None:
-        """Serve StartSession / DescribeSessions / TerminateSession for this account and region."""
+        """Serve StartSession / DescribeSessions / TerminateSession for this account and region, and
+        (through simulators spawned from this one) for every other region without one."""
         with _REGISTRY_LOCK:
             key = (self.account_id, self.region)
-            other = _INSTALLED.get(key)
+            other = _SIMULATORS.get(key)
             if other is not None and other is not self:
                 raise RuntimeError(f"another SsmSessionsSimulator is installed for {key}")
-            _INSTALLED[key] = self
+            _SIMULATORS[key] = self
+            _INSTALLED.append(self)
             _patch_moto_ssm_response(_HANDLERS)
 
     def uninstall(self) -> None:
+        """Stop serving this (account, region) and the regions spawned from this simulator."""
         with _REGISTRY_LOCK:
-            if _INSTALLED.get((self.account_id, self.region)) is self:
-                del _INSTALLED[(self.account_id, self.region)]
+            if self in _INSTALLED:
+                _INSTALLED.remove(self)
+            for simulator in (self, *self._spawned):
+                if _SIMULATORS.get((simulator.account_id, simulator.region)) is simulator:
+                    del _SIMULATORS[(simulator.account_id, simulator.region)]
+            self._spawned.clear()
             if not _INSTALLED:
                 _unpatch_moto_ssm_response()
+
+    def spawn(self, account_id: str, region: str) -> SsmSessionsSimulator:
+        """A simulator for another (account, region) with this one's clock and options; ticked by
+        this one's :meth:`tick`."""
+        simulator = SsmSessionsSimulator(
+            self.clock,
+            region,
+            account_id,
+            connected_targets=self.connected_targets,
+            max_session_duration_minutes=self.max_session_duration_minutes,
+            cloudtrail_delay_seconds=self.cloudtrail_delay_seconds,
+            terminating_seconds=self.terminating_seconds,
+        )
+        self._spawned.append(simulator)
+        return simulator
+
+    def tick(self) -> None:
+        """Advance to ``clock.now()``: finish terminations, end overdue sessions, deliver the
+        CloudTrail events due (here and in the regions spawned from this simulator)."""
+        for simulator in (self, *list(self._spawned)):
+            simulator._advance()
 
     def __enter__(self) -> SsmSessionsSimulator:
         self.install()
@@ -358,7 +424,7 @@ class SsmSessionsSimulator:
             raise _constraint_error(problems)
         if document_name is not None:
             self._check_document(document_name)
-        if self.connected_targets is not None and target not in set(self.connected_targets()):
+        if target not in set(self.connected_targets(self.account_id, self.region)):
             raise SessionsError("TargetNotConnected", f"{target} is not connected.")
 
         now = self.clock.now()
@@ -376,8 +442,6 @@ class SsmSessionsSimulator:
             ),
             parameters={k: list(v) for k, v in (parameters or {}).items()},
         )
-        with self._lock:
-            self._sessions[session_id] = session
         response = {
             "SessionId": session_id,
             "TokenValue": base64.b64encode(secrets.token_bytes(96)).decode(),
@@ -386,8 +450,7 @@ class SsmSessionsSimulator:
                 "?role=publish_subscribe"
             ),
         }
-        # Outside the lock: a rule target may run SessionGuard in this thread, which calls back in.
-        self._emit_cloudtrail_event(
+        event = self._cloudtrail_event(
             session,
             identity,
             response,
@@ -395,6 +458,9 @@ class SsmSessionsSimulator:
             source_ip_address=source_ip_address,
             user_agent=user_agent,
         )
+        with self._lock:
+            self._sessions[session_id] = session
+            self._outbox.append(_PendingEvent(now + timedelta(seconds=self.cloudtrail_delay_seconds), event))
         return response
 
     def describe_sessions(
@@ -411,7 +477,7 @@ class SsmSessionsSimulator:
         predicates = [self._filter_predicate(f["key"], f["value"]) for f in filters or []]
         wanted = ACTIVE_STATUSES if state == "Active" else HISTORY_STATUSES
         with self._lock:
-            self._expire_overdue()
+            self._settle(self.clock.now())
             matching = [
                 s
                 for s in self._sessions.values()
@@ -427,7 +493,8 @@ class SsmSessionsSimulator:
         return out
 
     def terminate_session(self, session_id: str) -> dict[str, str]:
-        """TerminateSession: ends the session (→ History) and echoes the id."""
+        """TerminateSession: the session goes ``Terminating`` (still Active), then ``Terminated``
+        (History) ``terminating_seconds`` later; echoes the id."""
         self._raise_injected("TerminateSession")
         if not session_id or len(session_id) > 96:
             raise _constraint_error(
@@ -436,7 +503,11 @@ class SsmSessionsSimulator:
                     "Member must have length 1-96"
                 ]
             )
-        self._end(session_id, "Terminated")
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None and session.active and session.status != "Terminating":
+                session.status = "Terminating"
+                session.terminating_until = self.clock.now() + timedelta(seconds=self.terminating_seconds)
         return {"SessionId": session_id}
 
     def disconnect(self, session_id: str) -> None:
@@ -454,7 +525,7 @@ class SsmSessionsSimulator:
     def sessions(self, state: Literal["Active", "History"] | None = None) -> list[SimulatedSession]:
         """A snapshot of the sessions (copies), oldest first."""
         with self._lock:
-            self._expire_overdue()
+            self._settle(self.clock.now())
             chosen = [
                 replace(s)
                 for s in self._sessions.values()
@@ -480,10 +551,11 @@ class SsmSessionsSimulator:
             self._faults.clear()
 
     def reset(self) -> None:
-        """Forget every session and fault (between scenarios)."""
+        """Forget every session, undelivered event and fault (between scenarios)."""
         with self._lock:
             self._sessions.clear()
             self._faults.clear()
+            self._outbox.clear()
 
     # -- internals -------------------------------------------------------------------------------
     def _get(self, session_id: str) -> SimulatedSession:
@@ -498,16 +570,32 @@ class SsmSessionsSimulator:
             if session is not None and session.active:
                 session.status = status
                 session.end_date = self.clock.now()
+                session.terminating_until = None
 
-    def _expire_overdue(self) -> None:
-        if self.max_session_duration_minutes is None:
-            return
-        limit = timedelta(minutes=self.max_session_duration_minutes)
-        now = self.clock.now()
+    def _settle(self, now: datetime) -> None:
+        """Sessions as they stand at ``now``: terminations finished, overdue sessions ended."""
+        limit = (
+            timedelta(minutes=self.max_session_duration_minutes)
+            if self.max_session_duration_minutes is not None
+            else None
+        )
         for session in self._sessions.values():
-            if session.active and now - session.start_date >= limit:
-                session.status = "Terminated"
-                session.end_date = session.start_date + limit
+            if session.terminating_until is not None and session.terminating_until <= now:
+                session.status, session.end_date = "Terminated", session.terminating_until
+                session.terminating_until = None
+            elif limit is not None and session.active and now - session.start_date >= limit:
+                session.status, session.end_date = "Terminated", session.start_date + limit
+                session.terminating_until = None
+
+    def _advance(self) -> None:
+        now = self.clock.now()
+        with self._lock:
+            self._settle(now)
+            due = [pending for pending in self._outbox if pending.due <= now]
+            self._outbox = [pending for pending in self._outbox if pending.due > now]
+        # Outside the lock: a rule target may run SessionGuard in this thread, which calls back in.
+        for pending in due:
+            bus.emit(**pending.event)
 
     def _raise_injected(self, operation: str) -> None:
         with self._lock:
@@ -630,7 +718,7 @@ class SsmSessionsSimulator:
             raise SessionsError("InvalidNextToken", "The specified token isn't valid.") from None
         return offset
 
-    def _emit_cloudtrail_event(
+    def _cloudtrail_event(
         self,
         session: SimulatedSession,
         identity: CallerIdentity,
@@ -639,7 +727,8 @@ class SsmSessionsSimulator:
         requested_document: str | None,
         source_ip_address: str,
         user_agent: str,
-    ) -> None:
+    ) -> dict[str, Any]:
+        """``bus.emit``'s arguments for the StartSession record a trail would deliver."""
         request_parameters: dict[str, Any] = {"target": session.target}
         if requested_document is not None:
             request_parameters["documentName"] = requested_document
@@ -670,32 +759,55 @@ class SsmSessionsSimulator:
             "recipientAccountId": self.account_id,
             "eventCategory": "Management",
         }
-        bus.emit(
-            "aws.ssm",
-            "AWS API Call via CloudTrail",
-            detail,
-            region=self.region,
-            account_id=self.account_id,
-            time=session.start_date,
-        )
+        return {
+            "source": "aws.ssm",
+            "detail_type": "AWS API Call via CloudTrail",
+            "detail": detail,
+            "region": self.region,
+            "account_id": self.account_id,
+            "time": session.start_date,
+        }
 
 
 # -- the moto seam -------------------------------------------------------------------------------
-_INSTALLED: dict[tuple[str, str], SsmSessionsSimulator] = {}
+_SIMULATORS: dict[tuple[str, str], SsmSessionsSimulator] = {}  # installed and spawned, by (account, region)
+_INSTALLED: list[SsmSessionsSimulator] = []  # in installation order: the first spawns the others
 _REGISTRY_LOCK = threading.Lock()
 
 ResponseHandler = Callable[[SimpleSystemManagerResponse], ActionResult]
 
 
+def simulator_for(account_id: str, region: str) -> SsmSessionsSimulator | None:
+    """The simulator serving (account, region), spawned on first use; None while none is installed."""
+    key = (account_id, region)
+    with _REGISTRY_LOCK:
+        simulator = _SIMULATORS.get(key)
+        if simulator is None and _INSTALLED:
+            simulator = _SIMULATORS[key] = _INSTALLED[0].spawn(account_id, region)
+        return simulator
+
+
 def _simulator_for(response: SimpleSystemManagerResponse) -> SsmSessionsSimulator:
-    simulator = _INSTALLED.get((response.current_account, response.region))
-    if simulator is None:
-        raise SessionsError(
-            "InternalServerError",
-            f"the sandbox SSM sessions simulator is not installed for account {response.current_account} "
-            f"in {response.region}",
-        )
+    simulator = simulator_for(response.current_account, response.region)
+    if simulator is None:  # the seam is installed only while a simulator is
+        raise SessionsError("InternalServerError", "the sandbox SSM sessions simulator is not installed")
     return simulator
+
+
+def hyperpod_node_targets(account_id: str, region: str) -> list[str]:
+    """The SSM targets of the HyperPod nodes of (account, region) whose agent is reachable:
+    ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>``.
+
+    Hook: the HyperPod simulator exposes its billable instances (``running_instances``), which also
+    counts a node that is rebooting or in deep health checks; when it exposes node status, keep
+    only ``Running`` nodes here."""
+    return [
+        f"sagemaker-cluster:{instance.cluster_arn.rsplit('/', 1)[-1]}_{instance.instance_group}-"
+        f"{instance.instance_id}"
+        for simulator in HyperPodSimulator.every_region()
+        if (simulator.account_id, simulator.region) == (account_id, region)
+        for instance in simulator.running_instances()
+    ]
 
 
 def _caller_identity(response: SimpleSystemManagerResponse) -> CallerIdentity:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -16,8 +16,10 @@ from moto import mock_aws
 from moto.budgets.models import Budget, BudgetsBackend, Notification
 from moto.budgets.responses import BudgetsResponse
 from moto.core.utils import camelcase_to_underscores
+from mypy_boto3_budgets.type_defs import SubscriberTypeDef
 
 from sandbox.budgets import (
+    DEFAULT_REFRESH_HOURS,
     SUBSCRIBER_OPERATIONS,
     BudgetsSimulator,
     budget_message,
@@ -70,9 +72,13 @@ def fleet() -> list[RunningInstance]:
 def budgets_sim(
     iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
 ) -> Iterator[BudgetsSimulator]:
+    # Refreshed every simulated minute: these tests step hours at a time and check each step's
+    # spend; AWS's cadence (DEFAULT_REFRESH_HOURS) has tests of its own.
     with (
         mock_aws(),
-        BudgetsSimulator(budgets_clock, lambda: list(fleet), region=REGION, account_id=ACCOUNT) as simulator,
+        BudgetsSimulator(
+            budgets_clock, lambda: list(fleet), region=REGION, account_id=ACCOUNT, refresh_hours=1 / 60
+        ) as simulator,
     ):
         yield simulator
 
@@ -248,7 +254,7 @@ def test_budget_created_mid_month_sees_the_month_to_date_spend(
     run_hours(budgets_sim, budgets_clock, 3)
 
     create_budget(budgets)
-    budgets_sim.tick()
+    budgets_sim.refresh()
 
     assert calculated_spend(budgets)[0] == 3 * DEMO_BURN
 
@@ -337,7 +343,7 @@ def test_actual_threshold_crossing_publishes_once_to_sns(
         "Alert Threshold: > $800.00\n"
         "ACTUAL Amount: $997.00\n"
         "\n"
-        "[1] https://console.aws.amazon.com/billing/home#/budgets\n"
+        "[1] https://console.aws.amazon.com/costmanagement/home#/budgets\n"
     )
     assert delivery.delivered
     assert delivery.message_id == envelope["MessageId"]
@@ -391,6 +397,79 @@ def test_forecasted_threshold_alerts_before_actual_spend_gets_there(
     )
     assert "Alert Type: FORECASTED\n" in envelope["Message"]
     assert "FORECASTED Amount: $105,283.20\n" in envelope["Message"]
+
+
+def test_budgets_are_evaluated_on_awss_refresh_cadence_not_continuously(
+    iam_keys_env: None, budgets_clock: SandboxClock, fleet: list[RunningInstance]
+) -> None:
+    with mock_aws(), BudgetsSimulator(budgets_clock, lambda: list(fleet), account_id=ACCOUNT) as simulator:
+        assert simulator.refresh_interval == timedelta(hours=DEFAULT_REFRESH_HOURS) == timedelta(hours=8)
+        client = boto3.client("budgets", region_name=REGION)
+        create_budget(
+            client, notifications=[notification(80, [{"SubscriptionType": "EMAIL", "Address": "a@b.c"}])]
+        )
+
+        assert run_hours(simulator, budgets_clock, 5) == []  # $997.00 > $800.00 at 05:00, not yet seen
+        assert run_hours(simulator, budgets_clock, 2.9) == []
+        assert calculated_spend(client) == (Decimal(0), Decimal(0))  # not refreshed yet: moto's zero
+        [alert] = run_hours(simulator, budgets_clock, 0.1)  # the 08:00 refresh
+        assert alert.sent_at == START + timedelta(hours=8)
+        assert "ACTUAL Amount: $1,595.20" in alert.message  # 8 h of spend, as of the refresh
+        run_hours(simulator, budgets_clock, 4)  # 12:00: the budget still shows the 08:00 refresh
+        assert calculated_spend(client)[0] == 8 * DEMO_BURN
+        run_hours(simulator, budgets_clock, 4)  # 16:00
+        assert calculated_spend(client)[0] == 16 * DEMO_BURN
+
+    with mock_aws(), BudgetsSimulator(budgets_clock, lambda: list(fleet), refresh_hours=12) as twice_a_day:
+        client = boto3.client("budgets", region_name=REGION)
+        create_budget(client)  # now 16:00: refreshes at 00:00 and 12:00
+        run_hours(twice_a_day, budgets_clock, 7.5)
+        assert calculated_spend(client) == (Decimal(0), Decimal(0))  # not refreshed yet: moto's zero
+        run_hours(twice_a_day, budgets_clock, 0.5)  # 00:00 of the next day
+        assert calculated_spend(client)[0] == 8 * DEMO_BURN
+    with pytest.raises(ValueError, match="refresh_hours"):
+        BudgetsSimulator(budgets_clock, list, refresh_hours=0)
+
+
+def test_one_budgets_for_the_account_whatever_the_region_counting_every_region(
+    budgets: Any, budgets_sim: BudgetsSimulator, budgets_clock: SandboxClock, fleet: list[RunningInstance]
+) -> None:
+    fleet[:] = [
+        RunningInstance("demo", DEMO_ARN, "workers", "i-0aaaaaaaaaaaaaaa1", "ml.p5.48xlarge", DEMO_TAGS),
+        RunningInstance(  # the same account's cluster in another region: AWS Budgets counts it
+            "demo",
+            f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/west00000001",
+            "workers",
+            "i-0ccccccccccccccc1",
+            "ml.p5.48xlarge",
+            DEMO_TAGS,
+        ),
+        RunningInstance(  # another account's: not this account's bill
+            "demo",
+            "arn:aws:sagemaker:us-east-1:210987654321:cluster/othr00000001",
+            "workers",
+            "i-0ddddddddddddddd1",
+            "ml.p5.48xlarge",
+            DEMO_TAGS,
+        ),
+    ]
+    oregon = boto3.client("budgets", region_name="us-west-2")  # botocore sends it to us-east-1 too
+    create_budget(oregon, "all-regions", CostFilters={})
+    create_budget(
+        budgets,
+        "oregon-only",
+        CostFilters={},
+        FilterExpression={"Dimensions": {"Key": "REGION", "Values": ["us-west-2"]}},
+    )
+
+    run_hours(budgets_sim, budgets_clock, 1)
+
+    assert calculated_spend(budgets, "all-regions")[0] == 2 * Decimal("98.32")
+    assert calculated_spend(oregon, "oregon-only")[0] == Decimal("98.32")
+    assert {b["BudgetName"] for b in oregon.describe_budgets(AccountId=ACCOUNT)["Budgets"]} == {
+        "all-regions",
+        "oregon-only",
+    }
 
 
 def test_set_spend_forces_a_crossing_and_lowering_rearms_it(
@@ -454,9 +533,9 @@ def test_deleted_budget_stops_alerting_and_a_new_one_rearms(
     assert excinfo.value.response["Error"]["Code"] == "NotFoundException"
 
     create_budget(budgets, notifications=[notification(80, sns(topic_arn))])
-    [again] = budgets_sim.tick()  # the month's $1,196.40 is over the threshold of the new budget
+    [again] = budgets_sim.refresh()  # the month's $1,196.40 is over the threshold of the new budget
     assert again.message.endswith(
-        "ACTUAL Amount: $1,196.40\n\n[1] https://console.aws.amazon.com/billing/home#/budgets\n"
+        "ACTUAL Amount: $1,196.40\n\n[1] https://console.aws.amazon.com/costmanagement/home#/budgets\n"
     )
     assert len(drain()) == 2
 
@@ -476,7 +555,7 @@ def test_seam_moto_lacks_the_subscriber_actions_and_stores_subscribers_per_notif
     [entry] = stored.notifications
     assert isinstance(entry, Notification)
     assert entry.details == notification(80, [])["Notification"]
-    assert entry.subscribers == [OPS]
+    assert cast(list[dict[str, str]], entry.subscribers) == [OPS]
 
 
 def test_seam_subscriber_actions_are_installed_and_removed(
@@ -777,8 +856,8 @@ def test_calculated_spend_through_moto_server(
     try:
         client = boto3.client("budgets", region_name=REGION, endpoint_url=moto_server)
         create_budget(client)
-        run_hours(simulator, budgets_clock, 2)
-        assert calculated_spend(client)[0] == 2 * DEMO_BURN
+        run_hours(simulator, budgets_clock, 8)  # the first refresh
+        assert calculated_spend(client)[0] == 8 * DEMO_BURN
         with pytest.raises(ClientError) as excinfo:
             create_budget(client, "usage", BudgetType="USAGE")
         assert excinfo.value.response["Error"]["Code"] == "InvalidParameterException"
@@ -799,7 +878,7 @@ def test_subscribers_through_moto_server(
             AccountId=ACCOUNT,
             BudgetName="subscribers-over-http",
             Notification=notification(80, [])["Notification"],
-            Subscriber=ALICE,
+            Subscriber=cast(SubscriberTypeDef, ALICE),
         )
         assert subscribers_of(client, 80, "subscribers-over-http") == [OPS, ALICE]
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from moto.core.utils import camelcase_to_underscores, method_names_from_class
 from moto.ssm.responses import SimpleSystemManagerResponse
 
 from sandbox.clock import SandboxClock
+from sandbox.hyperpod import HyperPodSimulator
 from sandbox.ssm_sessions import (
     DEFAULT_DOCUMENT,
     OPERATIONS,
@@ -23,6 +24,7 @@ from sandbox.ssm_sessions import (
     SessionsError,
     SsmSessionsSimulator,
 )
+from sandbox.ssm_sessions import simulator_for as ssm_simulator_for
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -41,9 +43,19 @@ def ssm_clock() -> SandboxClock:
     return SandboxClock(speed=0, start=START)
 
 
+def connected(account_id: str, region: str) -> list[str]:
+    """Both test targets are connected, in every account and region."""
+    return [TARGET, OTHER_TARGET]
+
+
 @pytest.fixture
 def ssm_sim(iam_keys_env: None, ssm_clock: SandboxClock) -> Iterator[SsmSessionsSimulator]:
-    with mock_aws(), SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT) as simulator:
+    with (
+        mock_aws(),
+        SsmSessionsSimulator(
+            ssm_clock, region=REGION, account_id=ACCOUNT, connected_targets=connected
+        ) as simulator,
+    ):
         yield simulator
 
 
@@ -75,6 +87,19 @@ def iam_user_client(name: str) -> tuple[Any, str]:
     return client, arn
 
 
+def capture_queue_in(region: str, name: str) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
+    """An SQS queue in ``region`` to capture events in: (its ARN, drain)."""
+    sqs = boto3.client("sqs", region_name=region)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def drain() -> list[dict[str, Any]]:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        return [json.loads(message["Body"]) for message in messages]
+
+    return arn, drain
+
+
 def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
     error = excinfo.value.response["Error"]
     return error["Code"], error["Message"]
@@ -92,7 +117,7 @@ def test_seam_moto_still_lacks_sessions_and_dispatches_by_method_name(iam_keys_e
         with pytest.raises(NotImplementedError):
             client.describe_sessions(State="Active")
         simulator = SsmSessionsSimulator(
-            SandboxClock(speed=0, start=START), region=REGION, account_id=ACCOUNT
+            SandboxClock(speed=0, start=START), region=REGION, account_id=ACCOUNT, connected_targets=connected
         )
         with simulator:
             assert set(wanted) <= set(method_names_from_class(SimpleSystemManagerResponse))
@@ -105,20 +130,43 @@ def test_seam_moto_still_lacks_sessions_and_dispatches_by_method_name(iam_keys_e
             client.describe_sessions(State="Active")
 
 
-def test_other_region_is_not_served(ssm_sim: SsmSessionsSimulator) -> None:
-    client = boto3.client("ssm", region_name="eu-west-1")
-    with pytest.raises(ClientError) as excinfo:
-        client.describe_sessions(State="Active")
-    code, message = error_of(excinfo)
-    assert code == "InternalServerError"
-    assert "not installed" in message
+def test_every_region_is_served_by_its_own_simulator(
+    ssm_sim: SsmSessionsSimulator, ssm_clock: SandboxClock
+) -> None:
+    home = boto3.client("ssm", region_name=REGION)
+    oregon = boto3.client("ssm", region_name="us-west-2")
+    assert oregon.describe_sessions(State="Active")["Sessions"] == []  # served, not an error
+
+    started = oregon.start_session(Target=TARGET)
+    assert started["StreamUrl"].startswith("wss://ssmmessages.us-west-2.amazonaws.com/")
+    assert [s["SessionId"] for s in oregon.describe_sessions(State="Active")["Sessions"]] == [
+        started["SessionId"]
+    ]
+    assert home.describe_sessions(State="Active")["Sessions"] == []  # sessions are regional
+    spawned = ssm_simulator_for(ACCOUNT, "us-west-2")
+    assert spawned is not None
+    assert spawned.clock is ssm_clock  # one clock for the whole sandbox
+
+    # its CloudTrail event goes to us-west-2's bus, delivered when the installed simulator ticks
+    oregon_events = boto3.client("events", region_name="us-west-2")
+    oregon_events.put_rule(Name="start-session", EventPattern=json.dumps(CLOUDTRAIL_START_SESSION))
+    queue_arn, drain = capture_queue_in("us-west-2", "oregon-start-session")
+    oregon_events.put_targets(Rule="start-session", Targets=[{"Id": "q", "Arn": queue_arn}])
+    ssm_clock.advance(ssm_sim.cloudtrail_delay_seconds)
+    ssm_sim.tick()
+    [event] = drain()
+    assert (event["region"], event["detail"]["awsRegion"]) == ("us-west-2", "us-west-2")
+
+    ssm_sim.uninstall()  # the regions spawned from it go with it
+    assert ssm_simulator_for(ACCOUNT, "us-west-2") is None
+    ssm_sim.install()
 
 
 # -- StartSession / DescribeSessions / TerminateSession ---------------------------------------------
 def test_start_session_returns_id_token_and_stream_url(ssm: Any) -> None:
     started = ssm.start_session(Target=TARGET, Reason="debug NCCL hang")
 
-    assert started["SessionId"].startswith("moto-")
+    assert started["SessionId"].startswith(f"{ACCOUNT}-")
     assert started["TokenValue"]
     assert started["StreamUrl"] == (
         f"wss://ssmmessages.{REGION}.amazonaws.com/v1/data-channel/{started['SessionId']}?role=publish_subscribe"
@@ -129,7 +177,7 @@ def test_start_session_returns_id_token_and_stream_url(ssm: Any) -> None:
     assert session["Status"] == "Connected"
     assert session["StartDate"] == START
     assert session["DocumentName"] == DEFAULT_DOCUMENT
-    assert session["Owner"] == f"arn:aws:sts::{ACCOUNT}:user/moto"  # moto's identity for unknown keys
+    assert session["Owner"] == f"arn:aws:iam::{ACCOUNT}:root"  # the sandbox's keys: the account root
     assert session["Reason"] == "debug NCCL hang"
     assert session["AccessType"] == "Standard"
     assert "EndDate" not in session
@@ -167,23 +215,34 @@ def test_owner_is_the_assumed_role_session(ssm_sim: SsmSessionsSimulator) -> Non
     assert session["Owner"] == f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/bob"
 
 
-def test_terminate_moves_the_session_to_history(ssm: Any, ssm_clock: SandboxClock) -> None:
+def test_terminate_passes_through_terminating_to_history(
+    ssm: Any, ssm_sim: SsmSessionsSimulator, ssm_clock: SandboxClock
+) -> None:
     keep = ssm.start_session(Target=TARGET)["SessionId"]
     end = ssm.start_session(Target=OTHER_TARGET)["SessionId"]
     ssm_clock.advance(300)
 
     assert ssm.terminate_session(SessionId=end)["SessionId"] == end
 
+    statuses = {s["SessionId"]: s["Status"] for s in ssm.describe_sessions(State="Active")["Sessions"]}
+    assert statuses == {keep: "Connected", end: "Terminating"}  # still Active while it terminates
+    assert ssm.describe_sessions(State="History")["Sessions"] == []
+    assert ssm.terminate_session(SessionId=end)["SessionId"] == end  # again: still Terminating
+    ssm_clock.advance(ssm_sim.terminating_seconds)
+
     assert [s["SessionId"] for s in ssm.describe_sessions(State="Active")["Sessions"]] == [keep]
     [ended] = ssm.describe_sessions(State="History")["Sessions"]
     assert ended["SessionId"] == end
     assert ended["Status"] == "Terminated"
-    assert ended["EndDate"] == START + timedelta(seconds=300)
+    assert ended["EndDate"] == START + timedelta(seconds=300 + ssm_sim.terminating_seconds)
 
 
-def test_terminate_is_idempotent_and_accepts_unknown_ids(ssm: Any) -> None:
+def test_terminate_is_idempotent_and_accepts_unknown_ids(
+    ssm: Any, ssm_sim: SsmSessionsSimulator, ssm_clock: SandboxClock
+) -> None:
     session_id = ssm.start_session(Target=TARGET)["SessionId"]
     ssm.terminate_session(SessionId=session_id)
+    ssm_clock.advance(ssm_sim.terminating_seconds)
 
     assert ssm.terminate_session(SessionId=session_id)["SessionId"] == session_id
     assert (
@@ -347,12 +406,48 @@ def test_unknown_document_is_invalid_document_and_account_documents_work(ssm: An
 def test_target_not_connected_when_the_fleet_does_not_have_it(
     iam_keys_env: None, ssm_clock: SandboxClock
 ) -> None:
-    with mock_aws(), SsmSessionsSimulator(ssm_clock, connected_targets=lambda: [TARGET]):
+    with mock_aws(), SsmSessionsSimulator(ssm_clock, connected_targets=lambda account, region: [TARGET]):
         client = boto3.client("ssm", region_name=REGION)
         assert client.start_session(Target=TARGET)["SessionId"]
         with pytest.raises(ClientError) as excinfo:
             client.start_session(Target=OTHER_TARGET)
         assert error_of(excinfo) == ("TargetNotConnected", f"{OTHER_TARGET} is not connected.")
+
+
+def test_by_default_only_live_hyperpod_nodes_of_the_region_are_connected(
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Callable[..., dict[str, Any]],
+) -> None:
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    sagemaker.create_cluster(**hyperpod_cluster_request("ssm-cluster", workers=1))
+    with SsmSessionsSimulator(hyperpod_clock, region=REGION, account_id=ACCOUNT) as simulator:
+        ssm = boto3.client("ssm", region_name=REGION)
+        cluster_id = sagemaker.describe_cluster(ClusterName="ssm-cluster")["ClusterArn"].rsplit("/", 1)[-1]
+
+        def target_of(node: Mapping[str, Any]) -> str:
+            return f"sagemaker-cluster:{cluster_id}_{node['InstanceGroupName']}-{node['InstanceId']}"
+
+        def refused(target: str) -> bool:
+            with pytest.raises(ClientError) as excinfo:
+                ssm.start_session(Target=target)
+            return error_of(excinfo) == ("TargetNotConnected", f"{target} is not connected.")
+
+        [pending, *_] = sagemaker.list_cluster_nodes(ClusterName="ssm-cluster")["ClusterNodeSummaries"]
+        assert refused(target_of(pending))  # still Pending: no agent yet
+        hyperpod_clock.advance(3 * 3600)
+        nodes = sagemaker.list_cluster_nodes(ClusterName="ssm-cluster")["ClusterNodeSummaries"]
+        assert {n["InstanceStatus"]["Status"] for n in nodes} == {"Running"}
+        worker = next(n for n in nodes if n["InstanceGroupName"] == "worker-group-1")
+        assert ssm.start_session(Target=target_of(worker))["SessionId"]
+        assert refused(f"sagemaker-cluster:{cluster_id}_worker-group-1-i-0123456789abcdef0")  # no such node
+        assert refused(f"sagemaker-cluster:000000000000_worker-group-1-{worker['InstanceId']}")
+        assert refused(worker["InstanceId"])  # a HyperPod node is reached only through its cluster target
+        # the same node is not a target in another region: that region has no such cluster
+        with pytest.raises(ClientError) as elsewhere:
+            boto3.client("ssm", region_name="us-west-2").start_session(Target=target_of(worker))
+        assert error_of(elsewhere)[0] == "TargetNotConnected"
+        assert simulator.sessions("Active")[0].target == target_of(worker)
 
 
 def test_injected_fault_fails_the_next_calls_only(ssm_sim: SsmSessionsSimulator) -> None:
@@ -372,7 +467,12 @@ def test_injected_fault_fails_the_next_calls_only(ssm_sim: SsmSessionsSimulator)
 
 
 def test_max_session_duration_ends_sessions_on_the_clock(iam_keys_env: None, ssm_clock: SandboxClock) -> None:
-    with mock_aws(), SsmSessionsSimulator(ssm_clock, max_session_duration_minutes=60) as simulator:
+    with (
+        mock_aws(),
+        SsmSessionsSimulator(
+            ssm_clock, connected_targets=connected, max_session_duration_minutes=60
+        ) as simulator,
+    ):
         client = boto3.client("ssm", region_name=REGION)
         session_id = client.start_session(Target=TARGET)["SessionId"]
         assert client.describe_sessions(State="Active")["Sessions"][0]["MaxSessionDuration"] == "60"
@@ -407,13 +507,23 @@ def test_start_session_as_a_run_as_user_is_visible_through_the_api(
 
 # -- the CloudTrail event -------------------------------------------------------------------------------
 def test_start_session_emits_the_cloudtrail_event(
-    ssm_sim: SsmSessionsSimulator, cloudtrail_events: Callable[[], list[dict[str, Any]]]
+    ssm_sim: SsmSessionsSimulator,
+    ssm_clock: SandboxClock,
+    cloudtrail_events: Callable[[], list[dict[str, Any]]],
 ) -> None:
     alice, alice_arn = iam_user_client("alice")
     user_id = boto3.client("iam", region_name=REGION).get_user(UserName="alice")["User"]["UserId"]
 
     started = alice.start_session(Target=TARGET, DocumentName="AWS-StartPortForwardingSession")
 
+    # CloudTrail delivers to EventBridge after the call returned, not during it
+    ssm_sim.tick()
+    assert cloudtrail_events() == []
+    ssm_clock.advance(ssm_sim.cloudtrail_delay_seconds - 1)
+    ssm_sim.tick()
+    assert cloudtrail_events() == []
+    ssm_clock.advance(1)
+    ssm_sim.tick()
     [event] = cloudtrail_events()
     assert event["source"] == "aws.ssm"
     assert event["detail-type"] == "AWS API Call via CloudTrail"
@@ -445,7 +555,9 @@ def test_start_session_emits_the_cloudtrail_event(
 
 
 def test_assumed_role_event_carries_the_session_issuer(
-    ssm_sim: SsmSessionsSimulator, cloudtrail_events: Callable[[], list[dict[str, Any]]]
+    ssm_sim: SsmSessionsSimulator,
+    ssm_clock: SandboxClock,
+    cloudtrail_events: Callable[[], list[dict[str, Any]]],
 ) -> None:
     role_arn = boto3.client("iam", region_name=REGION).create_role(
         RoleName="Researcher",
@@ -454,6 +566,8 @@ def test_assumed_role_event_carries_the_session_issuer(
     )["Role"]["Arn"]
 
     ssm_sim.start_session_as(role_arn, TARGET, role_session_name="dave")
+    ssm_clock.advance(ssm_sim.cloudtrail_delay_seconds)
+    ssm_sim.tick()
 
     [event] = cloudtrail_events()
     identity = event["detail"]["userIdentity"]
@@ -473,13 +587,17 @@ def test_caller_identity_parses_principals() -> None:
         assert (user.type, user.user_name) == ("IAMUser", "erin")
         assert user.principal_id.startswith("AIDA")
         assert len(user.principal_id) == 21
+        sandbox_keys = CallerIdentity.from_arn(f"arn:aws:sts::{ACCOUNT}:user/moto")  # moto's default caller
+        assert (sandbox_keys.type, sandbox_keys.arn) == ("Root", f"arn:aws:iam::{ACCOUNT}:root")
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
 def test_sessions_work_through_moto_server(
     iam_keys_env: None, ssm_clock: SandboxClock, moto_server: str
 ) -> None:
-    simulator = SsmSessionsSimulator(ssm_clock, region=REGION, account_id=ACCOUNT)
+    simulator = SsmSessionsSimulator(
+        ssm_clock, region=REGION, account_id=ACCOUNT, connected_targets=connected
+    )
     simulator.install()
     try:
         client: Any = boto3.client("ssm", region_name=REGION, endpoint_url=moto_server)
@@ -487,6 +605,7 @@ def test_sessions_work_through_moto_server(
         [session] = client.describe_sessions(State="Active")["Sessions"]
         assert (session["SessionId"], session["StartDate"]) == (session_id, START)
         assert client.terminate_session(SessionId=session_id)["SessionId"] == session_id
+        ssm_clock.advance(simulator.terminating_seconds)
         assert client.describe_sessions(State="History")["Sessions"][0]["Status"] == "Terminated"
         with pytest.raises(ClientError) as excinfo:
             client.describe_sessions(State="Nope")
