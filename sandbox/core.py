@@ -255,7 +255,8 @@ class Sandbox:
 
     def tick(self) -> None:
         """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
-        for simulator in (*self.hyperpods(), self.budgets):
+        # the SSM simulator ticks the regions spawned from it too (their CloudTrail events, terminations)
+        for simulator in (*self.hyperpods(), self.ssm, self.budgets):
             if simulator is not None:
                 try:
                     simulator.tick()
