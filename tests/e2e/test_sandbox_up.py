@@ -65,10 +65,15 @@ def aws_url() -> Iterator[str]:
             process.kill()
 
 
-def _client(service: str, url: str) -> Any:
+def _client(service: str, url: str, region: str = "us-east-1") -> Any:
     # One attempt: the test wants to see AWS's errors, not botocore's retries of them.
     return boto3.client(
-        service, endpoint_url=url, config=Config(retries={"total_max_attempts": 1}), **CREDENTIALS
+        service,
+        endpoint_url=url,
+        config=Config(retries={"total_max_attempts": 1}),
+        region_name=region,
+        aws_access_key_id=CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
     )
 
 
@@ -139,17 +144,38 @@ def test_plain_boto3_drives_a_cluster_through_its_lifecycle(aws_url: str) -> Non
 
 
 def test_plain_boto3_uses_ssm_sessions(aws_url: str) -> None:
-    ssm = _client("ssm", aws_url)
-    target = "sagemaker-cluster:abcdef123456_login-group-i-0123456789abcdef0"
+    # A region that is not the sandbox's: Session Manager and HyperPod answer there too.
+    sagemaker = _client("sagemaker", aws_url, region="us-west-2")
+    ssm = _client("ssm", aws_url, region="us-west-2")
+    arn = sagemaker.create_cluster(**{**CONFIG, "ClusterName": "ssm-target"})["ClusterArn"]
+    _wait_for(
+        lambda: sagemaker.describe_cluster(ClusterName="ssm-target")["ClusterStatus"] == "InService",
+        "the cluster to reach InService",
+    )
+    node = next(
+        n
+        for n in sagemaker.list_cluster_nodes(ClusterName="ssm-target")["ClusterNodeSummaries"]
+        if n["InstanceStatus"]["Status"] == "Running"
+    )
+    target = f"sagemaker-cluster:{arn.rsplit('/', 1)[-1]}_{node['InstanceGroupName']}-{node['InstanceId']}"
+    with pytest.raises(ClientError) as not_a_node:  # only a live HyperPod node is connected
+        ssm.start_session(Target="sagemaker-cluster:abcdef123456_login-group-i-0123456789abcdef0")
+    assert not_a_node.value.response["Error"]["Code"] == "TargetNotConnected"
+
     session_id = ssm.start_session(Target=target)["SessionId"]
     active = ssm.describe_sessions(State="Active", Filters=[{"key": "Target", "value": target}])["Sessions"]
     assert [s["SessionId"] for s in active] == [session_id]
+    assert active[0]["Owner"].startswith("arn:aws:iam::")  # an IAM ARN, as AWS reports the caller
     ssm.terminate_session(SessionId=session_id)
-    assert (
-        ssm.describe_sessions(State="Active", Filters=[{"key": "Target", "value": target}])["Sessions"] == []
-    )
-    history = ssm.describe_sessions(State="History")["Sessions"]
-    assert any(s["SessionId"] == session_id and s["Status"] == "Terminated" for s in history)
+
+    def terminated() -> bool:
+        history = ssm.describe_sessions(State="History")["Sessions"]
+        return any(s["SessionId"] == session_id and s["Status"] == "Terminated" for s in history)
+
+    _wait_for(terminated, "the session to pass Terminating and end")
+    still_active = ssm.describe_sessions(State="Active", Filters=[{"key": "Target", "value": target}])
+    assert still_active["Sessions"] == []
+    sagemaker.delete_cluster(ClusterName="ssm-target")
 
 
 def test_invoke_runs_a_template_function() -> None:
