@@ -143,7 +143,7 @@ class Sandbox:
             session=self.session(),
         )
         self._undo.append(self._runtime.stop)
-        seams.install(self._runtime)
+        seams.install(self._runtime, self.clock)
         self._undo.append(seams.uninstall)
         if self.simulators_enabled:
             self._install_simulators()

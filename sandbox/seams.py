@@ -30,6 +30,13 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   its ``_SERVICE_ERROR_NAMES``; Step Functions uses the service's own spelling
   (``SageMaker.ResourceNotFoundException``), so the seam adds that spelling for every service the
   ASL calls through aws-sdk and the ASL lists only AWS's names.
+- ``evaluate_stepfunctions_jsonata``: moto's executor leaves LocalStack's JSONata engine hook unset,
+  so every JSONata state and JSONPath ``Assign`` fails with ``TypeError('NoneType' object is not
+  callable)``; the seam plugs in jsonata-python with Step Functions' own functions and error names
+  (sandbox/stepfunctions_jsonata.py).
+- ``run_stepfunctions_on_sandbox_clock``: moto times ``Wait``, Retry delays and task-token
+  ``TimeoutSeconds``/``HeartbeatSeconds`` in wall seconds; the seam runs them, and the timestamps the
+  ASL sees, on the sandbox clock (sandbox/stepfunctions_clock.py).
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
 """
@@ -67,11 +74,17 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
+from sandbox import stepfunctions_clock, stepfunctions_jsonata
+from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import LambdaRuntime
 
 
 class SeamDrift(RuntimeError):
     """moto no longer has the shape a seam was written against: re-check the seam after an upgrade."""
+
+
+# Outside a sandbox (seams.installed without a clock) Step Functions timers keep wall time.
+_WALL_CLOCK: Final = SandboxClock(speed=1.0)
 
 
 @dataclass
@@ -80,6 +93,7 @@ class _State:
     undo: list[Callable[[], None]] = field(default_factory=list)
     deliveries: Counter[str] = field(default_factory=Counter)
     delivery_errors: list[str] = field(default_factory=list)
+    clock: SandboxClock = field(default_factory=lambda: _WALL_CLOCK)
 
 
 _state: Final = _State()
@@ -480,6 +494,23 @@ def name_aws_sdk_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seams: Step Functions JSONata, and its timers on the sandbox clock (each in its own module)
+# --------------------------------------------------------------------------------------------------
+def evaluate_stepfunctions_jsonata() -> None:
+    _state.undo.append(stepfunctions_jsonata.install(now=_state.clock.now))
+
+
+def run_stepfunctions_on_sandbox_clock() -> None:
+    _state.undo.append(stepfunctions_clock.install(_state.clock))
+
+
+def _use_clock(clock: SandboxClock) -> None:
+    previous = _state.clock
+    _state.clock = clock
+    _state.undo.append(lambda: setattr(_state, "clock", previous))
+
+
+# --------------------------------------------------------------------------------------------------
 # AWS call recording (botocore extension point, not a patch)
 # --------------------------------------------------------------------------------------------------
 _calls: Final[Counter[str]] = Counter()
@@ -529,16 +560,20 @@ SEAMS: Final = (
     detach_sqs_event_source_mappings,
     name_unnamed_executions,
     name_aws_sdk_errors,
+    evaluate_stepfunctions_jsonata,
+    run_stepfunctions_on_sandbox_clock,
     record_aws_calls,
 )
 
 
-def install(runtime: LambdaRuntime) -> None:
-    """Install every seam, routing to ``runtime`` (one sandbox at a time)."""
+def install(runtime: LambdaRuntime, clock: SandboxClock | None = None) -> None:
+    """Install every seam, routing to ``runtime`` (one sandbox at a time); Step Functions timers
+    run on ``clock`` (wall time without one)."""
     with _lock:
         if _state.runtime is not None:
             raise RuntimeError("another sandbox is already running in this process")
         try:
+            _use_clock(clock or _WALL_CLOCK)
             for seam in SEAMS:
                 seam()
         except BaseException:
@@ -555,14 +590,17 @@ def uninstall() -> None:
 
 
 @contextmanager
-def installed(*chosen: Callable[[], None]) -> Iterator[None]:
+def installed(*chosen: Callable[[], None], clock: SandboxClock | None = None) -> Iterator[None]:
     """Only the ``chosen`` seams, for tests that run moto without a Sandbox (no runtime: the seams
-    that route to one keep moto's behaviour). Nests; refused while a sandbox is running."""
+    that route to one keep moto's behaviour; Step Functions timers on ``clock``, else the enclosing
+    one, else wall time). Nests; refused while a sandbox is running."""
     with _lock:
         if _state.runtime is not None:
             raise RuntimeError("a sandbox is running: its seams are already installed")
         mark = len(_state.undo)
         try:
+            if clock is not None:
+                _use_clock(clock)
             for seam in chosen:
                 seam()
         except BaseException:

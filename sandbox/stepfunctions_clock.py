@@ -1,0 +1,171 @@
+"""moto's Step Functions executor on the sandbox clock: timers wait simulated seconds.
+
+moto (ported from LocalStack) times every wait in wall seconds, so a 30-minute ``Wait`` blocks an
+execution for 30 real minutes whatever the sandbox clock says. ``install(clock)`` moves every timer
+the ASL can set onto the sandbox clock:
+
+- ``Wait`` (``Seconds``, ``SecondsPath``, ``Timestamp``, ``TimestampPath``, JSONata or not):
+  ``WaitFunction._wait_interval`` waits simulated seconds; a ``Timestamp`` is compared with the
+  sandbox clock's now (moto compares it, naive, with the host's local time);
+- ``Retry`` delays (``IntervalSeconds``, ``BackoffRate``, ``MaxDelaySeconds``, jitter): the
+  ``time.sleep`` in ``retrier_decl`` sleeps simulated seconds;
+- a Task waiting for a task token or an activity (``TimeoutSeconds``, ``HeartbeatSeconds``): the
+  events of ``asl.eval.callback`` measure their timeouts in simulated seconds, so the task fails
+  with ``States.Timeout`` after that much simulated time;
+- the timestamps the ASL sees (``$states.context.Execution.StartTime``, ``State.EnteredTime``) and
+  the execution's dates and history come from the sandbox clock.
+
+Not moved, on purpose: ``TimeoutSeconds`` of a synchronous Task (``lambda:invoke``, ``aws-sdk``) stays
+wall time. Those tasks run in-process at wall speed; counting their wall time at speed 600 would time
+out a one-second cold start as a ten-minute call.
+
+A frozen clock (speed 0) holds every timer until ``clock.advance``: waits re-read the clock at
+least every ``POLL_SECONDS`` of wall time for that reason.
+"""
+
+from __future__ import annotations
+
+import datetime as datetime_module
+import inspect
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any, Final
+
+from moto.stepfunctions.parser import models as parser_models
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state import state as state_module
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function import timestamp as wait_timestamp
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+from moto.stepfunctions.parser.asl.eval.callback import callback
+from moto.stepfunctions.parser.asl.eval.environment import Environment
+from moto.stepfunctions.parser.asl.eval.event import event_manager
+from moto.stepfunctions.parser.backend import execution as backend_execution
+
+# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
+from sandbox import seams
+from sandbox.clock import SandboxClock
+
+POLL_SECONDS: Final = 0.05
+
+# Modules whose ``datetime.datetime.now()`` becomes the sandbox clock's now.
+_DATED_MODULES: Final = (parser_models, backend_execution, event_manager, state_module, wait_timestamp)
+
+
+class _Installed:
+    clock: SandboxClock | None = None
+
+
+def _clock() -> SandboxClock:
+    clock = _Installed.clock
+    if clock is None:
+        raise RuntimeError("the Step Functions clock seam is not installed")
+    return clock
+
+
+def wait_simulated(event: threading.Event, seconds: float) -> bool:
+    """``event.wait`` with a timeout in simulated seconds: True when the event was set."""
+    clock = _clock()
+    deadline = clock.elapsed() + seconds
+    while True:
+        remaining = deadline - clock.elapsed()
+        if remaining <= 0:
+            return event.is_set()
+        if threading.Event.wait(event, min(clock.wall_seconds(remaining), POLL_SECONDS)):
+            return True
+
+
+def sleep_simulated(seconds: float) -> None:
+    wait_simulated(threading.Event(), seconds)
+
+
+class SimulatedTimeoutEvent(threading.Event):
+    """A ``threading.Event`` whose ``wait(timeout)`` counts the timeout on the sandbox clock."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return super().wait()
+        return wait_simulated(self, timeout)
+
+
+class _SandboxDatetime(datetime_module.datetime):
+    """``datetime.datetime`` whose ``now`` is the sandbox clock's."""
+
+    @classmethod
+    def now(cls, tz: datetime_module.tzinfo | None = None) -> Any:
+        current = _clock().now()
+        # moto's naive now() is compared with naive UTC timestamps (Wait Timestamp): give UTC
+        return (
+            current.astimezone(tz)
+            if tz is not None
+            else current.astimezone(datetime_module.UTC).replace(tzinfo=None)
+        )
+
+
+class _SandboxDatetimeModule(types.ModuleType):
+    """The ``datetime`` module as those moto modules see it: everything as is but ``datetime.now``."""
+
+    datetime = _SandboxDatetime
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(datetime_module, name)
+
+
+def _wait_interval(self: WaitFunction, env: Environment, wait_seconds: int) -> None:
+    """moto's, in simulated seconds: program_state_event wakes the wait whenever the execution
+    changes state; a stopped execution stops waiting, a running one waits out the rest."""
+    clock = _clock()
+    deadline = clock.elapsed() + wait_seconds
+    while env.is_running():
+        remaining = deadline - clock.elapsed()
+        if remaining <= 0:
+            return
+        wait_simulated(env.program_state_event, remaining)
+
+
+# --------------------------------------------------------------------------------------------------
+# the seam
+# --------------------------------------------------------------------------------------------------
+def _check_shape() -> None:
+    seam = "run_stepfunctions_on_sandbox_clock"
+    wait = vars(WaitFunction).get("_wait_interval")
+    if not callable(wait) or list(inspect.signature(wait).parameters) != ["self", "env", "wait_seconds"]:
+        raise seams.SeamDrift(f"{seam}: WaitFunction._wait_interval(self, env, wait_seconds) is gone")
+    if "program_state_event.wait(" not in inspect.getsource(wait):
+        raise seams.SeamDrift(f"{seam}: WaitFunction._wait_interval no longer waits on program_state_event")
+    if vars(retrier_decl).get("time") is not time or "time.sleep(" not in inspect.getsource(retrier_decl):
+        raise seams.SeamDrift(f"{seam}: retrier_decl no longer sleeps with time.sleep")
+    if vars(callback).get("Event") is not threading.Event:
+        raise seams.SeamDrift(f"{seam}: asl.eval.callback no longer waits on threading.Event")
+    for module in _DATED_MODULES:
+        if vars(module).get("datetime") is not datetime_module:
+            raise seams.SeamDrift(
+                f"{seam}: {module.__name__} no longer reads the time with datetime.datetime.now"
+            )
+
+
+def install(clock: SandboxClock) -> Callable[[], None]:
+    """Run moto's Step Functions timers and timestamps on ``clock``; returns the undo."""
+    _check_shape()
+    undo: list[Callable[[], None]] = []
+
+    def replace(owner: Any, name: str, value: Any) -> None:
+        original = vars(owner)[name]
+        setattr(owner, name, value)
+        undo.append(lambda: setattr(owner, name, original))
+
+    _Installed.clock = clock
+    undo.append(lambda: setattr(_Installed, "clock", None))
+    replace(WaitFunction, "_wait_interval", _wait_interval)
+    replace(retrier_decl, "time", types.SimpleNamespace(sleep=sleep_simulated))
+    replace(callback, "Event", SimulatedTimeoutEvent)
+    dated = _SandboxDatetimeModule("datetime")
+    for module in _DATED_MODULES:
+        replace(module, "datetime", dated)
+
+    def uninstall() -> None:
+        while undo:
+            undo.pop()()
+
+    return uninstall
