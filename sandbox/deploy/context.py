@@ -62,10 +62,19 @@ class Context:
         where = self.region if region else ""
         return f"arn:{self.partition}:{service}:{where}:{self.stack.account_id}:{resource}"
 
-    def local_path(self, bucket: Any, key: Any, what: str) -> Path:
-        """The local path a SAM CodeUri/ContentUri/DefinitionUri named (see sandbox.deploy.transform)."""
-        if bucket != LOCAL_BUCKET or not isinstance(key, str):
-            raise TemplateError(f"{what}: s3://{bucket}/{key} - the sandbox deploys local paths only")
+    def local_path(self, location: Mapping[str, Any], what: str) -> Path:
+        """The local path a SAM CodeUri/ContentUri/DefinitionUri named (see sandbox.deploy.transform):
+        ``location`` is {S3Bucket, S3Key} or {Bucket, Key} of the placeholder bucket."""
+        bucket, key = (
+            location.get("S3Bucket", location.get("Bucket")),
+            location.get("S3Key", location.get("Key")),
+        )
+        if (
+            set(location) - {"S3Bucket", "S3Key", "Bucket", "Key"}
+            or bucket != LOCAL_BUCKET
+            or not isinstance(key, str)
+        ):
+            raise TemplateError(f"{what} {location}: the sandbox deploys local paths (CodeUri…) only")
         path = (self.base_dir / key).resolve()
         if not path.exists():
             raise TemplateError(f"{what}: {path} does not exist")
@@ -84,6 +93,11 @@ class Provider:
     properties: frozenset[str]
     create: Create
     ignored: frozenset[str] = frozenset()
+
+
+def names(text: str) -> frozenset[str]:
+    """A set of property names written as one string (long lists stay readable)."""
+    return frozenset(text.split())
 
 
 def stringify(value: Any) -> str:

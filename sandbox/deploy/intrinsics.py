@@ -19,50 +19,13 @@ from .stack import TemplateError
 class _NoValue:
     """AWS::NoValue: removes the property (or list item) it stands for."""
 
-    _instance: _NoValue | None = None
-
-    def __new__(cls) -> _NoValue:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
     def __repr__(self) -> str:
         return "AWS::NoValue"
 
 
 NO_VALUE: Final = _NoValue()
-
-INTRINSICS: Final = frozenset(
-    {
-        "Ref",
-        "Fn::Sub",
-        "Fn::GetAtt",
-        "Fn::If",
-        "Fn::Equals",
-        "Fn::Not",
-        "Fn::And",
-        "Fn::Or",
-        "Fn::Join",
-        "Fn::Select",
-        "Fn::Split",
-        "Condition",
-    }
-)
-# Intrinsics CloudFormation has but the sandbox does not evaluate: a template using one fails loudly.
-UNSUPPORTED: Final = frozenset(
-    {
-        "Fn::Base64",
-        "Fn::Cidr",
-        "Fn::FindInMap",
-        "Fn::GetAZs",
-        "Fn::ImportValue",
-        "Fn::Length",
-        "Fn::ToJsonString",
-        "Fn::Transform",
-        "Fn::ForEach",
-    }
-)
-
+_FUNCTIONS: Final = ("Sub", "GetAtt", "If", "Equals", "Not", "And", "Or", "Join", "Select", "Split")
+INTRINSICS: Final = frozenset({"Ref", "Condition", *(f"Fn::{name}" for name in _FUNCTIONS)})
 _SUB_VARIABLE = re.compile(r"\$\{([^!}][^}]*)\}")
 
 
@@ -147,7 +110,7 @@ class Resolver:
                 ((key, arg),) = value.items()
                 if key in INTRINSICS:
                     return self._intrinsic(key, arg, where)
-                if key in UNSUPPORTED:
+                if key.startswith("Fn::"):  # Fn::FindInMap, Fn::ImportValue, Fn::Base64…
                     raise TemplateError(f"{where}: intrinsic {key} is not supported by the sandbox")
             out: dict[str, Any] = {}
             for key, item in value.items():

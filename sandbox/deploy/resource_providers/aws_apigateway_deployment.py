@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context, Provider, pick
+from ..context import Context, Provider
 from ..stack import Resource
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
-    args = {
-        "restApiId": props["RestApiId"],
-        **{k[0].lower() + k[1:]: v for k, v in pick(props, "StageName", "Description").items()},
-    }
+    args = {"restApiId": props["RestApiId"], "description": str(props.get("Description", ""))}
+    if "StageName" in props:
+        args["stageName"] = props["StageName"]
     deployment_id = str(ctx.client("apigateway").create_deployment(**args)["id"])
     return Resource(logical_id, "AWS::ApiGateway::Deployment", deployment_id, {"DeploymentId": deployment_id})
 

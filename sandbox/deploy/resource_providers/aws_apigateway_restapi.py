@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from ..context import Context, Provider
+from ..context import Context, Provider, names
 from ..stack import ApiRoute, ApiSpec, Resource, TemplateError
 
-_BODY_KEYS: Final = frozenset({"swagger", "openapi", "info", "paths", "securityDefinitions"})
+_BODY_KEYS: Final = names("swagger openapi info paths securityDefinitions")
 _METHOD_KEYS: Final = frozenset({"x-amazon-apigateway-integration", "security", "responses"})
 _LAMBDA_URI: Final = re.compile(
     r"arn:[\w-]+:apigateway:[\w-]+:lambda:path/2015-03-31/functions/(.+)/invocations"

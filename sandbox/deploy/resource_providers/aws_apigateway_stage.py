@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context, Provider
+from ..context import Context, Provider, names
 from ..stack import Resource, TemplateError
 
 
@@ -27,7 +27,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::ApiGateway::Stage",
-    frozenset({"RestApiId", "StageName", "DeploymentId", "Description", "TracingEnabled"}),
+    names("RestApiId StageName DeploymentId Description TracingEnabled"),
     create,
     # Access logs record requests; they do not change the answer.
     ignored=frozenset({"AccessLogSetting"}),

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, tags_list
+from ..context import Context, Provider, names, tags_list
 from ..stack import Resource
 
-_PROPERTIES: Final = frozenset(
-    {
-        "AlarmName",
-        "AlarmDescription",
-        "ActionsEnabled",
-        "OKActions",
-        "AlarmActions",
-        "InsufficientDataActions",
-        "MetricName",
-        "Namespace",
-        "Statistic",
-        "ExtendedStatistic",
-        "Dimensions",
-        "Period",
-        "Unit",
-        "EvaluationPeriods",
-        "DatapointsToAlarm",
-        "Threshold",
-        "ComparisonOperator",
-        "TreatMissingData",
-        "EvaluateLowSampleCountPercentile",
-        "Metrics",
-        "ThresholdMetricId",
-        "Tags",
-    }
+_PROPERTIES: Final = names(
+    "AlarmName AlarmDescription ActionsEnabled OKActions AlarmActions InsufficientDataActions"
+    " MetricName Namespace Statistic ExtendedStatistic Dimensions Period Unit EvaluationPeriods"
+    " DatapointsToAlarm Threshold ComparisonOperator TreatMissingData EvaluateLowSampleCountPercentile"
+    " Metrics ThresholdMetricId Tags"
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context, Provider, pick, tags_list
+from ..context import Context, Provider, names, pick, tags_list
 from ..stack import Resource
 
 
@@ -51,23 +51,11 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::DynamoDB::Table",
-    frozenset(
-        {
-            "TableName",
-            "AttributeDefinitions",
-            "KeySchema",
-            "BillingMode",
-            "ProvisionedThroughput",
-            "GlobalSecondaryIndexes",
-            "LocalSecondaryIndexes",
-            "StreamSpecification",
-            "SSESpecification",
-            "TimeToLiveSpecification",
-            "PointInTimeRecoverySpecification",
-            "Tags",
-            "TableClass",
-            "DeletionProtectionEnabled",
-        }
+    names(
+        "TableName AttributeDefinitions KeySchema BillingMode ProvisionedThroughput"
+        " GlobalSecondaryIndexes LocalSecondaryIndexes StreamSpecification SSESpecification"
+        " TimeToLiveSpecification PointInTimeRecoverySpecification Tags TableClass"
+        " DeletionProtectionEnabled"
     ),
     create,
     # Metrics insight and capacity pre-warming: no effect on what a call returns.

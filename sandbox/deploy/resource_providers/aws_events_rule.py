@@ -5,24 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ..context import Context, Provider, pick
+from ..context import Context, Provider, names, pick
 from ..stack import Resource, ScheduleSpec, TemplateError
 
 # What the sandbox's EventBridge delivery (sandbox.seams) honours on a target.
-_TARGET_KEYS: Final = frozenset(
-    {
-        "Arn",
-        "Id",
-        "Input",
-        "InputPath",
-        "InputTransformer",
-        "RoleArn",
-        "DeadLetterConfig",
-        "RetryPolicy",
-        "SqsParameters",
-    }
+_TARGET_KEYS: Final = names(
+    "Arn Id Input InputPath InputTransformer RoleArn DeadLetterConfig RetryPolicy SqsParameters"
 )
-_TARGET_SERVICES: Final = frozenset({"lambda", "states", "sns", "sqs", "logs", "events"})
+_TARGET_SERVICES: Final = names("lambda states sns sqs logs events")
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
@@ -58,17 +48,6 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::Events::Rule",
-    frozenset(
-        {
-            "Name",
-            "Description",
-            "EventPattern",
-            "ScheduleExpression",
-            "State",
-            "EventBusName",
-            "Targets",
-            "RoleArn",
-        }
-    ),
+    names("Name Description EventPattern ScheduleExpression State EventBusName Targets RoleArn"),
     create,
 )

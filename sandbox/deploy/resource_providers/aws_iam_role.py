@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from .. import moto_iam
-from ..context import Context, Provider, pick, tags_list
+from ..context import Context, Provider, names, pick, tags_list
 from ..stack import Resource
 
 
@@ -37,18 +37,9 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::IAM::Role",
-    frozenset(
-        {
-            "RoleName",
-            "AssumeRolePolicyDocument",
-            "Path",
-            "Policies",
-            "ManagedPolicyArns",
-            "Description",
-            "MaxSessionDuration",
-            "PermissionsBoundary",
-            "Tags",
-        }
+    names(
+        "RoleName AssumeRolePolicyDocument Path Policies ManagedPolicyArns Description MaxSessionDuration"
+        " PermissionsBoundary Tags"
     ),
     create,
 )

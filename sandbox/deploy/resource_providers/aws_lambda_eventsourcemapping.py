@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context, Provider
+from ..context import Context, Provider, names
 from ..stack import Resource, TemplateError
 
 
@@ -24,15 +24,8 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::Lambda::EventSourceMapping",
-    frozenset(
-        {
-            "EventSourceArn",
-            "FunctionName",
-            "BatchSize",
-            "Enabled",
-            "FunctionResponseTypes",
-            "MaximumBatchingWindowInSeconds",
-        }
+    names(
+        "EventSourceArn FunctionName BatchSize Enabled FunctionResponseTypes MaximumBatchingWindowInSeconds"
     ),
     create,
 )

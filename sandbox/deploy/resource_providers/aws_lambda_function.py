@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import PLACEHOLDER_ZIP, Context, Provider, pick, stringify, tags_map
+from ..context import PLACEHOLDER_ZIP, Context, Provider, names, pick, stringify, tags_map
 from ..stack import FunctionSpec, Resource, TemplateError
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
     if props.get("PackageType", "Zip") != "Zip":
         raise TemplateError("PackageType Image is not supported (the sandbox runs Zip functions in-process)")
-    code = props["Code"]
-    if set(code) != {"S3Bucket", "S3Key"}:
-        raise TemplateError(f"Code {sorted(code)}: the sandbox runs a local CodeUri only")
-    code_dir = ctx.local_path(code["S3Bucket"], code["S3Key"], "Code")
+    code_dir = ctx.local_path(props["Code"], "Code")
     handler = str(props["Handler"])
     module = handler.rpartition(".")[0].replace(".", "/")
     if not (code_dir / f"{module}.py").is_file() and not (code_dir / module / "__init__.py").is_file():
@@ -60,27 +57,10 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::Lambda::Function",
-    frozenset(
-        {
-            "Code",
-            "Handler",
-            "Runtime",
-            "Role",
-            "FunctionName",
-            "Description",
-            "Timeout",
-            "MemorySize",
-            "Environment",
-            "Layers",
-            "DeadLetterConfig",
-            "Tags",
-            "TracingConfig",
-            "Architectures",
-            "EphemeralStorage",
-            "LoggingConfig",
-            "KmsKeyArn",
-            "PackageType",
-        }
+    names(
+        "Code Handler Runtime Role FunctionName Description Timeout MemorySize Environment Layers"
+        " DeadLetterConfig Tags TracingConfig Architectures EphemeralStorage LoggingConfig KmsKeyArn"
+        " PackageType"
     ),
     create,
 )

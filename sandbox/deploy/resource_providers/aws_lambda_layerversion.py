@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import PLACEHOLDER_ZIP, Context, Provider, pick
-from ..stack import Resource, TemplateError
+from ..context import PLACEHOLDER_ZIP, Context, Provider, names, pick
+from ..stack import Resource
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
-    content = props["Content"]
-    if set(content) != {"S3Bucket", "S3Key"}:
-        raise TemplateError(f"Content {sorted(content)}: the sandbox deploys a local ContentUri only")
-    layer_dir = ctx.local_path(content["S3Bucket"], content["S3Key"], "Content")
+    layer_dir = ctx.local_path(props["Content"], "Content")
     published = ctx.client("lambda").publish_layer_version(
         LayerName=str(props.get("LayerName") or logical_id),
         Content={"ZipFile": PLACEHOLDER_ZIP},
@@ -26,15 +23,6 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::Lambda::LayerVersion",
-    frozenset(
-        {
-            "LayerName",
-            "Content",
-            "Description",
-            "CompatibleRuntimes",
-            "CompatibleArchitectures",
-            "LicenseInfo",
-        }
-    ),
+    names("LayerName Content Description CompatibleRuntimes CompatibleArchitectures LicenseInfo"),
     create,
 )

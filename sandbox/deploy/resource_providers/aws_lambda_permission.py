@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider
+from ..context import Context, Provider, names
 from ..stack import Resource
 
-_PROPERTIES: Final = frozenset(
-    {
-        "FunctionName",
-        "Action",
-        "Principal",
-        "SourceArn",
-        "SourceAccount",
-        "EventSourceToken",
-        "PrincipalOrgID",
-    }
+_PROPERTIES: Final = names(
+    "FunctionName Action Principal SourceArn SourceAccount EventSourceToken PrincipalOrgID"
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context, Provider, tags_map
+from ..context import Context, Provider, names, tags_map
 from ..stack import Resource
 
 
@@ -25,7 +25,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::Logs::LogGroup",
-    frozenset({"LogGroupName", "RetentionInDays", "KmsKeyId", "Tags"}),
+    names("LogGroupName RetentionInDays KmsKeyId Tags"),
     create,
     # Masking and the Infrequent Access class change what logs cost and show, not what the code does.
     ignored=frozenset({"DataProtectionPolicy", "LogGroupClass"}),

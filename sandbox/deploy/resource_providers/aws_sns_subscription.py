@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, stringify
+from ..context import Context, Provider, names, stringify
 from ..stack import Resource
 
-_ATTRIBUTES: Final = frozenset(
-    {
-        "FilterPolicy",
-        "FilterPolicyScope",
-        "RawMessageDelivery",
-        "RedrivePolicy",
-        "DeliveryPolicy",
-        "SubscriptionRoleArn",
-        "ReplayPolicy",
-    }
+_ATTRIBUTES: Final = names(
+    "FilterPolicy FilterPolicyScope RawMessageDelivery RedrivePolicy DeliveryPolicy"
+    " SubscriptionRoleArn ReplayPolicy"
 )
 
 

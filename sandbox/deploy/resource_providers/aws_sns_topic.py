@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, stringify, tags_list
+from ..context import Context, Provider, names, stringify, tags_list
 from ..stack import Resource
 
-_ATTRIBUTES: Final = frozenset(
-    {
-        "DisplayName",
-        "KmsMasterKeyId",
-        "FifoTopic",
-        "ContentBasedDeduplication",
-        "SignatureVersion",
-        "TracingConfig",
-    }
+_ATTRIBUTES: Final = names(
+    "DisplayName KmsMasterKeyId FifoTopic ContentBasedDeduplication SignatureVersion TracingConfig"
 )
 
 
@@ -39,7 +32,5 @@ PROVIDER = Provider(
     frozenset({"TopicName", "Subscription", "Tags", *_ATTRIBUTES}),
     create,
     # Message archiving, data-protection audit and delivery-status logs: no effect on delivery.
-    ignored=frozenset(
-        {"DataProtectionPolicy", "ArchivePolicy", "DeliveryStatusLogging", "FifoThroughputScope"}
-    ),
+    ignored=names("DataProtectionPolicy ArchivePolicy DeliveryStatusLogging FifoThroughputScope"),
 )

@@ -4,26 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, stringify, tags_map
+from ..context import Context, Provider, names, stringify, tags_map
 from ..stack import Resource
 
-_ATTRIBUTES: Final = frozenset(
-    {
-        "DelaySeconds",
-        "MaximumMessageSize",
-        "MessageRetentionPeriod",
-        "ReceiveMessageWaitTimeSeconds",
-        "VisibilityTimeout",
-        "RedrivePolicy",
-        "RedriveAllowPolicy",
-        "FifoQueue",
-        "ContentBasedDeduplication",
-        "DeduplicationScope",
-        "FifoThroughputLimit",
-        "KmsMasterKeyId",
-        "KmsDataKeyReusePeriodSeconds",
-        "SqsManagedSseEnabled",
-    }
+_ATTRIBUTES: Final = names(
+    "DelaySeconds MaximumMessageSize MessageRetentionPeriod ReceiveMessageWaitTimeSeconds"
+    " VisibilityTimeout RedrivePolicy RedriveAllowPolicy FifoQueue ContentBasedDeduplication"
+    " DeduplicationScope FifoThroughputLimit KmsMasterKeyId KmsDataKeyReusePeriodSeconds"
+    " SqsManagedSseEnabled"
 )
 
 

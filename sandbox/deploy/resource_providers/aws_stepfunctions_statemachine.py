@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any, Final
 
-from ..context import Context, Provider, stringify, tags_list
+from ..context import Context, Provider, names, stringify, tags_list
 from ..stack import Resource, TemplateError
 
 _UNSUBSTITUTED: Final = re.compile(r"\$\{([^}]+)\}")
@@ -18,9 +18,7 @@ def _definition(ctx: Context, props: dict[str, Any]) -> str:
         return str(props["DefinitionString"])
     if "Definition" in props:
         return json.dumps(props["Definition"])
-    location = props["DefinitionS3Location"]
-    path = ctx.local_path(location.get("Bucket"), location.get("Key"), "DefinitionS3Location")
-    return path.read_text(encoding="utf-8")
+    return ctx.local_path(props["DefinitionS3Location"], "DefinitionS3Location").read_text(encoding="utf-8")
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
@@ -48,18 +46,9 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
 
 PROVIDER = Provider(
     "AWS::StepFunctions::StateMachine",
-    frozenset(
-        {
-            "DefinitionString",
-            "Definition",
-            "DefinitionS3Location",
-            "DefinitionSubstitutions",
-            "RoleArn",
-            "StateMachineName",
-            "StateMachineType",
-            "Tags",
-            "TracingConfiguration",
-        }
+    names(
+        "DefinitionString Definition DefinitionS3Location DefinitionSubstitutions RoleArn"
+        " StateMachineName StateMachineType Tags TracingConfiguration"
     ),
     create,
     # Execution logs go to CloudWatch Logs; they change what is recorded, not how executions run.
