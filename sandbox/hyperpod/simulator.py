@@ -525,6 +525,10 @@ class HyperPodSimulator:
             return
         for node in cluster.nodes.values():
             self._bring_up(cluster, node, at)
+        if self._waiting_for_deep_health_checks(
+            cluster, at, lambda t: self._finish_create(cluster, token, t)
+        ):
+            return
         for group in cluster.groups.values():
             group.status = "InService"
             completed = _GROUP_COMPLETED.format(group=group.name, cluster=cluster.name, operation="creation")
@@ -654,8 +658,12 @@ class HyperPodSimulator:
         for group in list(cluster.groups.values()):
             if group.status == "Deleting":
                 del cluster.groups[group.name]
-            else:
-                group.status = "InService"
+        if self._waiting_for_deep_health_checks(
+            cluster, at, lambda t: self._finish_update(cluster, token, t)
+        ):
+            return
+        for group in cluster.groups.values():
+            group.status = "InService"
         cluster.status = "InService"
         self._state_change(cluster, at)
 
@@ -919,6 +927,14 @@ class HyperPodSimulator:
             )
         else:
             node.status, node.operation = "Running", None
+
+    def _waiting_for_deep_health_checks(self, cluster: Cluster, at: datetime, then: Action) -> bool:
+        """Deep health checks run as part of a create / scale-up (AWS's docs): while new instances
+        are still checked, the operation waits and ``then`` runs again when they are done."""
+        if not any(n.operation == "deep_health_check" for n in cluster.nodes.values()):
+            return False
+        self._after(at, self.timings.deep_health_check, then)
+        return True
 
     def _finish_deep_health_check(self, cluster: Cluster, node: Node) -> None:
         if self._node_alive(cluster, node, "deep_health_check"):

@@ -312,7 +312,7 @@ def test_cluster_events_only_for_continuous_clusters_newest_first(
     )
 
 
-def test_deep_health_checks_come_before_running(
+def test_deep_health_checks_come_before_running_and_in_service(
     hyperpod_sagemaker: Any, hyperpod_clock: SandboxClock, hyperpod_cluster_request: Request
 ) -> None:
     hyperpod_sagemaker.create_cluster(**_full_request(hyperpod_cluster_request, "full"))
@@ -326,8 +326,10 @@ def test_deep_health_checks_come_before_running(
         return found
 
     assert statuses() == {"controller-machine": {"Running"}, "worker-group-1": {"DeepHealthCheckInProgress"}}
+    assert hyperpod_sagemaker.describe_cluster(ClusterName="full")["ClusterStatus"] == "Creating"
     hyperpod_clock.advance(HyperPodTimings().deep_health_check)
     assert statuses() == {"controller-machine": {"Running"}, "worker-group-1": {"Running"}}
+    assert hyperpod_sagemaker.describe_cluster(ClusterName="full")["ClusterStatus"] == "InService"
 
 
 @pytest.mark.parametrize(("rate", "copies"), [(0.0, {1}), (1.0, {2}), (0.5, {1, 2})])
