@@ -58,9 +58,8 @@ class Context:
         logical_part = logical_id[: room - len(stack_part)]
         return f"{stack_part}-{logical_part}-{suffix}"
 
-    def arn(self, service: str, resource: str, *, region: bool = True) -> str:
-        where = self.region if region else ""
-        return f"arn:{self.partition}:{service}:{where}:{self.stack.account_id}:{resource}"
+    def arn(self, service: str, resource: str) -> str:
+        return f"arn:{self.partition}:{service}:{self.region}:{self.stack.account_id}:{resource}"
 
     def local_path(self, location: Mapping[str, Any], what: str) -> Path:
         """The local path a SAM CodeUri/ContentUri/DefinitionUri named (see sandbox.deploy.transform):

@@ -41,8 +41,8 @@ def transform(
     stack_name: str,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """(the CloudFormation template, SAM logical id -> the id the transform gave it where it changed)."""
-    transform = template.get("Transform")
-    transforms = transform if isinstance(transform, list) else [transform] if transform else []
+    declared = template.get("Transform")
+    transforms = declared if isinstance(declared, list) else [declared] if declared else []
     if not transforms:
         return copy.deepcopy(dict(template)), {}
     if transforms != [SERVERLESS_TRANSFORM]:

@@ -336,6 +336,24 @@ def test_what_sam_generates_and_the_sandbox_cannot_deploy_is_loud(
         path.unlink()
 
 
+def test_event_invoke_config_sets_the_async_retries(tmp_path: Path, aws_env: None) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        template["Resources"]["EchoFunction"]["Properties"]["EventInvokeConfig"] = {"MaximumRetryAttempts": 0}
+
+    path = _fixture_with(tmp_path, edit)
+    try:
+        with mock_aws(config=MOCK_CONFIG):
+            stack = deploy(path)
+            assert stack.function("EchoFunction").max_async_retries == 0
+            assert stack.function("RecorderFunction").max_async_retries == 2  # Lambda's default
+            config = boto3.client("lambda").get_function_event_invoke_config(
+                FunctionName=stack.physical_id("EchoFunction")
+            )
+            assert config["MaximumRetryAttempts"] == 0
+    finally:
+        path.unlink()
+
+
 def test_missing_definition_substitution_is_loud(tmp_path: Path, aws_env: None) -> None:
     def drop_substitution(template: dict[str, Any]) -> None:
         del template["Resources"]["FlowStateMachine"]["Properties"]["DefinitionSubstitutions"][
