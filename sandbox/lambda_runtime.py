@@ -509,8 +509,19 @@ class _ThreadEnviron(MutableMapping[str, str]):
     def leave(self) -> None:
         self._stack().pop()
 
-    def copy(self) -> dict[str, str]:  # os.environ.copy(), which subprocess-style callers use
+    # what os._Environ offers beyond a MutableMapping: copy() and the | operators
+    def copy(self) -> dict[str, str]:
         return dict(self._current())
+
+    def __or__(self, other: Mapping[str, str]) -> dict[str, str]:
+        return {**self._current(), **other}
+
+    def __ror__(self, other: Mapping[str, str]) -> dict[str, str]:
+        return {**other, **self._current()}
+
+    def __ior__(self, other: Mapping[str, str]) -> _ThreadEnviron:
+        self.update(other)
+        return self
 
     def _stack(self) -> list[dict[str, str]]:
         stack: list[dict[str, str]] | None = getattr(self._local, "stack", None)

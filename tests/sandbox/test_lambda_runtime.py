@@ -181,6 +181,10 @@ def test_host_environment_changes_during_an_invocation_are_kept(
     assert os.environ["HOST_DURING"] == "2"
     assert "SET_BY_FUNCTION" not in os.environ  # the function's own changes stay in its environment
     assert "AWS_LAMBDA_FUNCTION_NAME" not in os.environ
+    # the per-thread os.environ still offers what os._Environ does beyond a mapping
+    assert os.environ.copy()["HOST_DURING"] == "2"
+    assert (os.environ | {"EXTRA": "3"})["EXTRA"] == "3"
+    assert "EXTRA" not in os.environ
 
 
 def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
