@@ -89,10 +89,13 @@ def test_every_region_gets_a_simulator_of_its_own_on_first_use(
 
 
 def test_uninstalling_the_last_simulator_drops_the_spawned_ones(hyperpod_aws_env: None) -> None:
-    simulator = HyperPodSimulator(SandboxClock(speed=0), seed=3)
+    simulator = HyperPodSimulator(SandboxClock(speed=0), seed=3, duplicate_events=0.25)
     simulator.install()
     spawned = simulator.for_region("ap-south-1", account_id="210987654321")
-    assert spawned.account_id == "210987654321"
+    assert (spawned.account_id, spawned.region) == ("210987654321", "ap-south-1")
+    assert (spawned.timings, spawned.duplicate_events) == (simulator.timings, 0.25)
+    assert spawned.seed is not None
+    assert spawned.seed != simulator.seed
 
     simulator.uninstall()
 
