@@ -555,11 +555,17 @@ def test_wait_for_task_token_with_jsonata_arguments_and_output(sb: Sandbox) -> N
 
 
 @pytest.mark.parametrize(
-    "timers",
-    [{"TimeoutSeconds": 3600}, {"TimeoutSeconds": 36000, "HeartbeatSeconds": 600}],
-    ids=["timeout", "heartbeat"],
+    ("timers", "limit"),
+    [
+        ({"TimeoutSeconds": 3600}, 3600),
+        ({"TimeoutSeconds": "{% $states.input.timeout %}"}, 7200),
+        ({"TimeoutSeconds": 36000, "HeartbeatSeconds": 600}, 600),
+    ],
+    ids=["timeout", "jsonata-timeout", "heartbeat"],
 )
-def test_task_token_timeouts_run_on_the_sandbox_clock(sb: Sandbox, timers: dict[str, int]) -> None:
+def test_task_token_timeouts_run_on_the_sandbox_clock(
+    sb: Sandbox, timers: dict[str, Any], limit: int
+) -> None:
     queue_url = _queue(sb)
     definition = jsonata(
         {
@@ -578,13 +584,13 @@ def test_task_token_timeouts_run_on_the_sandbox_clock(sb: Sandbox, timers: dict[
             "Timed Out": {"Type": "Pass", "End": True},
         }
     )
-    arn = start(sb, definition, {"cluster": "ml-1"})
+    arn = start(sb, definition, {"cluster": "ml-1", "timeout": 7200})
     _wait_for_token(sb, queue_url)
     # hours of simulated time in well under a minute of wall time; nobody answers the token
     result = finish(sb, arn, advance=300)
     assert (result.status, result.output) == ("SUCCEEDED", {"error": "States.Timeout"})
     waited = result.entered("Timed Out") - result.entered("Wait For Cluster")
-    assert waited >= timedelta(seconds=min(timers.values()))
+    assert waited >= timedelta(seconds=limit)
 
 
 def test_waits_run_on_the_sandbox_clock(sb: Sandbox) -> None:
@@ -602,15 +608,23 @@ def test_waits_run_on_the_sandbox_clock(sb: Sandbox) -> None:
                 "Type": "Wait",
                 "QueryLanguage": "JSONata",
                 "Timestamp": "{% $fromMillis($toMillis($states.context.State.EnteredTime) + 1800000) %}",
-                "Next": "Done",
+                "Next": "Timestamp Path",
             },
+            "Timestamp Path": {"Type": "Wait", "TimestampPath": "$.until", "Next": "Done"},
             "Done": {"Type": "Pass", "End": True},
         },
     }
-    result = run(sb, definition, {"seconds": 1800}, advance=300)  # three 30-minute waits
+    until = sb.clock.now() + timedelta(hours=4)  # later than the three waits and overshoot
+    execution_input = {"seconds": 1800, "until": until.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    result = run(sb, definition, execution_input, advance=300)  # three 30-minute waits, then until
     assert result.status == "SUCCEEDED", result.cause
-    for state, following in (("Seconds", "Seconds Path"), ("Seconds Path", "Until"), ("Until", "Done")):
+    for state, following in (
+        ("Seconds", "Seconds Path"),
+        ("Seconds Path", "Until"),
+        ("Until", "Timestamp Path"),
+    ):
         assert result.entered(following) - result.entered(state) >= timedelta(seconds=1800), state
+    assert result.entered("Done") >= until
 
 
 def test_retry_delays_run_on_the_sandbox_clock(sb: Sandbox) -> None:
