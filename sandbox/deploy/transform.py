@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import boto3
+from samtranslator.metrics.metrics import DummyMetricsPublisher, Metrics  # type: ignore[import-untyped]
 from samtranslator.model.exceptions import InvalidDocumentException  # type: ignore[import-untyped]
 from samtranslator.parser.parser import Parser  # type: ignore[import-untyped]
 from samtranslator.translator.translator import Translator  # type: ignore[import-untyped]
@@ -57,7 +58,8 @@ def transform(
         "AWS::AccountId": account_id,
         "AWS::StackName": stack_name,
     }
-    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
+    metrics = Metrics("ServerlessTransform", DummyMetricsPublisher())
+    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region), metrics=metrics)
     try:
         translated: dict[str, Any] = translator.translate(
             sam, parameter_values=values, get_managed_policy_map=lambda: moto_iam.policy_map(partition)
@@ -65,6 +67,8 @@ def transform(
     except InvalidDocumentException as error:
         causes = "; ".join(cause.message for cause in error.causes)
         raise TemplateError(f"Transform {SERVERLESS_TRANSFORM}: {causes}") from error
+    finally:
+        metrics.publish()  # to nowhere; SAM's timers left unpublished warn when the process exits
     return translated, _renamed(template["Resources"], translated["Resources"])
 
 
