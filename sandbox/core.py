@@ -42,6 +42,8 @@ from werkzeug.wrappers import Request, Response
 
 from sandbox import seams
 from sandbox.api_server import ApiServer
+from sandbox.aws_calls import FAULT_KINDS, AwsCalls
+from sandbox.aws_calls.iam import Denial
 from sandbox.clock import SandboxClock
 from sandbox.deploy import ScheduleSpec, Stack, deploy
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, InvocationResult, LambdaRuntime, SqsEventSourcePoller
@@ -83,6 +85,7 @@ class Sandbox:
         schedules: bool = True,
         tick_interval: float = 0.05,
         seed: int | None = None,
+        iam: bool = True,
         duplicate_events: float = 0.0,
     ) -> None:
         self.template = Path(template).resolve()
@@ -96,6 +99,8 @@ class Sandbox:
         self.schedules_enabled = schedules
         self.tick_interval = tick_interval
         self.seed = seed
+        self.enforce_iam = iam  # every call a function or state machine makes is checked against its role
+        self.aws_calls: AwsCalls | None = None
         self.duplicate_events = duplicate_events  # share of HyperPod events EventBridge delivers twice
         self.hyperpod: Any = None
         self.ssm: Any = None
@@ -160,6 +165,9 @@ class Sandbox:
             self._runtime.register(spec)
         self.deploy_calls = seams.aws_calls()
         seams.reset_aws_calls()
+        self.aws_calls = AwsCalls(wall_seconds=self._wall_seconds, enforce_iam=self.enforce_iam)
+        self.aws_calls.start()
+        self._undo.append(self.aws_calls.stop)
         self._poller = SqsEventSourcePoller(self._runtime, visibility_seconds=self._wall_seconds)
         self._scheduler = Scheduler(self._stack, self.clock, self.region, self.account_id)
         if self.background:
@@ -358,6 +366,8 @@ class Sandbox:
             "deploy_aws_calls": dict(self.deploy_calls),
             "deliveries": {**seams.deliveries(), "sqs->lambda batches": self.poller.batches},
             "delivery_errors": seams.delivery_errors(),
+            "aws_call_faults": self.aws_calls.faults.describe() if self.aws_calls else [],
+            "iam_denials": [vars(d) | {"decision": d.decision.value} for d in self._iam_denials()],
             "scheduled_events": dict(self._scheduler.fired) if self._scheduler else {},
             "clock": {
                 "now": self.clock.now().isoformat(),
@@ -381,6 +391,23 @@ class Sandbox:
         self._servers.append(server)
         return server.url
 
+    def apply_fault(self, name: str, params: dict[str, Any]) -> Any:
+        """Inject a fault: ``throttling`` / ``server_error`` / ``latency`` on any AWS call the control
+        plane makes (sandbox.aws_calls), ``clear`` (those and the simulator's), else a HyperPod fault."""
+        if self.aws_calls is None:
+            raise RuntimeError("sandbox not started")
+        if name in FAULT_KINDS:
+            result = self.aws_calls.apply_fault(name, params)
+            if name == "clear" and self.hyperpod is not None:
+                result["hyperpod"] = self.hyperpod.apply_fault("clear", {})
+            return result
+        if self.hyperpod is None:
+            raise RuntimeError("the HyperPod simulator is not installed")
+        return self.hyperpod.apply_fault(name, params)
+
+    def _iam_denials(self) -> list[Denial]:
+        return list(self.aws_calls.iam.denials) if self.aws_calls and self.aws_calls.iam else []
+
     def admin(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         """The /_sandbox/ admin routes (used by the AWS endpoint and the CLI's ``inject``)."""
         route = path.removeprefix(ADMIN_PREFIX).strip("/")
@@ -402,12 +429,12 @@ class Sandbox:
                 self.advance(float((body or {}).get("advance", 0)))
             return 200, {"now": self.clock.now().isoformat(), "speed": self.clock.speed}
         if route == "faults" and method == "POST":
-            if self.hyperpod is None:
-                return 503, {"error": "the HyperPod simulator is not installed"}
             if not isinstance(body, dict) or not isinstance(body.get("fault"), str):
                 return 400, {"error": 'body must be {"fault": name, "params": {...}}'}
             try:
-                result = self.hyperpod.apply_fault(body["fault"], dict(body.get("params") or {}))
+                result = self.apply_fault(body["fault"], dict(body.get("params") or {}))
+            except RuntimeError as error:
+                return 503, {"error": str(error)}
             except (ValueError, KeyError) as error:
                 return 400, {"error": str(error)}
             return 200, {"fault": body["fault"], "result": result}
@@ -455,6 +482,9 @@ class AwsEndpoint:
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = str(environ.get("PATH_INFO", ""))
         if not path.startswith(ADMIN_PREFIX):
+            fault = self.sandbox.aws_calls.http_answer(environ) if self.sandbox.aws_calls else None
+            if fault is not None:
+                return Response(fault.body, fault.status, fault.headers)(environ, start_response)
             return self._moto_app(environ, start_response)
         request = Request(environ)
         try:

@@ -37,6 +37,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,10 @@ from sandbox.deploy import FunctionSpec
 
 INVOCATION_LOCK: Final = threading.RLock()
 """Held while a handler runs with its environment swapped in (see module docstring)."""
+
+CURRENT_FUNCTION: Final[ContextVar[FunctionSpec | None]] = ContextVar("current_function", default=None)
+"""The function whose code (init or handler) runs in this context: sandbox.aws_calls makes its AWS
+calls with its role."""
 
 # Host variables that configure AWS SDKs, Powertools or Lambda itself: not in a function's
 # environment (it sees Lambda's and its template's values instead). The rest of the host environment
@@ -315,7 +320,11 @@ class LambdaRuntime:
                     "Unhandled",
                 )
             else:
-                result_payload, error_kind = self._run_handler(environment, event, request_id, deadline)
+                running = CURRENT_FUNCTION.set(spec)
+                try:
+                    result_payload, error_kind = self._run_handler(environment, event, request_id, deadline)
+                finally:
+                    CURRENT_FUNCTION.reset(running)
         elapsed = time.monotonic() - started
         if error_kind is None and elapsed > spec.timeout:
             result_payload = _error_payload(

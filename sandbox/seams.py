@@ -39,6 +39,13 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   ASL sees, on the sandbox clock (sandbox/stepfunctions_clock.py).
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
+- ``intercept_aws_calls``: moto's BotocoreStubber (mock_aws's before-send handler) answers every
+  in-process call; the seam lets sandbox.aws_calls answer first (IAM enforcement, faults) with the
+  service's own error, and moto never carries out a call answered that way.
+- ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
+  ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
+  seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
+  them against the state machine's policies.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import sys
 import threading
 import traceback
 import uuid
@@ -61,20 +69,25 @@ import botocore.handlers
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.models import botocore_stubber
 from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription, sns_backends
 from moto.sqs.models import sqs_backends
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.credentials import StateCredentials
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_aws_sdk,
 )
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
+from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
 from sandbox import stepfunctions_clock, stepfunctions_jsonata
+from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import LambdaRuntime
 
@@ -511,6 +524,61 @@ def _use_clock(clock: SandboxClock) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seam: a state machine's task clients make their calls as the execution's role
+# --------------------------------------------------------------------------------------------------
+def bind_execution_role() -> None:
+    seam = "bind_execution_role"
+    original = getattr(boto_client, "boto_client_for", None)
+    if not callable(original):
+        raise SeamDrift(f"{seam}: {boto_client.__name__}.boto_client_for is gone")
+    parameters = list(inspect.signature(original).parameters)
+    if parameters != ["region", "service", "state_credentials"]:
+        raise SeamDrift(f"{seam}: boto_client_for has parameters {parameters}")
+    if "role_arn" not in getattr(StateCredentials, "__dataclass_fields__", {}):
+        raise SeamDrift(f"{seam}: StateCredentials has no role_arn")
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        client = original(region=region, service=service, state_credentials=state_credentials)
+        role_arn = getattr(state_credentials, "role_arn", None)
+        if role_arn:  # Step Functions' session names are opaque; so is the sandbox's
+            act_as(client, Principal(str(role_arn), uuid.uuid4().hex))
+        return client
+
+    # every executor module imported the function by name: replace each module's reference
+    importers = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("moto.stepfunctions") and getattr(module, "boto_client_for", None) is original
+    ]
+    if state_task_service_aws_sdk not in importers:
+        raise SeamDrift(f"{seam}: the aws-sdk task no longer calls boto_client_for")
+    for module in importers:
+        module.boto_client_for = boto_client_for  # type: ignore[attr-defined]
+        _state.undo.append(lambda module=module: setattr(module, "boto_client_for", original))  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: AWS calls answered by sandbox.aws_calls before moto (IAM, faults)
+# --------------------------------------------------------------------------------------------------
+def intercept_aws_calls() -> None:
+    seam = "intercept_aws_calls"
+    if ("before-send", botocore_stubber) not in botocore.handlers.BUILTIN_HANDLERS:
+        raise SeamDrift(f"{seam}: moto's BotocoreStubber is no longer a before-send handler")
+    original = _expect_signature(BotocoreStubber, "__call__", ["self", "event_name", "request"], seam)
+
+    def stub(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+        if self.enabled:
+            answered = interception.answer(request)
+            if answered is not None:
+                return answered
+        return original(self, event_name, request, **kwargs)
+
+    _replace(BotocoreStubber, "__call__", stub)
+    interception.activate()
+    _state.undo.append(interception.deactivate)
+
+
+# --------------------------------------------------------------------------------------------------
 # AWS call recording (botocore extension point, not a patch)
 # --------------------------------------------------------------------------------------------------
 _calls: Final[Counter[str]] = Counter()
@@ -560,9 +628,11 @@ SEAMS: Final = (
     detach_sqs_event_source_mappings,
     name_unnamed_executions,
     name_aws_sdk_errors,
+    bind_execution_role,
     evaluate_stepfunctions_jsonata,
     run_stepfunctions_on_sandbox_clock,
     record_aws_calls,
+    intercept_aws_calls,
 )
 
 

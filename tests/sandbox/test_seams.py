@@ -325,10 +325,16 @@ def test_a_failed_aws_sdk_task_is_caught_by_its_aws_error_name(sb: Sandbox) -> N
             "Caught": {"Type": "Succeed"},
         },
     }
+    iam = sb.client("iam")  # the execution's calls are made with its role (IAM is enforced)
+    role = iam.create_role(RoleName="seam", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    allow = {"Effect": "Allow", "Action": "sagemaker:DescribeModelBiasJobDefinition", "Resource": "*"}
+    iam.put_role_policy(
+        RoleName="seam",
+        PolicyName="describe",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allow]}),
+    )
     machine = sfn.create_state_machine(
-        name="seam-aws-sdk-errors",
-        definition=json.dumps(definition),
-        roleArn=f"arn:aws:iam::{sb.account_id}:role/seam",
+        name="seam-aws-sdk-errors", definition=json.dumps(definition), roleArn=role
     )["stateMachineArn"]
     execution = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
 

@@ -1,0 +1,286 @@
+"""IAM enforced: a control-plane call its role does not allow fails with the service's AccessDenied.
+
+Each call becomes one or more authorization requests (sandbox.aws_calls.policy): its IAM action
+(``<prefix>:<Action>``; prefixes and action names that differ from botocore's are in
+``_PREFIXES`` / ``_ACTIONS``), its resource ARN (derived from the parameters by ``_RESOURCES``;
+``*`` for operations not listed, which only a ``"Resource": "*"`` statement allows — as IAM does
+for actions without resource types), plus the ``iam:PassRole`` a call implies (``_PASSED_ROLES``).
+The role's policies are read from moto's IAM backend, where the deployer puts what CloudFormation
+would: inline policies (SAM's policy templates among them) and attached managed policies.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import unquote, urlparse
+
+from moto.cloudformation.models import cloudformation_backends
+from moto.iam.exceptions import NotFoundException
+from moto.iam.models import iam_backends
+
+from sandbox.aws_calls.errors import error_code, error_response
+from sandbox.aws_calls.interception import Answer, Call
+from sandbox.aws_calls.policy import Decision, Request, evaluate
+
+# botocore service → IAM action prefix, where the signing name is not the prefix.
+_PREFIXES: Final = {"resourcegroupstaggingapi": "tag", "cloudwatch": "cloudwatch"}
+
+# (service, operation) → IAM action name, where it is not the operation's name.
+_BUDGET_MODIFY: Final = (
+    "CreateBudget",
+    "DeleteBudget",
+    "UpdateBudget",
+    "CreateNotification",
+    "DeleteNotification",
+)
+_BUDGET_VIEW: Final = ("DescribeBudget", "DescribeBudgets", "DescribeNotificationsForBudget")
+_ACTIONS: Final[dict[tuple[str, str], str]] = {
+    ("lambda", "Invoke"): "InvokeFunction",
+    **{("budgets", op): "ModifyBudget" for op in (*_BUDGET_MODIFY, "CreateSubscriber", "DeleteSubscriber")},
+    **{("budgets", op): "ViewBudget" for op in (*_BUDGET_VIEW, "DescribeSubscribersForNotification")},
+}
+
+# Operations IAM does not authorize.
+_UNAUTHORIZED: Final = frozenset({("sts", "GetCallerIdentity")})
+
+# (service, operation) → parameter paths holding roles the call passes, and the service they go to.
+_PASSED_ROLES: Final[dict[tuple[str, str], tuple[tuple[str, ...], str]]] = {
+    ("sagemaker", "CreateCluster"): (("InstanceGroups", "ExecutionRole"), "sagemaker.amazonaws.com"),
+    ("sagemaker", "UpdateCluster"): (("InstanceGroups", "ExecutionRole"), "sagemaker.amazonaws.com"),
+}
+
+
+@dataclass(frozen=True)
+class Where:
+    partition: str
+    region: str
+    account: str
+
+    def arn(self, service: str, resource: str, *, regional: bool = True) -> str:
+        return f"arn:{self.partition}:{service}:{self.region if regional else ''}:{self.account}:{resource}"
+
+
+# A transaction is authorized as its items' own actions (no dynamodb:Transact* IAM action exists).
+_TRANSACT_ACTIONS: Final = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
+
+
+def _transaction(p: Mapping[str, Any], w: Where) -> list[tuple[str, str]]:
+    return sorted(
+        {
+            (f"dynamodb:{_TRANSACT_ACTIONS[kind]}", _table_arn(str(item[kind]["TableName"]), w))
+            for item in p.get("TransactItems") or []
+            for kind in item
+        }
+    )
+
+
+def _dynamodb(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    table = p.get("TableName")
+    if table is None:  # batch operations name their tables inside
+        return [_table_arn(t, w) for t in p.get("RequestItems") or {}] or ["*"]
+    arn = _table_arn(str(table), w)
+    return [f"{arn}/index/{p['IndexName']}" if p.get("IndexName") else arn]
+
+
+def _table_arn(table: str, w: Where) -> str:
+    return table if table.startswith("arn:") else w.arn("dynamodb", f"table/{table}")
+
+
+def _states(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    for key in ("executionArn", "stateMachineArn", "activityArn", "resourceArn", "mapRunArn"):
+        if p.get(key):
+            return [str(p[key])]
+    return ["*"]
+
+
+def _sagemaker(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    if p.get("ResourceArn"):
+        return [str(p["ResourceArn"])]
+    name = p.get("ClusterName")
+    if name is None:
+        return ["*"]
+    # AWS authorizes against cluster/<id>; a name stands in for the id (see docs/sandbox.md)
+    return [str(name) if str(name).startswith("arn:") else w.arn("sagemaker", f"cluster/{str(name).lower()}")]
+
+
+def _events(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    if op == "PutEvents":
+        buses = {str(entry.get("EventBusName") or "default") for entry in p.get("Entries") or []}
+        return [b if b.startswith("arn:") else w.arn("events", f"event-bus/{b}") for b in sorted(buses)]
+    bus = str(p.get("EventBusName") or "default")
+    if p.get("Rule") or (p.get("Name") and op.endswith("Rule")):
+        rule = str(p.get("Rule") or p.get("Name"))
+        return [w.arn("events", f"rule/{rule}" if bus == "default" else f"rule/{bus}/{rule}")]
+    return [bus if bus.startswith("arn:") else w.arn("events", f"event-bus/{bus}")]
+
+
+def _budgets(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    name = p.get("BudgetName") or (p.get("Budget") or {}).get("BudgetName")
+    return [w.arn("budgets", f"budget/{name}", regional=False)] if name else ["*"]
+
+
+def _cloudformation(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    name = p.get("StackName")
+    if name is None:
+        return ["*"]
+    if str(name).startswith("arn:"):
+        return [str(name)]
+    stacks = cloudformation_backends[w.account][w.region].stacks.values()
+    stack = next((s for s in stacks if s.name == name and s.status != "DELETE_COMPLETE"), None)
+    return [stack.stack_id if stack is not None else w.arn("cloudformation", f"stack/{name}/*")]
+
+
+def _sns(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    arn = p.get("TopicArn") or p.get("TargetArn") or p.get("ResourceArn")
+    return [str(arn)] if arn else ["*"]
+
+
+def _sqs(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    url = p.get("QueueUrl")
+    if url is None:
+        return [w.arn("sqs", str(p["QueueName"]))] if p.get("QueueName") else ["*"]
+    account, name = urlparse(str(url)).path.strip("/").split("/")[-2:]
+    return [f"arn:{w.partition}:sqs:{w.region}:{account}:{name}"]
+
+
+def _lambda(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    name = p.get("FunctionName")
+    if name is None:
+        return ["*"]
+    arn = unquote(str(name)) if str(name).startswith("arn:") else w.arn("lambda", f"function:{name}")
+    return [f"{arn}:{p['Qualifier']}" if p.get("Qualifier") else arn]
+
+
+def _iam(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    return [f"arn:{w.partition}:iam::{w.account}:role/{p['RoleName']}"] if p.get("RoleName") else ["*"]
+
+
+_RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]]] = {
+    "dynamodb": _dynamodb,
+    "stepfunctions": _states,
+    "sagemaker": _sagemaker,
+    "events": _events,
+    "budgets": _budgets,
+    "cloudformation": _cloudformation,
+    "sns": _sns,
+    "sqs": _sqs,
+    "lambda": _lambda,
+    "iam": _iam,
+}
+
+
+def iam_action(call: Call) -> str:
+    prefix = _PREFIXES.get(call.service, call.service_model.signing_name)
+    return f"{prefix}:{_ACTIONS.get((call.service, call.operation), call.operation)}"
+
+
+def authorization_requests(call: Call) -> list[Request]:
+    """What IAM authorizes for ``call`` (empty for calls IAM does not authorize)."""
+    if (call.service, call.operation) in _UNAUTHORIZED or call.principal is None:
+        return []
+    where = Where("aws", call.region, call.principal.account)
+    context: dict[str, list[str]] = {
+        "aws:RequestedRegion": [call.region],
+        "aws:PrincipalAccount": [call.principal.account],
+        "aws:PrincipalArn": [call.principal.role_arn],
+    }
+    tags = call.params.get("Tags")
+    if isinstance(tags, list) and all(isinstance(t, dict) and "Key" in t for t in tags):
+        context["aws:TagKeys"] = [str(t["Key"]) for t in tags]
+        context |= {f"aws:RequestTag/{t['Key']}": [str(t.get("Value", ""))] for t in tags}
+    if call.service == "dynamodb" and call.operation in ("TransactWriteItems", "TransactGetItems"):
+        requests = [
+            Request(action, resource, context) for action, resource in _transaction(call.params, where)
+        ]
+    else:
+        derive = _RESOURCES.get(call.service)
+        resources = derive(call.operation, call.params, where) if derive else ["*"]
+        requests = [Request(iam_action(call), resource, context) for resource in resources]
+    passed = _PASSED_ROLES.get((call.service, call.operation))
+    if passed is not None:
+        path, service = passed
+        for role in sorted(_values_at(call.params, path)):
+            requests.append(Request("iam:PassRole", role, {**context, "iam:PassedToService": [service]}))
+    return requests
+
+
+def _values_at(value: Any, path: tuple[str, ...]) -> set[str]:
+    if not path:
+        return {str(value)} if value is not None else set()
+    if isinstance(value, list):
+        return set().union(*(_values_at(item, path) for item in value)) if value else set()
+    if isinstance(value, dict):
+        return _values_at(value.get(path[0]), path[1:])
+    return set()
+
+
+def role_documents(role_arn: str) -> list[dict[str, Any]]:
+    """The role's inline and attached managed policies, as moto's IAM backend holds them."""
+    account = role_arn.split(":")[4]
+    role = iam_backends[account]["aws"].get_role_by_arn(role_arn)
+    documents = [_document(text) for text in role.policies.values()]
+    for managed in role.managed_policies.values():
+        default = next(version for version in managed.versions if version.is_default)
+        documents.append(_document(default.document))
+    return documents
+
+
+def _document(text: Any) -> dict[str, Any]:
+    return json.loads(unquote(text)) if isinstance(text, str) else dict(text)
+
+
+@dataclass(frozen=True)
+class Denial:
+    principal: str
+    action: str
+    resource: str
+    decision: Decision
+
+
+class IamEnforcer:
+    """An interception check: every call with a principal is authorized against its role."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.denials: list[Denial] = []
+
+    def check(self, call: Call) -> Answer | None:
+        principal = call.principal
+        requests = authorization_requests(call)
+        if principal is None or not requests:
+            return None
+        try:
+            documents = role_documents(principal.role_arn)
+        except NotFoundException:  # a role IAM does not have allows nothing
+            documents = []
+        for request in requests:
+            decision = evaluate(documents, request)
+            if decision is Decision.ALLOWED:
+                continue
+            with self._lock:
+                self.denials.append(
+                    Denial(principal.assumed_role_arn, request.action, request.resource, decision)
+                )
+            reason = (
+                "with an explicit deny in an identity-based policy"
+                if decision is Decision.EXPLICIT_DENY
+                else f"because no identity-based policy allows the {request.action} action"
+            )
+            message = (
+                f"User: {principal.assumed_role_arn} is not authorized to perform: {request.action} "
+                f"on resource: {request.resource} {reason}"
+            )
+            code = error_code(call.service_model, call.operation, "access_denied")
+            status, headers, body = error_response(call.service_model, code, message)
+            return Answer(status, headers, body)
+        return None

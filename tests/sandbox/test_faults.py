@@ -1,0 +1,265 @@
+"""Faults on any AWS call (sandbox.aws_calls.faults): the error a client sees, shaped as AWS shapes it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sandbox.core import Sandbox
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
+NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    with Sandbox(TEMPLATE, simulators=False, background=False, seed=8) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(autouse=True)
+def no_faults(sb: Sandbox) -> Iterator[None]:
+    yield
+    sb.apply_fault("clear", {})
+
+
+def client(sb: Sandbox, service: str, config: Config = NO_RETRIES) -> Any:
+    return sb.session().client(service, config=config)  # type: ignore[call-overload]
+
+
+def error_of(call: Any) -> tuple[str, int, str]:
+    with pytest.raises(ClientError) as raised:
+        call()
+    response = raised.value.response
+    return (
+        response["Error"]["Code"],
+        response["ResponseMetadata"]["HTTPStatusCode"],
+        type(raised.value).__name__,
+    )
+
+
+# --- the error each service answers ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("service", "call", "expected"),
+    [
+        # modeled errors arrive as their own exception class, unmodeled ones as a plain ClientError
+        (
+            "dynamodb",
+            lambda c: c.get_item(TableName="t", Key={"pk": {"S": "a"}}),
+            ("ProvisionedThroughputExceededException", 400, "ProvisionedThroughputExceededException"),
+        ),
+        ("dynamodb", lambda c: c.list_tables(), ("ThrottlingException", 400, "ThrottlingException")),
+        ("stepfunctions", lambda c: c.list_state_machines(), ("ThrottlingException", 400, "ClientError")),
+        ("sagemaker", lambda c: c.list_clusters(), ("ThrottlingException", 400, "ClientError")),
+        ("sns", lambda c: c.list_topics(), ("Throttled", 429, "ThrottledException")),
+        (
+            "lambda",
+            lambda c: c.list_functions(),
+            ("TooManyRequestsException", 429, "TooManyRequestsException"),
+        ),
+        ("events", lambda c: c.list_rules(), ("ThrottlingException", 400, "ThrottlingException")),
+        ("cloudformation", lambda c: c.list_stacks(), ("Throttling", 400, "ClientError")),
+        ("s3", lambda c: c.list_buckets(), ("SlowDown", 503, "ClientError")),
+    ],
+)
+def test_throttling_as_each_service_answers_it(
+    sb: Sandbox, service: str, call: Any, expected: tuple[str, int, str]
+) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": [service], "external": True})
+    assert error_of(lambda: call(client(sb, service))) == expected
+
+
+@pytest.mark.parametrize(
+    ("service", "call", "expected"),
+    [
+        ("dynamodb", lambda c: c.list_tables(), ("InternalServerError", 500, "InternalServerError")),
+        ("stepfunctions", lambda c: c.list_state_machines(), ("InternalFailure", 500, "ClientError")),
+        ("sagemaker", lambda c: c.list_clusters(), ("InternalFailure", 500, "ClientError")),
+        ("sns", lambda c: c.list_topics(), ("InternalError", 500, "InternalErrorException")),
+        (
+            "budgets",
+            lambda c: c.describe_budgets(AccountId="123456789012"),
+            ("InternalErrorException", 500, "InternalErrorException"),
+        ),
+    ],
+)
+def test_server_errors_as_each_service_answers_them(
+    sb: Sandbox, service: str, call: Any, expected: tuple[str, int, str]
+) -> None:
+    sb.apply_fault("server_error", {"rate": 1, "services": [service], "external": True})
+    assert error_of(lambda: call(client(sb, service))) == expected
+
+
+def test_a_failed_call_is_not_carried_out(sb: Sandbox) -> None:
+    sb.apply_fault("server_error", {"rate": 1, "services": ["sns"], "external": True})
+    sns = client(sb, "sns")
+    assert error_of(lambda: sns.create_topic(Name="never-created"))[0] == "InternalError"
+    sb.apply_fault("clear", {})
+    assert not [t for t in sns.list_topics()["Topics"] if t["TopicArn"].endswith(":never-created")]
+
+
+def test_botocore_retries_a_throttled_call_as_on_aws(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": ["sqs"], "times": 2, "external": True})
+    retrying = client(sb, "sqs", Config(retries={"mode": "standard", "max_attempts": 3}))
+    answered = retrying.list_queues()
+    assert answered["ResponseMetadata"]["RetryAttempts"] == 2
+    [fault] = sb.metrics()["aws_call_faults"]
+    assert fault["hits"] == 2
+
+
+def test_operation_filter_and_latency(sb: Sandbox) -> None:
+    sb.apply_fault("latency", {"rate": 1, "ms": 1, "external": True})
+    sb.apply_fault("server_error", {"rate": 1, "operations": ["ListTopics"], "external": True})
+    sns = client(sb, "sns")
+    sns.create_topic(Name="fault-filter")  # not ListTopics: through, only delayed
+    assert error_of(sns.list_topics)[0] == "InternalError"
+    latency = next(f for f in sb.metrics()["aws_call_faults"] if f["fault"] == "latency")
+    assert latency["hits"] == 2
+
+
+def test_a_seed_replays_the_same_faults(sb: Sandbox) -> None:
+    def outcomes() -> list[bool]:
+        sb.apply_fault("clear", {})
+        sb.apply_fault("throttling", {"rate": 0.5, "seed": 7, "services": ["sqs"], "external": True})
+        sqs = client(sb, "sqs")
+        answers = []
+        for _ in range(12):
+            try:
+                sqs.list_queues()
+                answers.append(True)
+            except ClientError:
+                answers.append(False)
+        return answers
+
+    first = outcomes()
+    assert first == outcomes()
+    assert True in first
+    assert False in first
+
+
+def test_faults_leave_the_sandbox_own_clients_alone_by_default(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1})
+    assert client(sb, "sqs").list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+def test_bad_fault_parameters_are_refused(sb: Sandbox) -> None:
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        sb.apply_fault("throttling", {"rate": 2})
+    with pytest.raises(ValueError, match="bad parameters"):
+        sb.apply_fault("server_error", {"rate": 1, "ms": 5})
+    with pytest.raises(ValueError, match="needs ms"):
+        sb.apply_fault("latency", {"rate": 1})
+
+
+# --- the control plane's calls ------------------------------------------------------------------------
+def test_a_function_call_is_throttled_and_retried_by_its_sdk(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": ["dynamodb"], "times": 1})
+    result = sb.invoke("RecorderFunction", {"kind": "sweep"})
+    assert result.ok, result.payload
+    [fault] = sb.metrics()["aws_call_faults"]
+    assert fault["hits"] == 1  # the function's put_item was throttled once, then retried
+
+
+def allowing(sb: Sandbox, name: str, action: str) -> str:
+    iam = sb.client("iam")
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    statement = {"Effect": "Allow", "Action": action, "Resource": "*"}
+    iam.put_role_policy(
+        RoleName=name,
+        PolicyName="task",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [statement]}),
+    )
+    return str(role)
+
+
+def run_task(
+    sb: Sandbox, name: str, resource: str, action: str, parameters: dict[str, Any]
+) -> dict[str, Any]:
+    definition = {
+        "StartAt": "Call",
+        "States": {
+            "Call": {
+                "Type": "Task",
+                "Resource": resource,
+                "Parameters": parameters,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Succeed"},
+        },
+    }
+    sfn = sb.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name=name, definition=json.dumps(definition), roleArn=allowing(sb, name, action)
+    )["stateMachineArn"]
+    finished = sb.wait_for_execution(sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"])
+    assert finished["status"] == "SUCCEEDED", finished
+    error: dict[str, Any] = json.loads(finished["output"])["error"]
+    return error
+
+
+def test_an_aws_sdk_task_sees_an_unmodeled_throttling_as_the_service_exception(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": ["sagemaker"]})
+    error = run_task(
+        sb, "fault-sagemaker", "arn:aws:states:::aws-sdk:sagemaker:listClusters", "sagemaker:ListClusters", {}
+    )
+    assert error["Error"] == "SageMaker.SageMakerException"
+    assert "Rate exceeded" in error["Cause"]
+    assert "Status Code: 400" in error["Cause"]
+
+
+def test_an_aws_sdk_task_sees_a_modeled_throttling_by_its_name(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": ["budgets"]})
+    error = run_task(
+        sb,
+        "fault-budgets",
+        "arn:aws:states:::aws-sdk:budgets:describeBudgets",
+        "budgets:ViewBudget",
+        {"AccountId": sb.account_id},
+    )
+    assert error["Error"] == "Budgets.ThrottlingException"
+
+
+def test_an_optimized_dynamodb_task_sees_provisioned_throughput_exceeded(sb: Sandbox) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": ["dynamodb"]})
+    error = run_task(
+        sb,
+        "fault-dynamodb",
+        "arn:aws:states:::dynamodb:putItem",
+        "dynamodb:PutItem",
+        {"TableName": sb.stack.physical_id("RecordsTable"), "Item": {"pk": {"S": "x"}, "sk": {"S": "y"}}},
+    )
+    assert error["Error"] == "DynamoDB.ProvisionedThroughputExceededException"
+
+
+# --- the admin route and HTTP clients of serve_aws -------------------------------------------------------
+def test_the_admin_route_arms_and_clears_faults_for_http_clients(sb: Sandbox) -> None:
+    url = sb.serve_aws(0)
+    injected = requests.post(
+        f"{url}/_sandbox/faults",
+        json={"fault": "throttling", "params": {"rate": 1, "services": ["dynamodb"], "external": True}},
+        timeout=10,
+    )
+    assert injected.status_code == 200, injected.text
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=url,
+        region_name=sb.region,
+        aws_access_key_id=SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=NO_RETRIES,
+    )
+    assert error_of(dynamodb.list_tables) == ("ThrottlingException", 400, "ThrottlingException")
+    cleared = requests.post(f"{url}/_sandbox/faults", json={"fault": "clear"}, timeout=10)
+    assert cleared.status_code == 200
+    assert cleared.json()["result"]["cleared"] == 1
+    assert "TableNames" in dynamodb.list_tables()

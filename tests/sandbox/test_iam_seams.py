@@ -1,0 +1,68 @@
+"""The seams IAM enforcement and faults stand on detect when moto moves (sandbox.seams)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import botocore.handlers
+import pytest
+from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.models import botocore_stubber
+from moto.stepfunctions.parser.asl.utils import boto_client
+
+from sandbox import seams
+from sandbox.lambda_runtime import LambdaRuntime
+
+ORIGINAL = boto_client.boto_client_for
+
+
+def _importers() -> list[str]:
+    return sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if name.startswith("moto.stepfunctions") and getattr(module, "boto_client_for", None) is ORIGINAL
+    )
+
+
+def test_bind_execution_role_replaces_every_reference_and_restores_them() -> None:
+    before = _importers()
+    assert "moto.stepfunctions.parser.asl.utils.boto_client" in before
+    with seams.installed(seams.bind_execution_role):
+        assert _importers() == []
+    assert _importers() == before
+
+
+def test_bind_execution_role_detects_a_changed_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boto_client_for(region: str, service: str, credentials: Any = None) -> Any:
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(boto_client, "boto_client_for", boto_client_for)
+    with pytest.raises(seams.SeamDrift, match="boto_client_for has parameters"):
+        seams.install(LambdaRuntime())
+    assert seams.active_runtime() is None
+
+
+def test_intercept_aws_calls_detects_a_moved_stubber(monkeypatch: pytest.MonkeyPatch) -> None:
+    without = [h for h in botocore.handlers.BUILTIN_HANDLERS if h != ("before-send", botocore_stubber)]
+    monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", without)
+    with pytest.raises(seams.SeamDrift, match="BotocoreStubber"):
+        seams.install(LambdaRuntime())
+    assert seams.active_runtime() is None
+
+
+def test_intercept_aws_calls_restores_moto_stubber() -> None:
+    before = BotocoreStubber.__dict__["__call__"]
+    with seams.installed(seams.intercept_aws_calls):
+        assert BotocoreStubber.__dict__["__call__"] is not before
+    assert BotocoreStubber.__dict__["__call__"] is before
+
+
+def test_intercept_aws_calls_detects_a_changed_stubber_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    def call(self: BotocoreStubber, request: Any) -> Any:
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", call)
+    with pytest.raises(seams.SeamDrift, match="__call__ has parameters"):
+        seams.install(LambdaRuntime())
+    assert seams.active_runtime() is None
