@@ -33,6 +33,35 @@ TagValue = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_t
 Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
 
 
+# The request bodies' examples in the OpenAPI document (API fuzzers start from them): a small Slurm
+# cluster as the HyperPod workshops configure it.
+_GROUP = {
+    "InstanceType": "ml.m5.xlarge",
+    "InstanceCount": 1,
+    "LifeCycleConfig": {
+        "SourceS3Uri": "s3://sagemaker-lifecycle-123456789012/src/",
+        "OnCreate": "on_create.sh",
+    },
+    "ExecutionRole": "arn:aws:iam::123456789012:role/sagemaker-hyperpod-execution-role",
+    "ThreadsPerCore": 1,
+}
+CLUSTER_CONFIG_EXAMPLE: dict[str, Any] = {
+    "ClusterName": "ml-cluster",
+    "InstanceGroups": [
+        {"InstanceGroupName": "controller-machine", **_GROUP},
+        {"InstanceGroupName": "worker-group-1", **_GROUP, "InstanceCount": 2},
+    ],
+    "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+    "NodeRecovery": "Automatic",
+}
+PROVISIONING_PARAMETERS_EXAMPLE: dict[str, Any] = {
+    "version": "1.0.0",
+    "workload_manager": "slurm",
+    "controller_group": "controller-machine",
+    "worker_groups": [{"instance_group_name": "worker-group-1", "partition_name": "dev"}],
+}
+
+
 class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -48,6 +77,20 @@ class BudgetRequest(ApiModel):
 
 class CreateClusterBody(ApiModel):
     """POST /clusters."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "clusterConfig": CLUSTER_CONFIG_EXAMPLE,
+                    "provisioningParameters": PROVISIONING_PARAMETERS_EXAMPLE,
+                    "owner": "ann",
+                    "project": "llm-pretraining",
+                    "budget": {"monthlyLimitUsd": 2500, "alertEmails": ["ann@example.com"]},
+                }
+            ]
+        }
+    )
 
     cluster_config: dict[str, Any] = Field(
         description="The SageMaker CreateCluster request, as in cluster-config.json."
@@ -66,6 +109,17 @@ class CreateClusterBody(ApiModel):
 
 class ValidateBody(ApiModel):
     """POST /validate."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "clusterConfig": CLUSTER_CONFIG_EXAMPLE,
+                    "provisioningParameters": PROVISIONING_PARAMETERS_EXAMPLE,
+                }
+            ]
+        }
+    )
 
     cluster_config: dict[str, Any]
     provisioning_parameters: dict[str, Any] | None = None

@@ -149,7 +149,11 @@ _RETRY_AFTER: dict[str, Any] = {
 
 
 def _responses(
-    success: HTTPStatus, model: type[BaseModel], description: str, *errors: HTTPStatus
+    success: HTTPStatus,
+    model: type[BaseModel],
+    description: str,
+    *errors: HTTPStatus,
+    links: dict[str, Any] | None = None,
 ) -> dict[int, OpenAPIResponse]:
     documented: dict[int, OpenAPIResponse] = {
         success.value: {
@@ -157,6 +161,8 @@ def _responses(
             "content": {content_types.APPLICATION_JSON: {"model": model}},
         }
     }
+    if links:
+        documented[success.value]["links"] = links
     for code in sorted({*errors, *_ALWAYS}):
         documented[code.value] = {
             "description": _ERROR_DESCRIPTIONS.get(code, code.phrase),
@@ -165,6 +171,19 @@ def _responses(
         if code is HTTPStatus.SERVICE_UNAVAILABLE:
             documented[code.value]["headers"] = {"Retry-After": _RETRY_AFTER}  # type: ignore[dict-item]
     return documented
+
+
+def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link: what a client (or a stateful fuzzer) can call next with this answer's values."""
+    return {"operationId": operation_id, "parameters": parameters}
+
+
+_FOLLOW_OPERATION = {"GetOperation": _link("getOperation", operationId="$response.body#/operationId")}
+_FOLLOW_CLUSTER = {
+    "GetCluster": _link("getCluster", name="$response.body#/clusterName"),
+    "ListClusterNodes": _link("listClusterNodes", name="$response.body#/clusterName"),
+    "DeleteCluster": _link("deleteCluster", name="$response.body#/clusterName"),
+}
 
 
 def _caller() -> str | None:
@@ -186,10 +205,9 @@ def _caller() -> str | None:
         HTTPStatus.ACCEPTED,
         OperationAccepted,
         "Accepted; follow the operation at GET /operations/{operationId}.",
-        HTTPStatus.BAD_REQUEST,
         HTTPStatus.CONFLICT,
         HTTPStatus.UNPROCESSABLE_ENTITY,
-        HTTPStatus.SERVICE_UNAVAILABLE,
+        links=_FOLLOW_OPERATION | _FOLLOW_CLUSTER,
     ),
 )
 def create_cluster(
@@ -205,7 +223,7 @@ def create_cluster(
     summary="List clusters",
     tags=["clusters"],
     operation_id="listClusters",
-    responses=_responses(HTTPStatus.OK, ClusterList, "Registered clusters, by name.", HTTPStatus.BAD_REQUEST),
+    responses=_responses(HTTPStatus.OK, ClusterList, "Registered clusters, by name."),
 )
 def list_clusters(
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 50,
@@ -225,9 +243,7 @@ def list_clusters(
     description="Autopilot's record of the cluster, SageMaker's live status and the recent operations.",
     tags=["clusters"],
     operation_id="getCluster",
-    responses=_responses(
-        HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
-    ),
+    responses=_responses(HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster(name: CLUSTER_NAME) -> ClusterView:
     return get_operations().get_cluster(name)
@@ -238,9 +254,7 @@ def get_cluster(name: CLUSTER_NAME) -> ClusterView:
     summary="List a cluster's nodes",
     tags=["clusters"],
     operation_id="listClusterNodes",
-    responses=_responses(
-        HTTPStatus.OK, NodeList, "One page of nodes.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
-    ),
+    responses=_responses(HTTPStatus.OK, NodeList, "One page of nodes.", HTTPStatus.NOT_FOUND),
 )
 def list_nodes(
     name: CLUSTER_NAME,
@@ -271,11 +285,10 @@ def list_nodes(
         HTTPStatus.ACCEPTED,
         OperationAccepted,
         "Accepted; follow the operation at GET /operations/{operationId}.",
-        HTTPStatus.BAD_REQUEST,
         HTTPStatus.NOT_FOUND,
         HTTPStatus.CONFLICT,
         HTTPStatus.UNPROCESSABLE_ENTITY,
-        HTTPStatus.SERVICE_UNAVAILABLE,
+        links=_FOLLOW_OPERATION,
     ),
 )
 def delete_cluster(
@@ -308,9 +321,7 @@ def delete_cluster(
     "Step Functions execution.",
     tags=["operations"],
     operation_id="getOperation",
-    responses=_responses(
-        HTTPStatus.OK, OperationView, "The operation.", HTTPStatus.BAD_REQUEST, HTTPStatus.NOT_FOUND
-    ),
+    responses=_responses(HTTPStatus.OK, OperationView, "The operation.", HTTPStatus.NOT_FOUND),
 )
 def get_operation(
     operationId: Annotated[str, Path(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_-]+$")],
@@ -325,9 +336,7 @@ def get_operation(
     "`valid` tells.",
     tags=["clusters"],
     operation_id="validateClusterConfig",
-    responses=_responses(
-        HTTPStatus.OK, ValidationResult, "Every problem found (valid or not).", HTTPStatus.BAD_REQUEST
-    ),
+    responses=_responses(HTTPStatus.OK, ValidationResult, "Every problem found (valid or not)."),
 )
 def validate(body: Annotated[ValidateBody, Body()]) -> ValidationResult:
     return get_operations().validate(body)
@@ -395,13 +404,21 @@ def _loc_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
+def _refused_media_type() -> Response[str] | None:
+    """415 when the request has a body that is not JSON.
+
+    Powertools' validation runs before any middleware of ours and parses forms and multipart bodies
+    itself, so a body we refuse can fail there first (a validation error, or a ValueError for a
+    multipart body without a boundary): its media type, not its fields, is what is wrong.
+    """
+    content_type = unsupported_media_type(app.current_event)
+    return None if content_type is None else _media_type_refused(UnsupportedMediaTypeError(content_type))
+
+
 @_handles(RequestValidationError)
 def _request_invalid(exc: RequestValidationError) -> Response[str]:
-    # Powertools validates before any middleware runs: a form or multipart body it parsed fails
-    # validation here first, and is refused for its media type, not its fields.
-    content_type = unsupported_media_type(app.current_event)
-    if content_type is not None:
-        return _media_type_refused(UnsupportedMediaTypeError(content_type))
+    if (refused := _refused_media_type()) is not None:
+        return refused
     details = []
     for error in exc.errors():
         loc = tuple(error.get("loc", ()))
@@ -519,6 +536,8 @@ def _not_started(exc: WorkflowStartError) -> Response[str]:
 
 @_handles(Exception)
 def _unexpected(exc: Exception) -> Response[str]:
+    if (refused := _refused_media_type()) is not None:
+        return refused
     if aws_unavailable(exc):
         logger.warning("AWS unavailable after retries", exc_info=exc)
         return _unavailable(ErrorBody(message="AWS is busy or unavailable; retry later"))
