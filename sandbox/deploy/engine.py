@@ -18,7 +18,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .context import Context
-from .intrinsics import Resolver, references
+from .intrinsics import Resolver
 from .resource_providers import PROVIDERS
 from .stack import Stack, TemplateError
 from .template import load_template, parameter_values
@@ -48,19 +48,38 @@ class _Deployment:
             get_att=self._get_att,
         )
         self._current = "<template>"
+        self._creating: list[str] = []
 
     def run(self) -> Stack:
         for name in self.template.get("Conditions") or {}:
             self.stack.conditions[name] = self.resolver.condition(name)
-        for logical_id in self._order():
-            self._current = logical_id
-            self._create(logical_id, self.definitions[logical_id])
+        for logical_id in self.definitions:
+            self._ensure(logical_id)
         for name, output in (self.template.get("Outputs") or {}).items():
             self._current = f"Outputs.{name}"
             condition = output.get("Condition")
             if condition is None or self.resolver.condition(condition, where=self._current):
                 self.stack.outputs[name] = self.resolver.resolve(output.get("Value"), where=self._current)
         return self.stack
+
+    def _ensure(self, logical_id: str) -> None:
+        """Create a resource once, in template order except that what it refers to (Ref, GetAtt, Sub,
+        DependsOn) is created first, when its reference is resolved: CloudFormation's dependency order."""
+        if logical_id in self.stack.resources or logical_id in self.stack.skipped:
+            return
+        if logical_id in self._creating:
+            raise TemplateError(f"Resources: dependency cycle {' -> '.join([*self._creating, logical_id])}")
+        self._creating.append(logical_id)
+        outer, self._current = self._current, logical_id
+        definition = self.definitions[logical_id]
+        depends_on = definition.get("DependsOn") or []
+        for name in [depends_on] if isinstance(depends_on, str) else depends_on:
+            if name not in self.definitions:
+                raise TemplateError(f"{logical_id}: DependsOn: unknown resource {name!r}")
+            self._ensure(name)
+        self._create(logical_id, definition)
+        self._creating.pop()
+        self._current = outer
 
     def _create(self, logical_id: str, definition: dict[str, Any]) -> None:
         kind = str(definition.get("Type"))
@@ -88,30 +107,16 @@ class _Deployment:
             resource.generated_by = max(parents, key=len, default=None)
         self.stack.resources[logical_id] = resource
 
-    def _order(self) -> list[str]:
-        """Template order, except that every resource comes after what it refers to (Kahn)."""
-        ids = list(self.definitions)
-        deps: dict[str, set[str]] = {}
-        for logical_id, definition in self.definitions.items():
-            wanted = references(definition.get("Properties") or {})
-            depends_on = definition.get("DependsOn") or []
-            wanted |= {depends_on} if isinstance(depends_on, str) else set(depends_on)
-            deps[logical_id] = {name for name in wanted if name in self.definitions and name != logical_id}
-        ordered: list[str] = []
-        while len(ordered) < len(ids):
-            ready = next((i for i in ids if i not in ordered and deps[i] <= set(ordered)), None)
-            if ready is None:
-                cycle = sorted(set(ids) - set(ordered))
-                raise TemplateError(f"Resources: dependency cycle among {', '.join(cycle)}")
-            ordered.append(ready)
-        return ordered
-
     def _ref(self, logical_id: str) -> Any:
+        if logical_id in self.definitions:
+            self._ensure(logical_id)
         if logical_id in self.stack.resources:
             return self.stack.resources[logical_id].physical_id
         raise self._unknown(logical_id, "Ref")
 
     def _get_att(self, logical_id: str, attribute: str) -> Any:
+        if logical_id in self.definitions:
+            self._ensure(logical_id)
         if logical_id not in self.stack.resources:
             raise self._unknown(logical_id, f"Fn::GetAtt {logical_id}.{attribute}")
         resource = self.stack.resources[logical_id]
@@ -125,8 +130,6 @@ class _Deployment:
     def _unknown(self, logical_id: str, what: str) -> TemplateError:
         if logical_id in self.stack.skipped:
             reason = f"{logical_id} is not created (condition {self.stack.skipped[logical_id]} is false)"
-        elif logical_id in self.definitions:
-            reason = f"{logical_id} is not deployed yet (dependency cycle?)"
         else:
             reason = f"unknown resource or parameter {logical_id!r}"
         return TemplateError(f"{self._current}: {what}: {reason}")

@@ -233,34 +233,3 @@ def _as_str(value: Any, where: str) -> str:
     if isinstance(value, (str, int, float)):
         return str(value)
     raise TemplateError(f"{where}: cannot use {value!r} inside a string")
-
-
-def references(value: Any) -> set[str]:
-    """Logical ids (and parameter names) a value refers to via Ref, Fn::GetAtt and Fn::Sub."""
-    found: set[str] = set()
-    if isinstance(value, dict):
-        if len(value) == 1:
-            ((key, arg),) = value.items()
-            if key == "Ref" and isinstance(arg, str):
-                found.add(arg)
-            elif key == "Fn::GetAtt":
-                if isinstance(arg, str):
-                    found.add(arg.partition(".")[0])
-                elif isinstance(arg, list) and arg and isinstance(arg[0], str):
-                    found.add(arg[0])
-            elif key == "Fn::Sub":
-                template = arg if isinstance(arg, str) else arg[0] if isinstance(arg, list) else ""
-                local = (
-                    set(arg[1])
-                    if isinstance(arg, list) and len(arg) > 1 and isinstance(arg[1], dict)
-                    else set()
-                )
-                for name in _SUB_VARIABLE.findall(template if isinstance(template, str) else ""):
-                    if name not in local:
-                        found.add(name.partition(".")[0])
-        for item in value.values():
-            found |= references(item)
-    elif isinstance(value, list):
-        for item in value:
-            found |= references(item)
-    return {name for name in found if not name.startswith("AWS::")}

@@ -393,6 +393,16 @@ def test_dependency_order_follows_references(tmp_path: Path, aws_env: None) -> N
     assert list(stack.resources) == ["Queue", "Policy"]
 
 
+def test_dependency_cycle_is_loud(tmp_path: Path, aws_env: None) -> None:
+    def queue(dead_letter: str) -> dict[str, Any]:
+        redrive = {"deadLetterTargetArn": {"Fn::GetAtt": [dead_letter, "Arn"]}, "maxReceiveCount": 1}
+        return {"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": redrive}}
+
+    template = {"Resources": {"A": queue("B"), "B": queue("A")}}
+    with pytest.raises(TemplateError, match=r"dependency cycle A -> B -> A"):
+        _deploy_tmp(tmp_path, template)
+
+
 # --- roles carry what SAM gives them ---------------------------------------------------------------
 def _role_documents(sandbox: Sandbox, logical_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(inline policy documents, attached managed policy documents) of a role, read from moto's IAM."""
