@@ -336,6 +336,37 @@ def test_what_sam_generates_and_the_sandbox_cannot_deploy_is_loud(
         path.unlink()
 
 
+@pytest.mark.parametrize(
+    ("auth", "message"),
+    [
+        # SAM answers CORS preflight with MOCK integrations the local server does not run
+        ({"Cors": "'*'"}, r"^FixtureApi .*paths\./\S+\.options: only Lambda proxy integrations"),
+        # a role (not the caller's credentials) invoking the function
+        (
+            {
+                "Auth": {
+                    "DefaultAuthorizer": "AWS_IAM",
+                    "InvokeRole": "arn:aws:iam::123456789012:role/invoker",
+                }
+            },
+            r"^FixtureApi .*only Lambda proxy integrations",
+        ),
+    ],
+)
+def test_api_features_the_local_server_does_not_serve_are_loud(
+    tmp_path: Path, aws_env: None, auth: dict[str, Any], message: str
+) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        template["Resources"]["FixtureApi"]["Properties"].update(auth)
+
+    path = _fixture_with(tmp_path, edit)
+    try:
+        with mock_aws(config=MOCK_CONFIG), pytest.raises(TemplateError, match=message):
+            deploy(path)
+    finally:
+        path.unlink()
+
+
 def test_event_invoke_config_sets_the_async_retries(tmp_path: Path, aws_env: None) -> None:
     def edit(template: dict[str, Any]) -> None:
         template["Resources"]["EchoFunction"]["Properties"]["EventInvokeConfig"] = {"MaximumRetryAttempts": 0}
