@@ -135,9 +135,10 @@ def answer(request: AWSPreparedRequest) -> AWSResponse | None:
     with _lock:
         checks = list(_checks)
     for check in checks:
-        answer = check(call)
-        if answer is not None:
-            return AWSResponse(request.url, answer.status, answer.headers, _RawBody(answer.body))  # type: ignore[arg-type]
+        answered = check(call)
+        if answered is not None:
+            body = _RawBody(answered.body)
+            return AWSResponse(request.url, answered.status, answered.headers, body)  # type: ignore[arg-type]
     return None
 
 
