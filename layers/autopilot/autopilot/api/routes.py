@@ -170,6 +170,10 @@ def _responses(
         }
         if code is HTTPStatus.SERVICE_UNAVAILABLE:
             documented[code.value]["headers"] = {"Retry-After": _RETRY_AFTER}  # type: ignore[dict-item]
+    # Not the function's answer: the gateway refuses a request line over its limit before routing.
+    documented[HTTPStatus.REQUEST_URI_TOO_LONG.value] = {
+        "description": "The URL is over API Gateway's limit (answered by the gateway, not the API)."
+    }
     return documented
 
 
