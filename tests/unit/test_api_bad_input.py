@@ -264,3 +264,11 @@ def test_an_overlong_page_token_is_400(operations: FakeOperations, route: str, l
 
     assert status == 400
     assert [e["path"] for e in answer["errors"]] == ["nextToken"]
+
+
+def test_a_unicode_error_that_is_not_the_body_stays_500(operations: FakeOperations) -> None:
+    operations.error = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    status, _, answer = call(binary(VALID.encode()))
+
+    assert (status, answer) == (500, {"message": "internal error"})
