@@ -176,6 +176,40 @@ class TestFixtureStack:
             (f"/aws/lambda/{deployed.stack.physical_id('EchoFunction')}", 7)
         ]
 
+    def test_policy_templates_become_the_roles_inline_policies(self, deployed: Sandbox) -> None:
+        inline, managed = _role_documents(deployed, "ApiFunctionRole")
+        table_arn = deployed.stack.arn("RecordsTable")
+        # SAM's DynamoDBCrudPolicy template, expanded for the table (no Version: as SAM writes it)
+        assert inline == [
+            {
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": [
+                            "dynamodb:GetItem",
+                            "dynamodb:DeleteItem",
+                            "dynamodb:PutItem",
+                            "dynamodb:Scan",
+                            "dynamodb:Query",
+                            "dynamodb:UpdateItem",
+                            "dynamodb:BatchWriteItem",
+                            "dynamodb:BatchGetItem",
+                            "dynamodb:DescribeTable",
+                            "dynamodb:ConditionCheckItem",
+                        ],
+                        "Resource": [table_arn, f"{table_arn}/index/*"],
+                    }
+                ]
+            }
+        ]
+        assert [m["Arn"] for m in managed] == [
+            "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+        ]
+        flow, _ = _role_documents(deployed, "FlowStateMachineRole")
+        [invoke] = flow[0]["Statement"]  # LambdaInvokePolicy, as SAM expands it
+        assert invoke["Action"] == ["lambda:InvokeFunction"]
+        assert invoke["Resource"] == f"{deployed.stack.arn('EchoFunction')}*"
+
     def test_outputs_and_conditions(self, deployed: Sandbox) -> None:
         stack = deployed.stack
         api_id = stack.apis["FixtureApi"].api_id
@@ -434,6 +468,63 @@ def test_dependency_cycle_is_loud(tmp_path: Path, aws_env: None) -> None:
         _deploy_tmp(tmp_path, template)
 
 
+def test_real_api_stage_has_its_access_log_and_throttling(real: Sandbox) -> None:
+    apigateway = real.client("apigateway")
+    stage = apigateway.get_stage(restApiId=real.stack.apis["AutopilotApi"].api_id, stageName="dev")
+    assert stage["accessLogSettings"]["destinationArn"] == real.stack.arn("ApiAccessLogGroup")
+    assert json.loads(stage["accessLogSettings"]["format"])["requestId"] == "$context.requestId"
+    throttling = stage["methodSettings"]["*/*"]
+    assert (throttling["throttlingRateLimit"], throttling["throttlingBurstLimit"]) == (25.0, 50)
+    assert apigateway.get_account()["cloudwatchRoleArn"] == real.stack.arn("ApiGatewayLogsRole")
+
+
+def test_stage_settings_the_sandbox_does_not_apply_are_loud(tmp_path: Path, aws_env: None) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        settings = [{"ResourcePath": "/*", "HttpMethod": "*", "CachingEnabled": True}]
+        template["Resources"]["FixtureApi"]["Properties"]["MethodSettings"] = settings
+
+    path = _fixture_with(tmp_path, edit)
+    try:
+        with (
+            mock_aws(config=MOCK_CONFIG),
+            pytest.raises(TemplateError, match=r"MethodSettings\[0\]: CachingEnabled"),
+        ):
+            deploy(path)
+    finally:
+        path.unlink()
+
+
+# --- seams into moto's IAM -----------------------------------------------------------------------------
+def test_aws_managed_policies_are_added_to_moto_iam(aws_env: None) -> None:
+    arn = "arn:aws:iam::aws:policy/AmazonSQSReadOnlyAccess"  # attached by no template of these tests
+    with mock_aws():
+        iam = boto3.client("iam")
+        with pytest.raises(iam.exceptions.NoSuchEntityException):
+            iam.get_policy(PolicyArn=arn)  # moto does not load them by default: the seam is needed
+        add_aws_managed_policies("123456789012", "aws", [arn])
+        policy = iam.get_policy(PolicyArn=arn)["Policy"]
+        version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])["PolicyVersion"]
+        document: Any = version["Document"]
+        assert "sqs:GetQueueAttributes" in document["Statement"][0]["Action"]
+        with pytest.raises(TemplateError, match="not an AWS managed policy"):
+            add_aws_managed_policies("123456789012", "aws", ["arn:aws:iam::aws:policy/NoSuchPolicy"])
+
+
+def test_versionless_policies_are_accepted_as_iam_accepts_them(aws_env: None) -> None:
+    versionless = {"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}]}
+    trust = {"Version": "2012-10-17", "Statement": []}
+    with mock_aws():
+        iam = boto3.client("iam")
+        iam.create_role(RoleName="r", AssumeRolePolicyDocument=json.dumps(trust))
+        put = {"RoleName": "r", "PolicyName": "p", "PolicyDocument": json.dumps(versionless)}
+        with pytest.raises(iam.exceptions.MalformedPolicyDocumentException):
+            iam.put_role_policy(**put)  # moto alone is stricter than IAM: the seam is needed
+        with versionless_policies_accepted():
+            iam.put_role_policy(**put)
+        stored: Any = iam.get_role_policy(RoleName="r", PolicyName="p")["PolicyDocument"]
+        assert stored == versionless
+
+
 # --- roles carry what SAM gives them ---------------------------------------------------------------
 def _role_documents(sandbox: Sandbox, logical_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(inline policy documents, attached managed policy documents) of a role, read from moto's IAM."""
@@ -459,30 +550,22 @@ def real() -> Iterator[Sandbox]:
         yield sandbox
 
 
-def test_api_function_role_carries_the_dynamodb_crud_policy_template(real: Sandbox) -> None:
+def test_api_function_role_names_each_idempotency_table_action(real: Sandbox) -> None:
     inline, managed = _role_documents(real, "ApiFunctionRole")
     table_arn = real.stack.arn("IdempotencyTable")
-    crud = [s for document in inline for s in document["Statement"] if table_arn in s.get("Resource", [])]
-    assert crud == [
+    idempotency = [s for document in inline for s in document["Statement"] if s.get("Resource") == table_arn]
+    # exactly the calls Powertools' DynamoDB persistence layer makes (no SAM DynamoDBCrudPolicy)
+    assert idempotency == [
         {
+            "Sid": "IdempotencyRecords",
             "Effect": "Allow",
-            "Action": [
-                "dynamodb:GetItem",
-                "dynamodb:DeleteItem",
-                "dynamodb:PutItem",
-                "dynamodb:Scan",
-                "dynamodb:Query",
-                "dynamodb:UpdateItem",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:DescribeTable",
-                "dynamodb:ConditionCheckItem",
-            ],
-            "Resource": [table_arn, f"{table_arn}/index/*"],
+            "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            "Resource": table_arn,
         }
     ]
     sids = [s.get("Sid") for document in inline for s in document["Statement"]]
-    assert sids == ["StateTable", "StartWorkflows", "ReadClusters", "OperationEvents", None]
+    assert None not in sids
+    assert {"StateTable", "StartWorkflows", "IdempotencyRecords"} <= set(sids)
     # every function gets basic execution; Tracing: Active makes SAM attach the X-Ray policy
     assert {m["Arn"].rpartition("/")[2]: m["Statement"][0]["Action"][0] for m in managed} == {
         "AWSLambdaBasicExecutionRole": "logs:CreateLogGroup",
@@ -512,34 +595,3 @@ def test_real_template_deploys(real: Sandbox) -> None:
     assert table["TableStatus"] == "ACTIVE"
     routes = {(route.method, route.path) for route in real.stack.apis["AutopilotApi"].routes}
     assert {("POST", "/clusters"), ("DELETE", "/clusters/{name}")} <= routes
-
-
-# --- seams into moto's IAM -----------------------------------------------------------------------------
-def test_aws_managed_policies_are_added_to_moto_iam(aws_env: None) -> None:
-    arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole"
-    with mock_aws():
-        iam = boto3.client("iam")
-        with pytest.raises(iam.exceptions.NoSuchEntityException):
-            iam.get_policy(PolicyArn=arn)  # moto does not load them by default: the seam is needed
-        add_aws_managed_policies("123456789012", "aws", [arn])
-        policy = iam.get_policy(PolicyArn=arn)["Policy"]
-        version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])["PolicyVersion"]
-        document: Any = version["Document"]
-        assert "sqs:ReceiveMessage" in document["Statement"][0]["Action"]
-        with pytest.raises(TemplateError, match="not an AWS managed policy"):
-            add_aws_managed_policies("123456789012", "aws", ["arn:aws:iam::aws:policy/NoSuchPolicy"])
-
-
-def test_versionless_policies_are_accepted_as_iam_accepts_them(aws_env: None) -> None:
-    versionless = {"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}]}
-    trust = {"Version": "2012-10-17", "Statement": []}
-    with mock_aws():
-        iam = boto3.client("iam")
-        iam.create_role(RoleName="r", AssumeRolePolicyDocument=json.dumps(trust))
-        put = {"RoleName": "r", "PolicyName": "p", "PolicyDocument": json.dumps(versionless)}
-        with pytest.raises(iam.exceptions.MalformedPolicyDocumentException):
-            iam.put_role_policy(**put)  # moto alone is stricter than IAM: the seam is needed
-        with versionless_policies_accepted():
-            iam.put_role_policy(**put)
-        stored: Any = iam.get_role_policy(RoleName="r", PolicyName="p")["PolicyDocument"]
-        assert stored == versionless
