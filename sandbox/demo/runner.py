@@ -48,10 +48,9 @@ ScenarioFunction = Callable[["DemoContext"], None]
 
 DEFAULT_REPORT: Final = Path("build") / "demo-report.json"
 DEFAULT_SPEED: Final = 1200.0
-# Template parameters for the demo: poll every second (the template's minimum) and let a stuck
-# workflow fail on its own within the demo's time, instead of after the production 2 h / 1 h.
+# Template parameters for the demo: let a stuck workflow fail on its own within the demo's time,
+# instead of after the production 2 h / 1 h.
 DEMO_PARAMETERS: Final[Mapping[str, Any]] = {
-    "PollIntervalSeconds": 1,
     "CreateTimeoutSeconds": 60,
     "DeleteTimeoutSeconds": 60,
     "LogLevel": "WARNING",

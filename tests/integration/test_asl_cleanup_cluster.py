@@ -14,6 +14,7 @@ from tests.integration.workflows import entered, history, operations, wait
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 ACCOUNT = "123456789012"
+STEP = 60.0  # simulated seconds a wait round advances the frozen clock
 
 
 def running_cluster(stack: Deployed, name: str = "ml-cluster") -> str:
@@ -41,15 +42,24 @@ def budgets(stack: Deployed) -> list[str]:
     return [b["BudgetName"] for b in found]
 
 
-def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
-    running_cluster(stack)
-    budget(stack)
-    cloudformation = stack.client("cloudformation")
-    cloudformation.create_stack(
+def vpc_stack(stack: Deployed, cluster: str | None) -> None:
+    stack.client("cloudformation").create_stack(
         StackName="ml-cluster-vpc",
         TemplateBody=json.dumps({"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}),
+        Tags=[{"Key": "ClusterName", "Value": cluster}] if cluster else [],
     )
+
+
+def stacks(stack: Deployed) -> list[tuple[str, str]]:
+    summaries = stack.client("cloudformation").list_stacks()["StackSummaries"]
+    return [(s["StackName"], s["StackStatus"]) for s in summaries]
+
+
+def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    running_cluster(stack)
+    budget(stack)
+    vpc_stack(stack, "ml-cluster")
     s3 = stack.client("s3")
     s3.create_bucket(Bucket="ml-cluster-checkpoints")
     s3.put_bucket_tagging(
@@ -57,24 +67,25 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     )
 
     accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by="tester")
-    execution = wait(stack, accepted.operation_id)
+    execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, execution["executionArn"]))
+    # HyperPod sends no event when a cluster is gone: the fallback check ends this wait
+    assert states.count("Check Cluster") == 1
+    assert "Wait For Stack" in states  # DeleteStack is awaited (DELETE_COMPLETE)
     operation = operations().get_operation(accepted.operation_id)
     assert operation.status == "SUCCEEDED"
     assert [s.name for s in operation.steps] == [
         "Delete Cluster",
-        "Wait For Deletion",
         "Delete Budget",
-        "Check Leftovers",
         "Delete Stack",
-        "Succeeded",
+        "Check Leftovers",
     ]
     assert operation.leftovers == ["arn:aws:s3:::ml-cluster-checkpoints"]
     assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
     assert budgets(stack) == []
-    stacks = cloudformation.list_stacks()["StackSummaries"]
-    assert [(s["StackName"], s["StackStatus"]) for s in stacks] == [("ml-cluster-vpc", "DELETE_COMPLETE")]
+    assert stacks(stack) == [("ml-cluster-vpc", "DELETE_COMPLETE")]
     assert operations().get_cluster("ml-cluster").status == "DELETED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Succeeded"
@@ -82,31 +93,45 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     assert json.loads(event["detail"]["leftovers"]) == ["arn:aws:s3:::ml-cluster-checkpoints"]
 
 
+def test_a_stack_not_tagged_with_the_cluster_is_never_deleted(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=300)
+    running_cluster(stack)
+    vpc_stack(stack, "another-cluster")
+
+    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by="tester")
+    execution = wait(stack, accepted.operation_id, advance=STEP)
+
+    assert execution["status"] == "FAILED"
+    operation = operations().get_operation(accepted.operation_id)
+    assert operation.error is not None
+    assert operation.error.error == "Autopilot.StackNotTagged"
+    assert operation.error.cause == "stack ml-cluster-vpc is not tagged ClusterName=ml-cluster"
+    assert stacks(stack) == [("ml-cluster-vpc", "CREATE_COMPLETE")]
+    # the cluster itself is gone, and the registry says so
+    assert operations().get_cluster("ml-cluster").status == "DELETED"
+
+
 def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
+    stack = make_stack(clock_speed=0)
     running_cluster(stack)
     accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
     stack.client("sagemaker").delete_cluster(ClusterName="ml-cluster")  # someone was faster
     stack.clock.advance(3600)
 
-    execution = wait(stack, accepted.operation_id)
+    execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
     operation = operations().get_operation(accepted.operation_id)
     assert operation.leftovers == []  # and no budget existed: NotFound is fine
-    names = [s.name for s in operation.steps]
-    assert "Delete Stack" not in names
-    assert names[-1] == "Succeeded"
+    assert [s.name for s in operation.steps] == ["Delete Cluster", "Check Leftovers"]
 
 
 def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, DeleteTimeoutSeconds=60)
-    running_cluster(stack)
-    ops = operations()
-    ops._settings = ops._settings.model_copy(update={"delete_timeout_seconds": 2})
+    stack = make_stack(clock_speed=0, DeleteTimeoutSeconds=60, FallbackPollSeconds=3600)
+    running_cluster(stack)  # HyperPod deletes in 5 simulated minutes; the deadline is 1
 
-    accepted = ops.delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
-    execution = wait(stack, accepted.operation_id)
+    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
+    execution = wait(stack, accepted.operation_id, advance=20)
 
     assert execution["status"] == "FAILED"
     assert execution["error"] == "Autopilot.CleanupClusterFailed"
@@ -116,4 +141,3 @@ def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
     assert operations().get_cluster("ml-cluster").status == "DELETE_FAILED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Failed"
-    assert "Record Failure" in entered(history(stack, execution["executionArn"]))

@@ -1,4 +1,4 @@
-"""Static checks of both ASL files: service-model validity, Retry/Catch on every Task, names, contracts."""
+"""Static checks of both ASL files: service models, retry policies, error names, shared wait, contracts."""
 
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ from typing import Any
 import botocore.session
 import pytest
 from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
-from autopilot.operations import (
-    CREATE_MEMBERS_REQUIRED,
-    CleanupClusterWorkflowInput,
-    CreateClusterWorkflowInput,
-)
-from botocore.model import ListShape, Shape, StructureShape
+from autopilot.models.hyperpod_events import AwaitCluster
+from autopilot.workflows.inputs import CleanupClusterWorkflowInput, CreateClusterWorkflowInput
+from botocore.model import ListShape, OperationModel, Shape, StructureShape
 from pydantic import BaseModel
 
 from sandbox import seams
+from sandbox.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES: dict[str, type[BaseModel]] = {
@@ -30,8 +28,50 @@ SDK = re.compile(r"^arn:\$\{Partition\}:states:::aws-sdk:(?P<service>[a-z0-9]+):
 OPTIMIZED = {
     "arn:${Partition}:states:::dynamodb:updateItem": ("dynamodb", "UpdateItem"),
     "arn:${Partition}:states:::events:putEvents": ("events", "PutEvents"),
+    "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "SendMessage"),
 }
+CALLBACK = "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken"
 TITLE_CASE = re.compile(r"^[A-Z][a-z]*( [A-Z][a-z]*)*$")
+EXPRESSION = re.compile(r"^\{%.*%\}$", re.DOTALL)
+# The wait both workflows share, state for state; only where it leads differs.
+WAIT_STATES = ("Await Cluster", "Check Cluster", "Cluster Reached")
+WAIT_EXITS = {
+    "create_cluster": ("Tag Cluster", "Check Before Rollback"),
+    "cleanup_cluster": ("Delete Budget", "Record Cluster Failed"),
+}
+
+
+def _backoff(*errors: str) -> dict[str, Any]:
+    return {
+        "ErrorEquals": list(errors),
+        "IntervalSeconds": 2,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 60,
+        "JitterStrategy": "FULL",
+        "MaxAttempts": 8,
+    }
+
+
+# The named retry policies, written once: transient errors as Step Functions names them for each
+# integration. aws-sdk: the service's modelled throttling / internal errors and its generic exception
+# (unmodelled errors such as SageMaker's throttling arrive as <Service>.<Service>Exception). Optimized
+# integrations (dynamodb, events, sqs): States.TaskFailed, since their names for throttling and 5xx
+# are not documented per error.
+RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
+    "sagemaker": [_backoff("SageMaker.SageMakerException")],
+    "budgets": [
+        _backoff("Budgets.ThrottlingException", "Budgets.InternalErrorException", "Budgets.BudgetsException")
+    ],
+    "resourcegroupstaggingapi": [
+        _backoff(
+            "ResourceGroupsTaggingAPI.ThrottledException",
+            "ResourceGroupsTaggingAPI.InternalServiceException",
+            "ResourceGroupsTaggingAPI.ResourceGroupsTaggingAPIException",
+        )
+    ],
+    "cloudformation": [_backoff("CloudFormation.CloudFormationException")],
+    "optimized": [_backoff("States.TaskFailed")],
+}
 _session = botocore.session.get_session()
 
 
@@ -50,7 +90,7 @@ def all_tasks() -> list[tuple[str, str, dict[str, Any]]]:
     return [(machine, state_name, state) for machine in MACHINES for state_name, state in tasks(machine)]
 
 
-def operation_input(resource: str) -> StructureShape:
+def operation_model(resource: str) -> OperationModel:
     match = SDK.match(resource)
     if match:
         model = _session.get_service_model(match["service"])
@@ -58,25 +98,26 @@ def operation_input(resource: str) -> StructureShape:
     else:
         service, action = OPTIMIZED[resource]
         model = _session.get_service_model(service)
-    shape = model.operation_model(action).input_shape
-    assert isinstance(shape, StructureShape)
-    return shape
+    return model.operation_model(action)
 
 
 def check_payload(value: Any, shape: Shape, where: str) -> list[str]:
-    """Member names must exist; literal values must have the member's type (paths are checked at runtime)."""
+    """Member names must exist and required ones be there; literal values must have the member's type
+    (a JSONata expression is checked when it runs)."""
+    if isinstance(value, str) and EXPRESSION.match(value):
+        return []
     problems: list[str] = []
     if isinstance(shape, StructureShape):
         if not isinstance(value, dict):
             return [f"{where}: expected a structure"]
         for key, member_value in value.items():
-            name = key.removesuffix(".$")
-            if name not in shape.members:
-                problems.append(f"{where}.{name}: not a member of {shape.name}")
-            elif not key.endswith(".$"):
-                problems += check_payload(member_value, shape.members[name], f"{where}.{name}")
-        missing = [m for m in shape.required_members if m not in {k.removesuffix(".$") for k in value}]
-        problems += [f"{where}.{m}: required by {shape.name}" for m in missing]
+            if key not in shape.members:
+                problems.append(f"{where}.{key}: not a member of {shape.name}")
+            else:
+                problems += check_payload(member_value, shape.members[key], f"{where}.{key}")
+        problems += [
+            f"{where}.{m}: required by {shape.name}" for m in shape.required_members if m not in value
+        ]
     elif isinstance(shape, ListShape):
         if not isinstance(value, list):
             return [f"{where}: expected a list"]
@@ -101,38 +142,50 @@ def check_payload(value: Any, shape: Shape, where: str) -> list[str]:
 @pytest.mark.parametrize(
     ("machine", "state_name", "state"), all_tasks(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_task_parameters_match_the_service_model(
-    machine: str, state_name: str, state: dict[str, Any]
-) -> None:
-    shape = operation_input(state["Resource"])
-    parameters = state["Parameters"]
+def test_task_arguments_match_the_service_model(machine: str, state_name: str, state: dict[str, Any]) -> None:
+    shape = operation_model(state["Resource"]).input_shape
+    assert isinstance(shape, StructureShape)
+    arguments = state["Arguments"]
     if state["Resource"].endswith("events:putEvents"):
         # the optimized integration takes Detail as JSON (an object), not a string
-        entry_shape = shape.members["Entries"]
-        assert isinstance(entry_shape, ListShape)
-        entries = [{k: v for k, v in e.items() if k != "Detail"} for e in parameters["Entries"]]
+        entries = [{k: v for k, v in e.items() if k != "Detail"} for e in arguments["Entries"]]
         assert check_payload({"Entries": entries}, shape, state_name) == []
-        return
-    assert check_payload(parameters, shape, state_name) == []
+    elif state["Resource"] == CALLBACK:
+        # MessageBody is the wait request ClusterEventsFunction parses
+        assert check_payload({**arguments, "MessageBody": "x"}, shape, state_name) == []
+        assert set(arguments["MessageBody"]) == {f.alias or n for n, f in AwaitCluster.model_fields.items()}
+    else:
+        assert check_payload(arguments, shape, state_name) == []
+
+
+def test_create_cluster_passes_the_validated_request_through() -> None:
+    """Every member CreateCluster accepts works: the API checks the request against botocore and the
+    workflow hands it on whole (no member list to keep in step)."""
+    [create] = [s for n, s in tasks("create_cluster") if s["Resource"].endswith(":createCluster")]
+    assert create["Arguments"] == "{% $input.createClusterRequest %}"
 
 
 def test_the_contract_check_catches_a_misspelled_member() -> None:
-    shape = operation_input("arn:${Partition}:states:::aws-sdk:sagemaker:addTags")
-    assert check_payload({"ResourceArn.$": "$.x", "Tag": []}, shape, "Tag Cluster") == [
+    shape = operation_model("arn:${Partition}:states:::aws-sdk:sagemaker:addTags").input_shape
+    assert shape is not None
+    assert check_payload({"ResourceArn": "{% $clusterArn %}", "Tag": []}, shape, "Tag Cluster") == [
         "Tag Cluster.Tag: not a member of AddTagsInput",
         "Tag Cluster.Tags: required by AddTagsInput",
     ]
 
 
+def integration(resource: str) -> str:
+    match = SDK.match(resource)
+    return match["service"] if match else "optimized"
+
+
 @pytest.mark.parametrize(
     ("machine", "state_name", "state"), all_tasks(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_every_task_retries_with_jitter_and_catches_into_a_named_state(
+def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state(
     machine: str, state_name: str, state: dict[str, Any]
 ) -> None:
-    retriers = [r for r in state["Retry"] if r.get("MaxAttempts", 3) > 0]
-    assert retriers, f"{state_name} never retries"
-    assert all(r["JitterStrategy"] == "FULL" and r["BackoffRate"] > 1 for r in retriers)
+    assert state["Retry"] == RETRY_POLICIES[integration(state["Resource"])]
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
     states = definition(machine)["States"]
@@ -143,19 +196,35 @@ def error_names(state: dict[str, Any]) -> set[str]:
     return {name for rule in state.get("Retry", []) + state.get("Catch", []) for name in rule["ErrorEquals"]}
 
 
-@pytest.mark.parametrize("machine", MACHINES)
-def test_error_names_use_the_aws_spelling_of_the_service(machine: str) -> None:
-    """Step Functions names errors ``SageMaker.X`` / ``Budgets.X``, never after the lower-case ARN
-    service (``sagemaker.X``, moto's spelling without the sandbox seam): such a name never matches."""
-    for state_name, state in tasks(machine):
-        for name in error_names(state):
-            service = name.partition(".")[0]
-            assert service[:1].isupper(), f"{state_name}: {name} is named after a lower-case service"
-        match = SDK.match(state["Resource"])
-        if match:
-            spelling = seams.AWS_SDK_ERROR_SERVICE_NAMES.get(match["service"])
-            prefixes = {name.partition(".")[0] for name in error_names(state)} - {"States"}
-            assert prefixes <= {spelling}, f"{state_name}: {prefixes} for {match['service']}"
+def raisable(resource: str) -> set[str]:
+    """Error names Step Functions can raise for a task: States.*, and for aws-sdk the operation's
+    modelled errors (Exception appended when missing) and the service's generic exception."""
+    match = SDK.match(resource)
+    if not match:
+        return set()
+    service = seams.AWS_SDK_ERROR_SERVICE_NAMES[match["service"]]
+    modelled = {
+        f"{service}.{shape.name if shape.name.endswith('Exception') else shape.name + 'Exception'}"
+        for shape in operation_model(resource).error_shapes
+    }
+    return modelled | {f"{service}.{service}Exception"}
+
+
+@pytest.mark.parametrize(
+    ("machine", "state_name", "state"), all_tasks(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_every_error_name_is_one_step_functions_raises_for_the_task(
+    machine: str, state_name: str, state: dict[str, Any]
+) -> None:
+    names = {n for n in error_names(state) if not n.startswith("States.")}
+    assert names <= raisable(state["Resource"]), names - raisable(state["Resource"])
+
+
+def test_the_error_name_check_refuses_names_step_functions_never_raises() -> None:
+    resource = "arn:${Partition}:states:::aws-sdk:sagemaker:createCluster"
+    assert "SageMaker.ResourceInUseException" in raisable(resource)
+    assert "SageMaker.ThrottlingException" not in raisable(resource)  # unmodelled: SageMakerException
+    assert "sagemaker.ResourceInUseException" not in raisable(resource)
 
 
 def test_the_sandbox_names_the_errors_of_every_aws_sdk_service_the_asl_calls() -> None:
@@ -169,11 +238,6 @@ def test_states_are_title_case_and_every_transition_exists(machine: str) -> None
     document = definition(machine)
     states = document["States"]
     assert document["StartAt"] in states
-    for name, state in states.items():
-        assert TITLE_CASE.match(name), name
-        targets = [state.get("Next"), state.get("Default")]
-        targets += [c["Next"] for c in state.get("Choices", [])] + [c["Next"] for c in state.get("Catch", [])]
-        assert all(t in states for t in targets if t), name
     reachable = {document["StartAt"]}
     frontier = [document["StartAt"]]
     while frontier:
@@ -181,39 +245,49 @@ def test_states_are_title_case_and_every_transition_exists(machine: str) -> None
         for target in [state.get("Next"), state.get("Default")] + [
             c["Next"] for c in state.get("Choices", []) + state.get("Catch", [])
         ]:
+            assert target is None or target in states, target
             if target and target not in reachable:
                 reachable.add(target)
                 frontier.append(target)
     assert reachable == set(states), f"unreachable: {set(states) - reachable}"
+    assert all(TITLE_CASE.match(name) for name in states), [n for n in states if not TITLE_CASE.match(n)]
 
 
 @pytest.mark.parametrize("machine", MACHINES)
 def test_the_workflow_reads_only_fields_its_input_model_has(machine: str) -> None:
-    states = definition(machine)["States"]
-    # ResultSelector paths address the service's answer, and $$. the context object: not the input
-    text = json.dumps({n: {k: v for k, v in s.items() if k != "ResultSelector"} for n, s in states.items()})
-    top_level = set(re.findall(r"(?<!\$)\$\.([a-zA-Z]+)", text))
-    produced = {"failure", "created", "cluster", "polls", "leftovers"} | {
-        "recordFailure",
-        "rollbackFailure",
-        "eventFailure",
-        "budgetExisted",
-        "alreadyGone",
-        "gone",
-        "noBudget",
-    }
-    known = {field.alias for field in MACHINES[machine].model_fields.values()} | produced
-    assert top_level <= known, top_level - known
+    text = json.dumps(definition(machine))
+    read = set(re.findall(r"\$input\.([a-zA-Z]+)", text))
+    known = {field.alias for field in MACHINES[machine].model_fields.values()}
+    assert read, "the workflow reads its input as $input"
+    assert read <= known, read - known
 
 
-def test_create_cluster_states_pass_exactly_the_members_the_api_allows() -> None:
-    states = definition("create_cluster")["States"]
-    plain = {k.removesuffix(".$") for k in states["Create Cluster"]["Parameters"]}
-    with_orchestrator = {
-        k.removesuffix(".$") for k in states["Create Cluster With Orchestrator"]["Parameters"]
-    }
-    assert plain == {*CREATE_MEMBERS_REQUIRED, "Tags"}
-    assert with_orchestrator == plain | {"Orchestrator"}
+@pytest.mark.parametrize("machine", MACHINES)
+def test_workflows_are_jsonata_with_a_timeout_beyond_their_deadlines(machine: str) -> None:
+    document = definition(machine)
+    parameters = load_template(ROOT / "template.yaml")["Parameters"]
+    longest = max(parameters[p]["MaxValue"] for p in ("CreateTimeoutSeconds", "DeleteTimeoutSeconds"))
+    assert document["QueryLanguage"] == "JSONata"
+    assert longest + 3600 <= document["TimeoutSeconds"], "the workflow must reach its own deadline first"
+
+
+def _wait_states(machine: str) -> dict[str, Any]:
+    ok, failed = WAIT_EXITS[machine]
+    text = json.dumps({name: definition(machine)["States"][name] for name in WAIT_STATES})
+    return dict(json.loads(text.replace(f'"{ok}"', '"<reached>"').replace(f'"{failed}"', '"<failed>"')))
+
+
+def test_both_workflows_wait_with_the_same_states() -> None:
+    create, cleanup = (_wait_states(machine) for machine in MACHINES)
+    assert create == cleanup
+    assert "<reached>" in json.dumps(create)
+    assert "<failed>" in json.dumps(create)
+
+
+def test_no_other_state_is_written_twice() -> None:
+    create, cleanup = (definition(machine)["States"] for machine in MACHINES)
+    twice = {name for name in create.keys() & cleanup.keys() if create[name] == cleanup[name]}
+    assert twice <= {*WAIT_STATES, "Invalid Input"}, twice
 
 
 @pytest.mark.parametrize("machine", MACHINES)
@@ -221,10 +295,10 @@ def test_emitted_events_follow_the_event_contract(machine: str) -> None:
     for state_name, state in tasks(machine):
         if not state["Resource"].endswith("events:putEvents"):
             continue
-        [entry] = state["Parameters"]["Entries"]
+        [entry] = state["Arguments"]["Entries"]
         assert entry["Source"] == SOURCE
         assert entry["DetailType"] in DETAIL_TYPES
-        fields = {k.removesuffix(".$") for k in entry["Detail"]}
+        fields = set(entry["Detail"])
         assert fields <= set(OperationEventDetail.model_json_schema(by_alias=True)["properties"]), state_name
 
 

@@ -1,8 +1,9 @@
 """The Create workflow on moto's Step Functions executor, against the HyperPod simulator.
 
-The API starts each execution (so the input is exactly what production sends); the simulator's
-clock runs fast or is frozen to drive each path: happy, cluster failure (+ rollback), throttling
-retries, deadline, bad input.
+The API starts each execution (so the input is exactly what production sends); ``wait`` hands the
+cluster-events queue to ClusterEventsFunction's logic, and the clock is frozen and stepped so each
+path is deterministic: the event resumes the wait, a lost event falls back to DescribeCluster,
+throttling is retried, a failure re-describes before any rollback, the deadline holds.
 """
 
 from __future__ import annotations
@@ -13,47 +14,51 @@ from typing import Any
 
 import pytest
 from autopilot.api.models import CreateClusterBody
+from autopilot.settings import api_settings
+from autopilot.state import Operation, StateStore
 
 from tests.events import create_body
 from tests.integration.workflows import entered, history, operations, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+STEP = 60.0  # simulated seconds a wait round advances the frozen clock
 
 
-def test_happy_path_creates_tags_budgets_records_and_notifies(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)  # 20 simulated minutes of creation in 0.3 s
+def recorded(operation_id: str) -> Operation:
+    """The operation as the workflow recorded it (warnings are not in the API's view yet)."""
+    operation = StateStore(api_settings().state_table_name).get_operation(operation_id)
+    assert operation is not None
+    return operation
+
+
+def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
+    # no fallback check within the test: the cluster's InService event is what ends the wait
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
     operation_id = start()
 
-    execution = wait(stack, operation_id)
+    execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, execution["executionArn"]))
+    assert states.count("Await Cluster") == 1
+    assert "Check Cluster" not in states
     operation = operations().get_operation(operation_id)
     assert operation.status == "SUCCEEDED"
-    assert [s.name for s in operation.steps] == [
-        "Create Cluster",
-        "Wait For Cluster",
-        "Tag Cluster",
-        "Create Budget",
-        "Succeeded",
-    ]
-    assert operation.cluster_arn
+    assert [s.name for s in operation.steps] == ["Create Cluster", "Tag Cluster", "Create Budget"]
     assert operation.cluster_arn == json.loads(execution["output"])["ClusterArn"]
     cluster = operations().get_cluster("ml-cluster")
     assert cluster.status == "ACTIVE"
-    assert cluster.sagemaker
+    assert cluster.sagemaker is not None
     assert cluster.sagemaker.ClusterStatus == "InService"
 
     tags = stack.client("sagemaker").list_tags(ResourceArn=operation.cluster_arn)["Tags"]
     assert {"Key": "autopilot:operation-id", "Value": operation_id} in tags
     assert {"Key": "owner", "Value": "ann"} in tags
-
-    budget = stack.client("budgets").describe_budget(
-        AccountId="123456789012", BudgetName="hyperpod-ml-cluster"
-    )
-    assert float(budget["Budget"]["BudgetLimit"]["Amount"]) == 25000
-    assert budget["Budget"]["BudgetLimit"]["Unit"] == "USD"
-    assert budget["Budget"]["CostFilters"] == {"TagKeyValue": ["user:ClusterName$ml-cluster"]}
-    notifications = stack.client("budgets").describe_notifications_for_budget(
+    budgets = stack.client("budgets")
+    budget = budgets.describe_budget(AccountId="123456789012", BudgetName="hyperpod-ml-cluster")["Budget"]
+    assert float(budget["BudgetLimit"]["Amount"]) == 25000
+    assert budget["CostFilters"] == {"TagKeyValue": ["user:ClusterName$ml-cluster"]}
+    notifications = budgets.describe_notifications_for_budget(
         AccountId="123456789012", BudgetName="hyperpod-ml-cluster"
     )["Notifications"]
     assert sorted((n["NotificationType"], n["Threshold"]) for n in notifications) == [
@@ -62,11 +67,9 @@ def test_happy_path_creates_tags_budgets_records_and_notifies(make_stack: Any) -
         ("ACTUAL", 100.0),
         ("FORECASTED", 100.0),
     ]
-
     [event] = stack.operation_events()
-    assert event["source"] == "hyperpod.autopilot"
     assert event["detail-type"] == "Cluster Operation Succeeded"
-    assert operation.cluster_arn in event["resources"]  # Step Functions adds its own ARNs too
+    assert operation.cluster_arn in event["resources"]
     assert event["detail"] == {
         "operationId": operation_id,
         "operationType": "CreateCluster",
@@ -76,33 +79,53 @@ def test_happy_path_creates_tags_budgets_records_and_notifies(make_stack: Any) -
     }
 
 
-def test_without_a_budget_the_budget_step_is_skipped(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
+def test_a_lost_event_is_covered_by_the_fallback_check(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=300)
     operation_id = start(budget=None)
 
-    assert wait(stack, operation_id)["status"] == "SUCCEEDED"
+    execution = wait(stack, operation_id, advance=STEP, events=False)  # nobody answers the wait
 
-    steps = [s.name for s in operations().get_operation(operation_id).steps]
-    assert "Create Budget" not in steps
-    assert operations().get_cluster("ml-cluster").budget_name is None
+    assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, execution["executionArn"]))
+    # HyperPod takes 20 simulated minutes: the wait times out every 5 and DescribeCluster is asked
+    assert states.count("Check Cluster") >= 3
+    assert states.count("Await Cluster") == states.count("Check Cluster")
+    assert operations().get_cluster("ml-cluster").status == "ACTIVE"
+
+
+def test_every_member_create_cluster_accepts_reaches_sagemaker(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    body = create_body(budget=None)
+    body["clusterConfig"]["NodeProvisioningMode"] = "Continuous"
+    operation_id = (
+        operations()
+        .create_cluster(CreateClusterBody.model_validate(body), requested_by="tester")
+        .operation_id
+    )
+
+    assert wait(stack, operation_id, advance=STEP)["status"] == "SUCCEEDED"
+
+    described = stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")
+    assert described["NodeProvisioningMode"] == "Continuous"
 
 
 def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
     stack.hyperpod.fault_capacity(instance_type="ml.p5.48xlarge")
     operation_id = start()  # rollbackOnFailure: true in the sample event
 
-    execution = wait(stack, operation_id)
+    execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
     assert execution["error"] == "Autopilot.CreateClusterFailed"
+    states = entered(history(stack, execution["executionArn"]))
+    assert "Check Cluster" not in states  # the Failed event answered the wait
     operation = operations().get_operation(operation_id)
     assert operation.status == "FAILED"
     assert operation.error is not None
     assert operation.error.error == "Autopilot.ClusterFailed"
     assert "InsufficientInstanceCapacity" in operation.error.cause
-    assert "ml.p5.48xlarge" in operation.error.cause
-    assert [s.name for s in operation.steps][-2:] == ["Roll Back Cluster", "Failed"]
+    assert [s.name for s in operation.steps] == ["Create Cluster", "Roll Back Cluster"]
     assert operation.rolled_back is True
     assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"
     stack.clock.advance(3600)
@@ -113,67 +136,88 @@ def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -
 
 
 def test_without_rollback_the_failed_cluster_is_kept(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
     stack.hyperpod.fault_capacity(instance_type="ml.p5.48xlarge")
     operation_id = start(rollbackOnFailure=False)
 
-    assert wait(stack, operation_id)["status"] == "FAILED"
+    assert wait(stack, operation_id, advance=STEP)["status"] == "FAILED"
 
-    assert "Roll Back Cluster" not in [s.name for s in operations().get_operation(operation_id).steps]
+    operation = operations().get_operation(operation_id)
+    assert "Roll Back Cluster" not in [s.name for s in operation.steps]
+    assert operation.rolled_back is False
     [summary] = stack.client("sagemaker").list_clusters()["ClusterSummaries"]
-    assert summary["ClusterStatus"] in ("Failed", "RollingBack")
+    assert summary["ClusterStatus"] == "Failed"
 
 
-def test_throttled_describe_calls_are_retried(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=1000)
-    stack.hyperpod.fault_throttling(rate=0.5, operations=["DescribeCluster"], seed=3)
+def test_throttled_calls_are_retried_to_success(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=120)
+    stack.hyperpod.fault_throttling(
+        rate=0.5, operations=["CreateCluster", "DescribeCluster", "AddTags"], seed=3
+    )
     operation_id = start(budget=None)
 
-    execution = wait(stack, operation_id, timeout=120)
+    execution = wait(stack, operation_id, advance=STEP, events=False)
 
     assert execution["status"] == "SUCCEEDED"
     events = history(stack, execution["executionArn"])
     failed = [e for e in events if e["type"] == "TaskFailed"]
-    assert failed, "the seeded throttling plan throttles at least one DescribeCluster"
-    # unmodelled errors surface as <service>.<Service>Exception; the cause carries the message
+    assert failed, "the seeded plan throttles at least one call"
+    # unmodelled errors surface as <Service>.<Service>Exception, which the SageMaker policy retries
     assert {e["taskFailedEventDetails"]["error"] for e in failed} == {"SageMaker.SageMakerException"}
-    assert all("Rate exceeded" in e["taskFailedEventDetails"]["cause"] for e in failed)
-    assert "Record Failure" not in entered(events)
+    assert recorded(operation_id).warnings == []
 
 
-def test_a_cluster_that_never_comes_up_times_out(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, CreateTimeoutSeconds=60)  # frozen clock: Creating forever
-    ops = operations()
-    ops._settings = ops._settings.model_copy(update={"create_timeout_seconds": 3})
-    body = CreateClusterBody.model_validate(create_body(rollbackOnFailure=False))
-    operation_id = ops.create_cluster(body, requested_by="tester").operation_id
+def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    stack.hyperpod.fault_throttling(rate=1.0, operations=["AddTags"])
+    operation_id = start(budget=None)
 
-    execution = wait(stack, operation_id, timeout=60)
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert recorded(operation_id).warnings == ["cost tags not applied: SageMaker.SageMakerException"]
+    assert operations().get_cluster("ml-cluster").status == "ACTIVE"
+    assert (
+        stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "InService"
+    )
+
+
+def test_a_cluster_that_never_comes_up_times_out_and_is_rolled_back(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, CreateTimeoutSeconds=120, FallbackPollSeconds=3600)
+    operation_id = start()  # HyperPod takes 20 simulated minutes; the deadline is 2
+
+    execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
     operation = operations().get_operation(operation_id)
     assert operation.error is not None
     assert operation.error.error == "Autopilot.Timeout"
-    assert operation.error.cause == "cluster ml-cluster was still Creating after 3 polls 1 s apart"
-    assert [s.name for s in operation.steps] == ["Create Cluster", "Wait For Cluster", "Failed"]
+    assert (
+        operation.error.cause == "cluster ml-cluster was still Creating at the deadline (InService expected)"
+    )
+    assert operation.rolled_back is True  # still Creating when re-described: never InService
+    assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"
 
 
-def test_create_cluster_rejected_by_sagemaker_goes_to_the_failure_path(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=4000)
+def test_create_cluster_rejected_by_sagemaker_is_not_rolled_back(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0)
     config = {k: v for k, v in create_body()["clusterConfig"].items() if k != "Tags"}
     ops = operations()
     ops._check_name_free = lambda name: None  # type: ignore[method-assign]  # race: created meanwhile
     stack.client("sagemaker").create_cluster(**config)
-    body = CreateClusterBody.model_validate(create_body())
 
-    operation_id = ops.create_cluster(body, requested_by="tester").operation_id
-    execution = wait(stack, operation_id)
+    operation_id = ops.create_cluster(
+        CreateClusterBody.model_validate(create_body()), requested_by="t"
+    ).operation_id
+    execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
     operation = operations().get_operation(operation_id)
     assert operation.error is not None
-    assert operation.error.error.endswith("ResourceInUseException")
-    assert [s.name for s in operation.steps] == ["Create Cluster", "Failed"]  # no rollback: not ours
+    assert operation.error.error == "SageMaker.ResourceInUseException"
+    assert operation.steps == []
+    assert operation.rolled_back is False
+    assert stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "Creating"
 
 
 def test_bad_input_fails_fast_without_touching_anything(make_stack: Any) -> None:

@@ -1,13 +1,21 @@
-"""Driving the deployed workflows from tests: start through the API's logic, wait, read the history."""
+"""Driving the deployed workflows from tests: start through the API's logic, wait, read the history.
+
+moto runs the state machines but no Lambda functions, so ``wait`` plays ClusterEventsFunction's part
+when ``events`` is on: it hands each message of the cluster-events queue (HyperPod's events, routed by
+the template's rule, and the workflows' wait requests) to ``autopilot.logic.cluster_events``.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from autopilot.api.models import CreateClusterBody
+from autopilot.logic.cluster_events import handle_message
 from autopilot.operations import ClusterOperations
 from autopilot.settings import api_settings
+from autopilot.workflows.cluster_waits import ClusterWaits
 
 from tests.events import create_body
 from tests.events.stack import Deployed
@@ -22,17 +30,46 @@ def start(name: str = "ml-cluster", **changes: Any) -> str:
     return operations().create_cluster(body, requested_by="tester").operation_id
 
 
-def wait(stack: Deployed, operation_id: str, timeout: float = 60.0) -> dict[str, Any]:
+def deliver_cluster_events(stack: Deployed) -> list[str]:
+    """Process what the cluster-events queue holds now, as ClusterEventsFunction does; their kinds."""
+    sqs = stack.client("sqs")
+    url = stack.stack.physical_id("ClusterEventsQueue")
+    waits = ClusterWaits(
+        stack.stack.physical_id("StateTable"),
+        dynamodb=stack.client("dynamodb"),
+        stepfunctions=stack.client("stepfunctions"),
+        sagemaker=stack.client("sagemaker"),
+    )
+    kinds: list[str] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["SentTimestamp"])
+        if not messages.get("Messages"):
+            return kinds
+        for message in messages["Messages"]:
+            sent_at = int(message["Attributes"]["SentTimestamp"])
+            kinds.append(handle_message(json.loads(message["Body"]), sent_at, waits))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def wait(
+    stack: Deployed, operation_id: str, timeout: float = 60.0, *, events: bool = True, advance: float = 0.0
+) -> dict[str, Any]:
+    """Until the operation's execution ends; ``advance`` moves a frozen clock that many simulated
+    seconds a round (HyperPod's lifecycles and the workflows' timers both follow it)."""
     sfn = stack.client("stepfunctions")
     arn = operations().get_operation(operation_id).execution_arn
     assert arn
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if advance:
+            stack.clock.advance(advance)
         stack.hyperpod.tick()
+        if events:
+            deliver_cluster_events(stack)
         execution = sfn.describe_execution(executionArn=arn)
         if execution["status"] != "RUNNING":
             return dict(execution)
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"execution {arn} still running after {timeout}s")
 
 

@@ -39,7 +39,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
-    with deployed(execute=False, parameters={"PollIntervalSeconds": 1}) as d:
+    with deployed(execute=False) as d:
         for key, value in d.environment().items():
             monkeypatch.setenv(key, value)
         api_settings.cache_clear()

@@ -19,30 +19,27 @@ ENVIRONMENT = {
     "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
     "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
     "IDEMPOTENCY_TABLE_NAME": "idempotency",
-    "POLL_INTERVAL_SECONDS": "30",
-    "CREATE_TIMEOUT_SECONDS": "7200",
-    "DELETE_TIMEOUT_SECONDS": "3600",
 }
 
 
 def test_settings_parse_the_environment() -> None:
     settings = load_api_settings_from(ENVIRONMENT)
 
-    assert settings.poll_interval_seconds == 30
+    assert settings.alerts_topic_arn == "arn:aws:sns:us-east-1:123456789012:alerts"
     assert settings.state_table_name == "state"
     assert settings.idempotency_table_name == "idempotency"
 
 
 def test_a_missing_or_malformed_setting_fails_loudly_naming_it() -> None:
     broken = {k: v for k, v in ENVIRONMENT.items() if k != "STATE_TABLE_NAME"} | {
-        "POLL_INTERVAL_SECONDS": "soon"
+        "ALERTS_TOPIC_ARN": ""
     }
 
     with pytest.raises(SettingsError) as raised:
         load_api_settings_from(broken)
 
     assert "STATE_TABLE_NAME" in str(raised.value)
-    assert "POLL_INTERVAL_SECONDS" in str(raised.value)
+    assert "ALERTS_TOPIC_ARN" in str(raised.value)
 
 
 class FakeEvents:

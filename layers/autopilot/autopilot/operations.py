@@ -7,7 +7,6 @@ state-table DAL. The long-running work happens in the Step Functions workflows
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -15,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
 
 from autopilot import aws
 from autopilot.api.models import (
@@ -52,6 +49,13 @@ from autopilot.state import (
     new_operation_id,
     now_iso,
 )
+from autopilot.workflows.inputs import (
+    BudgetSubscriber,
+    CleanupClusterWorkflowInput,
+    CreateClusterWorkflowInput,
+    WorkflowBudget,
+    WorkflowModel,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -63,11 +67,9 @@ if TYPE_CHECKING:
 
 CLUSTER_CONFIG_FILE = "cluster-config.json"
 
-# The CreateCluster members the Create workflow passes on (its "Create Cluster" states name each one,
-# because a JSONPath Parameters block cannot leave out a member that is absent). Orchestrator is the
-# only optional one; tests/integration/test_asl_create_cluster.py keeps this list and the ASL in step.
+# CreateCluster members Autopilot needs beyond SageMaker's own required ones. The Create workflow passes
+# the whole validated request on, so every other member CreateCluster accepts works too.
 CREATE_MEMBERS_REQUIRED = ("ClusterName", "InstanceGroups", "VpcConfig", "NodeRecovery")
-CREATE_MEMBERS_OPTIONAL = ("Orchestrator", "Tags")
 _WHY_REQUIRED = {
     "InstanceGroups": "Autopilot creates clusters from instance groups",
     "VpcConfig": "Autopilot clusters run in your VPC (FSx, EFA and the lifecycle scripts need it)",
@@ -103,58 +105,6 @@ class WorkflowStartError(Exception):
     def __init__(self, message: str, operation_id: str) -> None:
         super().__init__(message)
         self.operation_id = operation_id
-
-
-class _WorkflowModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class BudgetSubscriber(BaseModel):
-    SubscriptionType: str
-    Address: str
-
-
-class WorkflowBudget(_WorkflowModel):
-    budget_name: str
-    limit_amount: str
-    cost_filter: str
-    subscribers: list[BudgetSubscriber]
-
-
-class PollBudget(_WorkflowModel):
-    """How many DescribeCluster polls the workflow makes before it gives up (the operation deadline)."""
-
-    left: int
-    max: int
-
-    @classmethod
-    def for_timeout(cls, timeout_seconds: int, interval_seconds: int) -> PollBudget:
-        polls = max(1, math.ceil(timeout_seconds / interval_seconds))
-        return cls(left=polls, max=polls)
-
-
-class CreateClusterWorkflowInput(_WorkflowModel):
-    """The Create workflow's input (statemachines/create_cluster.asl.json reads these paths)."""
-
-    operation_id: str
-    cluster_name: str
-    create_cluster_request: dict[str, Any]
-    cost_tags: list[dict[str, str]]
-    budget: WorkflowBudget | None
-    rollback_on_failure: bool
-    poll_interval_seconds: int
-    polls: PollBudget
-
-
-class CleanupClusterWorkflowInput(_WorkflowModel):
-    """The Cleanup workflow's input (statemachines/cleanup_cluster.asl.json reads these paths)."""
-
-    operation_id: str
-    cluster_name: str
-    budget_name: str
-    stack_name: str | None
-    poll_interval_seconds: int
-    polls: PollBudget
 
 
 Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
@@ -327,8 +277,6 @@ class ClusterOperations:
             cost_tags=cost_tags,
             budget=budget,
             rollback_on_failure=body.rollback_on_failure,
-            poll_interval_seconds=self._settings.poll_interval_seconds,
-            polls=self._poll_budget(self._settings.create_timeout_seconds),
         )
         self._start(
             self._settings.create_cluster_state_machine_arn,
@@ -344,16 +292,6 @@ class ClusterOperations:
     def _autopilot_problems(self, config: Mapping[str, Any]) -> list[ErrorDetail]:
         """What Autopilot itself needs beyond a valid CreateCluster request."""
         problems: list[ErrorDetail] = []
-        supported = CREATE_MEMBERS_REQUIRED + CREATE_MEMBERS_OPTIONAL
-        for member in config:
-            if member not in supported:
-                problems.append(
-                    ErrorDetail(
-                        file=CLUSTER_CONFIG_FILE,
-                        path=member,
-                        message=f"not supported by Autopilot yet (supported: {', '.join(supported)})",
-                    )
-                )
         for member in CREATE_MEMBERS_REQUIRED[1:]:
             if member not in config:
                 problems.append(
@@ -441,14 +379,11 @@ class ClusterOperations:
             subscribers=subscribers,
         )
 
-    def _poll_budget(self, timeout_seconds: int) -> PollBudget:
-        return PollBudget.for_timeout(timeout_seconds, self._settings.poll_interval_seconds)
-
     def _start(
         self,
         state_machine_arn: str,
         operation: Operation,
-        workflow_input: _WorkflowModel,
+        workflow_input: WorkflowModel,
         *,
         failed_status: ClusterStatus,
     ) -> None:
@@ -539,8 +474,6 @@ class ClusterOperations:
                 registered.budget_name if registered and registered.budget_name else budget_name_for(name)
             ),
             stack_name=stack_name,
-            poll_interval_seconds=self._settings.poll_interval_seconds,
-            polls=self._poll_budget(self._settings.delete_timeout_seconds),
         )
         self._start(
             self._settings.cleanup_cluster_state_machine_arn,

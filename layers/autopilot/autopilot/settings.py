@@ -27,10 +27,6 @@ class ApiSettings(BaseModel):
     cleanup_cluster_state_machine_arn: str = Field(alias="CLEANUP_CLUSTER_STATE_MACHINE_ARN", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
     idempotency_table_name: str = Field(alias="IDEMPOTENCY_TABLE_NAME", min_length=1)
-    # How often the workflows poll DescribeCluster, and how long they wait before giving up.
-    poll_interval_seconds: int = Field(alias="POLL_INTERVAL_SECONDS", ge=1, le=3600)
-    create_timeout_seconds: int = Field(alias="CREATE_TIMEOUT_SECONDS", ge=1)
-    delete_timeout_seconds: int = Field(alias="DELETE_TIMEOUT_SECONDS", ge=1)
 
 
 def load_api_settings_from(environ: dict[str, str]) -> ApiSettings:

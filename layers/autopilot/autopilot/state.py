@@ -100,6 +100,8 @@ class Operation(_Item):
     # CreateCluster: the cluster's ARN once SageMaker returned it, and whether a failure deleted it.
     cluster_arn: str | None = None
     rolled_back: bool | None = None
+    # What went wrong without failing the operation (e.g. cost tags not applied after InService).
+    warnings: list[str] | None = None
 
     @field_validator("leftovers", mode="before")
     @classmethod

@@ -1,0 +1,43 @@
+"""ClusterEventsFunction: the cluster-events queue (HyperPod's events and the workflows' wait
+requests) → autopilot.logic.cluster_events, one message at a time, partial batch failures."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from typing import Any
+
+from autopilot.logic.cluster_events import handle_message
+from autopilot.observability import logger, metrics, tracer
+from autopilot.workflows.cluster_waits import ClusterWaits
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@cache
+def waits() -> ClusterWaits:
+    table = os.environ.get("STATE_TABLE_NAME")
+    if not table:
+        raise RuntimeError("STATE_TABLE_NAME is not set")
+    return ClusterWaits(table)
+
+
+def record_handler(record: SQSRecord) -> None:
+    body: dict[str, Any] = json.loads(record.body)
+    kind = handle_message(body, int(record.attributes.sent_timestamp), waits())
+    metrics.add_metric(name="ClusterEventMessages", unit="Count", value=1)
+    logger.debug("message processed", kind=kind, message_id=record.message_id)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,144 @@
+"""ClusterEventsFunction's use case: one message of the cluster-events queue.
+
+Two kinds of message share the queue (docs/architecture.md, "Event-driven waits"):
+- HyperPod's EventBridge events. A Cluster State Change updates the registry's SageMaker status (when
+  newer than what it holds) and resumes the workflows waiting on the cluster. Node Health events and
+  Cluster Events are parsed and logged; the healing workflows build on them.
+- A workflow's wait request ("await-cluster"): the waiter is stored first, then DescribeCluster is
+  checked once, so a state change that came before the request still resumes it at once.
+
+Every step is idempotent: a duplicate or a stale message finds the registry newer and the waiter
+answered (its token no longer waits).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from autopilot.models.hyperpod_events import (
+    AWAIT_CLUSTER,
+    CLUSTER_EVENT,
+    NODE_HEALTH,
+    STATE_CHANGE,
+    AwaitCluster,
+    ClusterEvent,
+    ClusterStateChangeEvent,
+    NodeHealthEvent,
+)
+from autopilot.observability import logger
+from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
+
+# The lifecycle order of ClusterStatus values, to order two reports of the same second.
+_RANK = {
+    "Creating": 1,
+    "Updating": 2,
+    "SystemUpdating": 2,
+    "RollingBack": 3,
+    "InService": 4,
+    "Failed": 5,
+    "Deleting": 6,
+}
+
+
+class UnknownMessageError(ValueError):
+    """The message is neither a HyperPod event nor a wait request (it goes to the DLQ)."""
+
+
+def handle_message(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> str:
+    """Process one queue message; returns what it was (for logs and tests)."""
+    if body.get("autopilot") == AWAIT_CLUSTER:
+        await_cluster(AwaitCluster.model_validate(body), sent_at, waits)
+        return AWAIT_CLUSTER
+    detail_type = body.get("detail-type")
+    try:
+        if detail_type == STATE_CHANGE:
+            cluster_state_changed(ClusterStateChangeEvent.model_validate(body), waits)
+        elif detail_type == NODE_HEALTH:
+            node_health_reported(NodeHealthEvent.model_validate(body))
+        elif detail_type == CLUSTER_EVENT:
+            cluster_event_reported(ClusterEvent.model_validate(body))
+        else:
+            raise UnknownMessageError(f"unknown message (detail-type {detail_type!r})")
+    except ValidationError as exc:
+        raise UnknownMessageError(f"{detail_type} does not have AWS's shape: {exc}") from exc
+    return str(detail_type)
+
+
+def await_cluster(request: AwaitCluster, sent_at: int, waits: ClusterWaits) -> None:
+    waiter = Waiter(
+        cluster_name=request.cluster_name,
+        execution_arn=request.execution_arn,
+        until=request.until,
+        task_token=request.task_token,
+        sent_at=sent_at,
+    )
+    if not waits.put_waiter(waiter):
+        logger.info("stale wait request ignored", cluster=waiter.cluster_name, execution=waiter.execution_arn)
+        return
+    status, failure = waits.describe_status(waiter.cluster_name)
+    resume(waiter, status, failure, waits)
+
+
+def cluster_state_changed(event: ClusterStateChangeEvent, waits: ClusterWaits) -> None:
+    detail = event.detail
+    version = StatusVersion(
+        time=event.time.isoformat().replace("+00:00", "Z"), rank=_RANK.get(detail.ClusterStatus, 0)
+    )
+    newer = waits.record_status(detail.ClusterName, detail.ClusterArn, detail.ClusterStatus, version)
+    logger.info(
+        "cluster state change",
+        cluster=detail.ClusterName,
+        status=detail.ClusterStatus,
+        recorded=newer,
+        event_id=event.id,
+    )
+    if not newer:
+        # A duplicate, an older report, or a cluster Autopilot does not manage: its waiters (if any)
+        # were resumed by the newer report or will be by their own DescribeCluster check.
+        return
+    for waiter in waits.waiters(detail.ClusterName):
+        resume(waiter, detail.ClusterStatus, detail.FailureMessage, waits)
+
+
+def resume(waiter: Waiter, status: str, failure_message: str, waits: ClusterWaits) -> None:
+    """Resume the waiter if the cluster reached what it waits for, or failed; else leave it waiting.
+
+    A failed cluster resumes the wait with its status too (not SendTaskFailure): the workflow names
+    the error, and the FailureMessage travels in the output, which every Step Functions keeps.
+    """
+    if status not in (waiter.until, "Failed"):
+        return
+    answered = waits.succeed(waiter, {"ClusterStatus": status, "FailureMessage": failure_message})
+    logger.info(
+        "workflow resumed" if answered else "waiter no longer waiting",
+        cluster=waiter.cluster_name,
+        execution=waiter.execution_arn,
+        status=status,
+    )
+    waits.remove_waiter(waiter)
+
+
+def node_health_reported(event: NodeHealthEvent) -> None:
+    detail = event.detail
+    logger.info(
+        "node health event",
+        cluster=detail.ClusterName,
+        instance_id=detail.InstanceId,
+        health=detail.HealthSummary.HealthStatus,
+        repair_action=detail.HealthSummary.RepairAction,
+        reason=detail.HealthSummary.HealthStatusReason,
+    )
+
+
+def cluster_event_reported(event: ClusterEvent) -> None:
+    details = event.detail.EventDetails
+    logger.info(
+        "cluster event",
+        cluster=details.ClusterName,
+        event_id=details.EventId,
+        level=details.EventLevel,
+        resource_type=details.ResourceType,
+        description=details.Description,
+    )
