@@ -14,3 +14,4 @@ class RunningInstance(NamedTuple):
     instance_id: str
     instance_type: str
     tags: dict[str, str]  # the cluster's tags (cost allocation: ClusterName, owner, project, ...)
+    status: str = "Running"  # the node's InstanceStatus: billed while rebooting, reachable only when Running

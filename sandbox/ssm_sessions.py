@@ -796,17 +796,15 @@ def _simulator_for(response: SimpleSystemManagerResponse) -> SsmSessionsSimulato
 
 def hyperpod_node_targets(account_id: str, region: str) -> list[str]:
     """The SSM targets of the HyperPod nodes of (account, region) whose agent is reachable:
-    ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>``.
-
-    Hook: the HyperPod simulator exposes its billable instances (``running_instances``), which also
-    counts a node that is rebooting or in deep health checks; when it exposes node status, keep
-    only ``Running`` nodes here."""
+    ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>``, for ``Running`` nodes only (a
+    node that is rebooting or in deep health checks is billed but its agent is not connected)."""
     return [
         f"sagemaker-cluster:{instance.cluster_arn.rsplit('/', 1)[-1]}_{instance.instance_group}-"
         f"{instance.instance_id}"
         for simulator in HyperPodSimulator.every_region()
         if (simulator.account_id, simulator.region) == (account_id, region)
         for instance in simulator.running_instances()
+        if instance.status == "Running"
     ]
 
 

@@ -1231,6 +1231,7 @@ class HyperPodSimulator:
                         instance_id=node.instance_id,
                         instance_type=node.instance_type,
                         tags=dict(cluster.tags),
+                        status=node.status,
                     )
                     for cluster in self._clusters.values()
                     for node in cluster.nodes.values()

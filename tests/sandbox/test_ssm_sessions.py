@@ -448,6 +448,9 @@ def test_by_default_only_live_hyperpod_nodes_of_the_region_are_connected(
             boto3.client("ssm", region_name="us-west-2").start_session(Target=target_of(worker))
         assert error_of(elsewhere)[0] == "TargetNotConnected"
         assert simulator.sessions("Active")[0].target == target_of(worker)
+        # a rebooting node is still billed, but its agent is not connected
+        sagemaker.batch_reboot_cluster_nodes(ClusterName="ssm-cluster", NodeIds=[worker["InstanceId"]])
+        assert refused(target_of(worker))
 
 
 def test_injected_fault_fails_the_next_calls_only(ssm_sim: SsmSessionsSimulator) -> None:
