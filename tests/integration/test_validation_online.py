@@ -13,7 +13,13 @@ import boto3
 import pytest
 from autopilot import aws
 from autopilot.cli import main
-from autopilot.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, OnlineChecker, validate_config
+from autopilot.validation import (
+    CLUSTER_CONFIG,
+    PROVISIONING_PARAMETERS,
+    OnlineChecker,
+    validate_config,
+)
+from autopilot.validation.rules import AUTOPILOT_NEEDS_VPC
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -25,6 +31,7 @@ from tests.unit.validation.builders import (
     messages_at,
     slurm_config,
     slurm_provisioning,
+    unchecked,
     warnings,
     without,
 )
@@ -360,7 +367,7 @@ def test_the_cluster_role_is_checked_too(account: Account) -> None:
     assert errors(report) == [(C, "ClusterRole", "IAM role hyperpod-autoscaling does not exist")]
 
 
-def test_a_lifecycle_script_that_cannot_be_read_is_a_warning(account: Account) -> None:
+def test_a_lifecycle_script_that_cannot_be_read_is_unchecked(account: Account) -> None:
     s3 = boto3.client("s3", region_name=REGION)
     stubber = Stubber(s3)
     stubber.add_client_error("head_object", service_error_code="403", http_status_code=403)
@@ -368,7 +375,8 @@ def test_a_lifecycle_script_that_cannot_be_read_is_a_warning(account: Account) -
     with stubber:
         report = check(account.config(), account.provisioning(), s3=s3)
     assert report.valid
-    assert warnings(report) == [
+    assert (warnings(report), report.complete) == ([], False)
+    assert unchecked(report) == [
         (C, f"{LIFECYCLE}.OnCreate", f"could not check s3://{account.bucket}/src/on_create.sh: 403"),
         (
             C,
@@ -378,7 +386,7 @@ def test_a_lifecycle_script_that_cannot_be_read_is_a_warning(account: Account) -
     ]
 
 
-def test_a_check_that_is_denied_is_a_warning_not_a_crash(account: Account) -> None:
+def test_a_check_that_is_denied_is_unchecked_not_a_crash(account: Account) -> None:
     ec2 = boto3.client("ec2", region_name=REGION)
     stubber = Stubber(ec2)
     for operation in ("describe_subnets", "describe_security_groups"):
@@ -388,7 +396,8 @@ def test_a_check_that_is_denied_is_a_warning_not_a_crash(account: Account) -> No
     with stubber:
         report = check(account.config(), account.provisioning(), ec2=ec2)
     assert report.valid
-    assert warnings(report) == [
+    assert (warnings(report), report.complete) == ([], False)
+    assert unchecked(report) == [
         (
             C,
             "VpcConfig.Subnets[0]",
@@ -403,7 +412,7 @@ def test_a_check_that_is_denied_is_a_warning_not_a_crash(account: Account) -> No
     ]
 
 
-def test_without_credentials_every_check_is_a_warning(
+def test_without_credentials_every_check_is_unchecked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
@@ -414,7 +423,7 @@ def test_without_credentials_every_check_is_a_warning(
     session = boto3.session.Session(region_name=REGION)
     report = validate_config(slurm_config(), slurm_provisioning(), online=OnlineChecker(session))
     assert report.valid
-    assert {path for _, path, _ in warnings(report)} == {
+    assert {path for _, path, _ in unchecked(report)} == {
         "VpcConfig.Subnets[0]",
         "VpcConfig.SecurityGroupIds[0]",
         "fsx_dns_name",
@@ -422,7 +431,7 @@ def test_without_credentials_every_check_is_a_warning(
         f"{LIFECYCLE}.SourceS3Uri",
         "InstanceGroups[0].ExecutionRole",
     }
-    assert all("Unable to locate credentials" in message for _, _, message in warnings(report))
+    assert all("Unable to locate credentials" in message for _, _, message in unchecked(report))
 
 
 def test_the_online_region_is_the_clusters_region(account: Account) -> None:
@@ -432,7 +441,7 @@ def test_the_online_region_is_the_clusters_region(account: Account) -> None:
         config, without(account.provisioning(), "fsx_dns_name", "fsx_mountname"), online=online
     )
     assert online.region == "eu-west-1"
-    assert report.valid
+    assert errors(report) == [(C, "VpcConfig", AUTOPILOT_NEEDS_VPC)]  # and nothing about regions
     plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-capacity-plan"
     report = validate_config(
         changed(config, ("InstanceGroups[2].TrainingPlanArn", plan)), None, online=online

@@ -133,6 +133,7 @@ def test_json_format_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFix
                 "against InstanceGroups",
             }
         ],
+        "unchecked": [],
     }
 
 
@@ -146,7 +147,7 @@ def test_json_format_of_a_valid_config(capsys: pytest.CaptureFixture[str]) -> No
         "json",
     )
     code, out, _ = run(capsys, *argv)
-    assert (code, json.loads(out)) == (0, {"valid": True, "errors": [], "warnings": []})
+    assert (code, json.loads(out)) == (0, {"valid": True, "errors": [], "warnings": [], "unchecked": []})
 
 
 def test_the_region_flag_checks_resources_against_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,3 +214,46 @@ def test_the_installed_console_script_runs_validate() -> None:
         1,
         "invalid-syntax.json: line 3, column 3: Expecting ',' delimiter\n",
     )
+
+
+def test_aws_checks_without_credentials_say_so_per_check_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # never reach for instance metadata
+    argv = ["--cluster-config", SLURM_CONFIG, "--provisioning-parameters", SLURM_PROVISIONING]
+    code, out, err = run(capsys, *argv, "--aws", "--region", "us-west-2")
+    unchecked = [line for line in out.splitlines() if line.startswith("unchecked: ")]
+    assert code == 3
+    # every resource the config names: subnet, security group, FSx, the script in S3, the role
+    assert [line.split(": ")[2] for line in unchecked] == [
+        "VpcConfig.Subnets[0]",
+        "VpcConfig.SecurityGroupIds[0]",
+        "fsx_dns_name",
+        "InstanceGroups[0].LifeCycleConfig.OnCreate",
+        "InstanceGroups[0].LifeCycleConfig.SourceS3Uri",
+        "InstanceGroups[0].ExecutionRole",
+    ]
+    assert all("could not check" in line and "Unable to locate credentials" in line for line in unchecked)
+    assert err.strip().endswith("valid: 0 error(s), 0 warning(s), 6 check(s) could not run")
+
+
+def test_an_execution_role_outside_the_stack_patterns_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    role = "arn:aws:iam::123456789012:role/AdminRole"
+    config = write(
+        tmp_path, "cluster.json", changed(slurm_config(), ("InstanceGroups[1].ExecutionRole", role))
+    )
+    code, out, _ = run(capsys, "--cluster-config", config, "--provisioning-parameters", SLURM_PROVISIONING)
+    assert (code, out) == (
+        1,
+        "cluster.json: InstanceGroups[1].ExecutionRole: role name 'AdminRole' does not match the stack's "
+        "ExecutionRoleNamePatterns (*HyperPod*, *hyperpod*); "
+        "Autopilot may pass only those roles to SageMaker\n",
+    )
+    argv = ("--cluster-config", config, "--provisioning-parameters", SLURM_PROVISIONING)
+    assert run(capsys, *argv, "--execution-role-name-patterns", "Admin*,*hyperpod*")[0] == 0

@@ -1,7 +1,8 @@
 """The ``autopilot`` command line.
 
 Each subcommand module contributes ``add_parsers(subparsers)``; each subparser sets ``func``
-(``args -> exit code``). Exit codes: 0 success, 1 the input is invalid, 2 usage error.
+(``args -> exit code``). Exit codes: 0 success, 1 the input is invalid, 2 usage error, 3 (validate
+--aws) valid as far as checked, but some checks could not run.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from autopilot import client_cli
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
+    ExecutionRolePolicy,
     OnlineChecker,
     Problem,
     ValidationReport,
     load_document,
+    split_patterns,
     validate_config,
 )
+from autopilot.validation.execution_roles import DEFAULT_NAME_PATTERNS
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -36,7 +40,8 @@ def add_validate_parser(subparsers: argparse._SubParsersAction[argparse.Argument
         "validate",
         help="check cluster-config.json (and provisioning-parameters.json) before creating a cluster",
         description="Check a HyperPod CreateCluster request and its Slurm provisioning parameters. "
-        "Exit 0 when valid (warnings may be printed), 1 when invalid, 2 on a usage error.",
+        "Exit 0 when valid (warnings may be printed), 1 when invalid, 2 on a usage error, 3 when valid "
+        "as far as checked but an --aws check could not run (no credentials, access denied, unreachable).",
     )
     parser.add_argument("--cluster-config", required=True, type=Path, metavar="FILE")
     parser.add_argument("--provisioning-parameters", type=Path, metavar="FILE")
@@ -45,7 +50,16 @@ def add_validate_parser(subparsers: argparse._SubParsersAction[argparse.Argument
         action="store_true",
         help="also check against your AWS account: subnets, security groups, FSx, S3 scripts, IAM roles",
     )
-    parser.add_argument("--region", help="the region the cluster will be created in")
+    parser.add_argument(
+        "--region",
+        help="the region the cluster will be created in (the API validates with its stack's region)",
+    )
+    parser.add_argument(
+        "--execution-role-name-patterns",
+        default=",".join(DEFAULT_NAME_PATTERNS),
+        metavar="PATTERNS",
+        help="the Autopilot stack's ExecutionRoleNamePatterns (default: %(default)s)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run_validate)
 
@@ -103,9 +117,12 @@ def run_validate(args: argparse.Namespace) -> int:
             documents.get(PROVISIONING_PARAMETERS),
             online=online,
             region=args.region,
+            execution_roles=ExecutionRolePolicy(split_patterns(args.execution_role_name_patterns)),
         )
     _print_report(report, names, args.format, sys.stdout)
-    return EXIT_OK if report.valid else EXIT_INVALID
+    if not report.valid:
+        return EXIT_INVALID
+    return EXIT_OK if report.complete else EXIT_UNCHECKED
 
 
 def _load(path: Path, role: str) -> dict[str, Any] | Problem:
@@ -135,14 +152,19 @@ def _print_report(report: ValidationReport, names: dict[str, str], output: str, 
             problem.model_copy(update={"file": names.get(problem.file, problem.file)}) for problem in problems
         ]
 
-    errors, warnings = renamed(report.errors), renamed(report.warnings)
+    errors, warnings, unchecked = renamed(report.errors), renamed(report.warnings), renamed(report.unchecked)
     if output == "json":
-        shown = ValidationReport(errors=errors, warnings=warnings)
+        shown = ValidationReport(errors=errors, warnings=warnings, unchecked=unchecked)
         print(json.dumps(shown.to_dict(), indent=2), file=stream)
         return
     for problem in errors:
         print(problem, file=stream)
     for problem in warnings:
         print(f"warning: {problem}", file=stream)
+    for problem in unchecked:
+        print(f"unchecked: {problem}", file=stream)
     verdict = "valid" if report.valid else "invalid"
-    print(f"{verdict}: {len(errors)} error(s), {len(warnings)} warning(s)", file=sys.stderr)
+    summary = f"{verdict}: {len(errors)} error(s), {len(warnings)} warning(s)"
+    if unchecked:
+        summary += f", {len(unchecked)} check(s) could not run"
+    print(summary, file=sys.stderr)

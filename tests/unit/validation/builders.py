@@ -74,5 +74,9 @@ def warnings(report: ValidationReport) -> list[tuple[str, str, str]]:
     return [(p.file, p.path, p.message) for p in report.warnings]
 
 
+def unchecked(report: ValidationReport) -> list[tuple[str, str, str]]:
+    return [(p.file, p.path, p.message) for p in report.unchecked]
+
+
 def messages_at(problems: list[tuple[str, str, str]], path: str) -> list[str]:
     return [message for _, where, message in problems if where == path]

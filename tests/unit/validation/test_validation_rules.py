@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from autopilot.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, validate_config
+from autopilot.validation.rules import AUTOPILOT_NEEDS_VPC
 
 from tests.unit.validation.builders import (
     REGION,
@@ -224,13 +225,15 @@ def test_an_eks_cluster_needs_a_vpc_config() -> None:
     ]
 
 
-def test_a_slurm_cluster_with_fsx_needs_a_vpc_config_and_one_without_does_not() -> None:
+def test_a_slurm_cluster_with_fsx_needs_a_vpc_config_and_autopilot_needs_one_anyway() -> None:
     with_fsx = check_slurm(without(slurm_config(), "VpcConfig"))
     assert messages_at(errors(with_fsx), "VpcConfig") == [
         "is required: the nodes reach the FSx file system (fsx_dns_name) through your VPC"
     ]
     no_fsx = without(slurm_provisioning(), "fsx_dns_name", "fsx_mountname")
-    assert check_slurm(without(slurm_config(), "VpcConfig"), no_fsx).errors == []
+    assert errors(check_slurm(without(slurm_config(), "VpcConfig"), no_fsx)) == [
+        (C, "VpcConfig", AUTOPILOT_NEEDS_VPC)
+    ]
 
 
 # -- orchestrator --------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Used by ``autopilot validate``, the REST API and the create-cluster workflow::
 """
 
 from autopilot.validation.engine import validate_config
+from autopilot.validation.execution_roles import ExecutionRolePolicy, split_patterns
 from autopilot.validation.online import OnlineChecker
 from autopilot.validation.report import (
     CLUSTER_CONFIG,
@@ -19,9 +20,11 @@ from autopilot.validation.schema import load_document
 __all__ = [
     "CLUSTER_CONFIG",
     "PROVISIONING_PARAMETERS",
+    "ExecutionRolePolicy",
     "OnlineChecker",
     "Problem",
     "ValidationReport",
     "load_document",
+    "split_patterns",
     "validate_config",
 ]

@@ -1,7 +1,8 @@
 """The checks that ask AWS (``autopilot validate --aws``): do the named resources exist and fit HyperPod?
 
-A check that cannot run (access denied, no credentials, throttled) becomes a warning that says so:
-the config is not proven wrong, but the user must know the check did not happen.
+A check that cannot run (access denied, no credentials, throttled, endpoint unreachable) is reported
+as unchecked: the config is not proven wrong, but the user must know the check did not happen
+(``autopilot validate --aws`` then exits non-zero).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class OnlineChecker:
         missing: Mapping[str, str] | None = None,
     ) -> T | None:
         """Run one AWS call; a not-found code becomes the error given in ``missing``, any other
-        failure a warning that the check could not run."""
+        failure says that the check could not run."""
         try:
             return call()
         except ClientError as exc:
@@ -115,11 +116,11 @@ class OnlineChecker:
                 findings.error(where.file, where.path, missing[code])
             else:
                 message = exc.response.get("Error", {}).get("Message", "")
-                findings.warning(
+                findings.unchecked(
                     where.file, where.path, f"could not check {what}: {code}: {message}".rstrip(": ")
                 )
         except BotoCoreError as exc:
-            findings.warning(where.file, where.path, f"could not check {what}: {exc}")
+            findings.unchecked(where.file, where.path, f"could not check {what}: {exc}")
         return None
 
     # -- subnets and security groups -------------------------------------------------------------------
@@ -288,7 +289,7 @@ class OnlineChecker:
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "Unknown")
             if code not in ("404", "NoSuchKey", "NoSuchBucket"):
-                findings.warning(where.file, where.path, f"could not check {uri}: {code}")
+                findings.unchecked(where.file, where.path, f"could not check {uri}: {code}")
                 return None
             if required:
                 if self._bucket_exists(bucket, where, findings) is False:
@@ -297,7 +298,7 @@ class OnlineChecker:
                     findings.error(where.file, where.path, f"lifecycle script {uri} not found")
             return False
         except BotoCoreError as exc:
-            findings.warning(where.file, where.path, f"could not check {uri}: {exc}")
+            findings.unchecked(where.file, where.path, f"could not check {uri}: {exc}")
             return None
         return True
 

@@ -26,18 +26,26 @@ class Problem(BaseModel):
 
 
 class ValidationReport(BaseModel):
-    """Every error and warning found; the config is valid when there is no error."""
+    """Every error and warning found; the config is valid when there is no error. ``unchecked`` lists
+    the checks that could not run (``--aws`` without credentials, access denied, unreachable): the
+    config is not shown wrong there, but not shown right either (``complete`` is false)."""
 
     errors: list[Problem] = Field(default_factory=list)
     warnings: list[Problem] = Field(default_factory=list)
+    unchecked: list[Problem] = Field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return not self.errors
+
+    @property
+    def complete(self) -> bool:
+        return not self.unchecked
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "valid": self.valid,
             "errors": [problem.model_dump() for problem in self.errors],
             "warnings": [problem.model_dump() for problem in self.warnings],
+            "unchecked": [problem.model_dump() for problem in self.unchecked],
         }

@@ -40,9 +40,24 @@ _BUCKET_NAME = re.compile(r"(?!xn--)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 SCRIPT_HINT = "must be a script file name relative to SourceS3Uri (e.g. on_create.sh)"
 
 
+# What Autopilot itself needs beyond a CreateCluster request SageMaker accepts: POST /clusters and
+# `autopilot validate` report these alike (one rule set).
+AUTOPILOT_NEEDS_INSTANCE_GROUPS = "required by Autopilot: Autopilot creates clusters from instance groups"
+AUTOPILOT_NEEDS_VPC = (
+    "required by Autopilot: Autopilot clusters run in your VPC (FSx, EFA and the lifecycle scripts need it)"
+)
+AUTOPILOT_NEEDS_NODE_RECOVERY = (
+    "required by Autopilot: say Automatic or None: it decides whether HyperPod or Autopilot replaces "
+    "faulty nodes"
+)
+
+
 def check_instance_groups(docs: ClusterDocuments, findings: Findings) -> None:
-    if "InstanceGroups" not in docs.config and "RestrictedInstanceGroups" not in docs.config:
-        findings.error(C, "InstanceGroups", "is required: a cluster needs at least one instance group")
+    if "InstanceGroups" not in docs.config:
+        if "RestrictedInstanceGroups" in docs.config:
+            findings.error(C, "InstanceGroups", AUTOPILOT_NEEDS_INSTANCE_GROUPS)
+        else:
+            findings.error(C, "InstanceGroups", "is required: a cluster needs at least one instance group")
     first_use: dict[str, str] = {}
     for group in docs.groups:
         name = group.name
@@ -179,6 +194,13 @@ def check_vpc(docs: ClusterDocuments, findings: Findings) -> None:
             "VpcConfig",
             f"is required: the nodes reach the FSx file system ({fsx[0].dns_name.path}) through your VPC",
         )
+    else:
+        findings.error(C, "VpcConfig", AUTOPILOT_NEEDS_VPC)
+
+
+def check_node_recovery(docs: ClusterDocuments, findings: Findings) -> None:
+    if "NodeRecovery" not in docs.config:
+        findings.error(C, "NodeRecovery", AUTOPILOT_NEEDS_NODE_RECOVERY)
 
 
 def check_orchestrator(docs: ClusterDocuments, findings: Findings) -> None:
@@ -430,6 +452,7 @@ CHECKS: tuple[Check, ...] = (
     check_instance_types,
     check_lifecycle,
     check_vpc,
+    check_node_recovery,
     check_orchestrator,
     check_slurm_roles,
     check_provisioning,
