@@ -39,7 +39,9 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/autopilot/autopilot functions sandbox
+	$(BIN)/mypy layers/autopilot/autopilot sandbox
+	# every handler is a module named app: one mypy run per function folder
+	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1
 
 build: $(STAMP)

@@ -37,6 +37,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``run_stepfunctions_on_sandbox_clock``: moto times ``Wait``, Retry delays and task-token
   ``TimeoutSeconds``/``HeartbeatSeconds`` in wall seconds; the seam runs them, and the timestamps the
   ASL sees, on the sandbox clock (sandbox/stepfunctions_clock.py).
+- ``emit_execution_status_events``: moto's Step Functions never sends the "Step Functions Execution
+  Status Change" events; the seam puts them on the execution's default bus as a Standard execution
+  starts and ends (sandbox/stepfunctions_events.py).
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
 - ``intercept_aws_calls``: moto's BotocoreStubber (mock_aws's before-send handler) answers every
@@ -86,7 +89,7 @@ from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
-from sandbox import stepfunctions_clock, stepfunctions_jsonata
+from sandbox import stepfunctions_clock, stepfunctions_events, stepfunctions_jsonata
 from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import LambdaRuntime
@@ -517,6 +520,13 @@ def run_stepfunctions_on_sandbox_clock() -> None:
     _state.undo.append(stepfunctions_clock.install(_state.clock))
 
 
+def emit_execution_status_events() -> None:
+    try:
+        _state.undo.append(stepfunctions_events.install())
+    except stepfunctions_events.EventsDrift as drift:
+        raise SeamDrift(f"emit_execution_status_events: {drift}") from drift
+
+
 def _use_clock(clock: SandboxClock) -> None:
     previous = _state.clock
     _state.clock = clock
@@ -631,6 +641,7 @@ SEAMS: Final = (
     bind_execution_role,
     evaluate_stepfunctions_jsonata,
     run_stepfunctions_on_sandbox_clock,
+    emit_execution_status_events,
     record_aws_calls,
     intercept_aws_calls,
 )

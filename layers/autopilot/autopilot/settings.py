@@ -29,17 +29,61 @@ class ApiSettings(BaseModel):
     idempotency_table_name: str = Field(alias="IDEMPOTENCY_TABLE_NAME", min_length=1)
 
 
-def load_api_settings_from(environ: dict[str, str]) -> ApiSettings:
+class RecordOutcomeSettings(BaseModel):
+    """What RecordOutcomeFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+
+
+class ReconcilerSettings(BaseModel):
+    """What ReconcilerFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    # An operation's execution is named after it: these ARNs find the execution the API stored no ARN of.
+    create_cluster_state_machine_arn: str = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN", min_length=1)
+    cleanup_cluster_state_machine_arn: str = Field(alias="CLEANUP_CLUSTER_STATE_MACHINE_ARN", min_length=1)
+    # How long after being recorded an operation may still be without an execution (StartExecution
+    # follows the record within the same API call).
+    grace_seconds: int = Field(alias="RECONCILE_GRACE_SECONDS", ge=1)
+
+
+def _load[T: BaseModel](model: type[T], environ: dict[str, str], what: str) -> T:
     try:
-        return ApiSettings.model_validate(environ)
+        return model.model_validate(environ)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
         )
-        raise SettingsError(f"invalid API function environment: {problems}") from exc
+        raise SettingsError(f"invalid {what} environment: {problems}") from exc
+
+
+def load_api_settings_from(environ: dict[str, str]) -> ApiSettings:
+    return _load(ApiSettings, environ, "API function")
+
+
+def load_record_outcome_settings_from(environ: dict[str, str]) -> RecordOutcomeSettings:
+    return _load(RecordOutcomeSettings, environ, "RecordOutcomeFunction")
+
+
+def load_reconciler_settings_from(environ: dict[str, str]) -> ReconcilerSettings:
+    return _load(ReconcilerSettings, environ, "ReconcilerFunction")
 
 
 @lru_cache(maxsize=1)
 def api_settings() -> ApiSettings:
     """The API function's settings, read from the environment once."""
     return load_api_settings_from(dict(os.environ))
+
+
+@lru_cache(maxsize=1)
+def record_outcome_settings() -> RecordOutcomeSettings:
+    return load_record_outcome_settings_from(dict(os.environ))
+
+
+@lru_cache(maxsize=1)
+def reconciler_settings() -> ReconcilerSettings:
+    return load_reconciler_settings_from(dict(os.environ))

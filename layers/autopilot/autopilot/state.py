@@ -358,7 +358,100 @@ class StateStore:
             ]
         )
 
+    def fail_running_operation(
+        self,
+        operation: Operation,
+        error: OperationError,
+        *,
+        cluster_status: ClusterStatus,
+        sagemaker_status: str | None,
+        now: str,
+    ) -> bool:
+        """Record FAILED for an operation whose workflow died without saying so; False if it was final.
+
+        Conditional, so it never overwrites an outcome the workflow wrote meanwhile: the operation only
+        while RUNNING, and the cluster only while this operation still holds it (a newer operation's
+        state is left alone). ``sagemaker_status`` None means SageMaker has no such cluster.
+        """
+        operation_write: TransactWriteItemTypeDef = {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key_attributes(operation_key(operation.operation_id)),
+                "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
+                "ConditionExpression": "#status = :running",
+                "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
+                "ExpressionAttributeValues": {
+                    ":failed": {"S": OperationStatus.FAILED.value},
+                    ":running": {"S": OperationStatus.RUNNING.value},
+                    ":error": _serializer.serialize(error.model_dump(by_alias=True)),
+                    ":now": {"S": now},
+                },
+            }
+        }
+        cluster_values: dict[str, Any] = {
+            ":status": {"S": cluster_status.value},
+            ":op": {"S": operation.operation_id},
+            ":now": {"S": now},
+        }
+        update = "SET #status = :status, updatedAt = :now REMOVE sagemakerStatus"
+        if sagemaker_status is not None:
+            update = "SET #status = :status, updatedAt = :now, sagemakerStatus = :seen"
+            cluster_values[":seen"] = {"S": sagemaker_status}
+        cluster_write: TransactWriteItemTypeDef = {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key_attributes(cluster_key(operation.cluster_name)),
+                "UpdateExpression": update,
+                "ConditionExpression": "lastOperationId = :op",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": cluster_values,
+            }
+        }
+        try:
+            self._ddb.transact_write_items(TransactItems=[operation_write, cluster_write])
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                return False  # the operation is already SUCCEEDED or FAILED
+            # Another operation holds the cluster now: record this one's failure only.
+            try:
+                self._ddb.update_item(**operation_write["Update"])
+            except ClientError as again:
+                if _is_condition_failure(again):
+                    return False
+                raise
+        return True
+
     # --- reads ------------------------------------------------------------------------------
+
+    def list_running_operations(self, *, created_after: datetime) -> list[Operation]:
+        """Operations still RUNNING that were accepted after ``created_after`` (oldest first).
+
+        Operation ids start with their creation time (``new_operation_id``), so the sort key bounds
+        the read to recent operations instead of every operation ever recorded.
+        """
+        start = f"OPERATION#op-{created_after.strftime('%Y%m%d%H%M%S')}"
+        found: list[Operation] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": BY_KIND_INDEX,
+            "KeyConditionExpression": "kind = :kind AND sk >= :start",
+            "FilterExpression": "#status = :running",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":kind": {"S": OPERATION_KIND},
+                ":start": {"S": start},
+                ":running": {"S": OperationStatus.RUNNING.value},
+            },
+        }
+        while True:
+            response = self._ddb.query(**kwargs)
+            found += [Operation.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def get_cluster(self, name: str) -> Cluster | None:
         item = self._ddb.get_item(

@@ -1,10 +1,12 @@
-"""AWS::ApiGateway::Stage: CreateStage; the local API server serves the API under this stage's name."""
+"""AWS::ApiGateway::Stage: CreateStage, then UpdateStage for its access log setting and method settings
+(GetStage shows them); the local API server serves the API under this stage's name. Not enforced by the
+local API server: throttling (no 429) and access logs (nothing is written to the log group)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from ..context import Context, Provider, names
+from ..context import Context, Provider, names, stringify
 from ..stack import Resource, TemplateError
 
 
@@ -22,13 +24,58 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         description=str(props.get("Description", "")),
         tracingEnabled=bool(props.get("TracingEnabled", False)),
     )
+    patches = _access_log_patches(props.get("AccessLogSetting")) + _method_setting_patches(
+        props.get("MethodSettings") or []
+    )
+    if patches:
+        ctx.client("apigateway").update_stage(
+            restApiId=api.api_id, stageName=api.stage, patchOperations=patches
+        )
     return Resource(logical_id, "AWS::ApiGateway::Stage", api.stage)
+
+
+def _access_log_patches(setting: dict[str, Any] | None) -> list[dict[str, str]]:
+    if not setting:
+        return []
+    unknown = sorted(set(setting) - {"DestinationArn", "Format"})
+    if unknown:
+        raise TemplateError(f"AccessLogSetting: {', '.join(unknown)} not supported")
+    return [
+        {"op": "replace", "path": f"/accessLogSettings/{key[0].lower()}{key[1:]}", "value": str(value)}
+        for key, value in setting.items()
+    ]
+
+
+# MethodSettings members → the UpdateStage patch path under /<resource>/<method>/ (API Gateway's names).
+_METHOD_SETTINGS: Final = {
+    "ThrottlingRateLimit": "throttling/rateLimit",
+    "ThrottlingBurstLimit": "throttling/burstLimit",
+    "MetricsEnabled": "metrics/enabled",
+    "LoggingLevel": "logging/loglevel",
+    "DataTraceEnabled": "logging/dataTrace",
+}
+
+
+def _method_setting_patches(settings: list[dict[str, Any]]) -> list[dict[str, str]]:
+    patches: list[dict[str, str]] = []
+    for index, setting in enumerate(settings):
+        unknown = sorted(set(setting) - set(_METHOD_SETTINGS) - {"ResourcePath", "HttpMethod"})
+        if unknown:
+            raise TemplateError(f"MethodSettings[{index}]: {', '.join(unknown)} not supported")
+        path = str(setting.get("ResourcePath", "/*"))
+        # "/*" is every resource; a resource path's own slashes are escaped as ~1 (JSON Pointer).
+        resource = "*" if path == "/*" else path.replace("~", "~0").replace("/", "~1")
+        method = str(setting.get("HttpMethod", "*"))
+        patches += [
+            {"op": "replace", "path": f"/{resource}/{method}/{target}", "value": stringify(setting[key])}
+            for key, target in _METHOD_SETTINGS.items()
+            if key in setting
+        ]
+    return patches
 
 
 PROVIDER = Provider(
     "AWS::ApiGateway::Stage",
-    names("RestApiId StageName DeploymentId Description TracingEnabled"),
+    names("RestApiId StageName DeploymentId Description TracingEnabled AccessLogSetting MethodSettings"),
     create,
-    # Access logs record requests; they do not change the answer.
-    ignored=frozenset({"AccessLogSetting"}),
 )

@@ -1,0 +1,31 @@
+"""ReconcilerFunction: on a schedule, every RUNNING operation whose execution ended or never started is
+recorded FAILED and its cluster settled (autopilot.logic.reconcile)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopilot import aws
+from autopilot.logic.reconcile import reconcile
+from autopilot.observability import logger, tracer
+from autopilot.settings import reconciler_settings
+from autopilot.state import StateStore
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    # The schedule's time is "now": the grace period counts from it (the sandbox's clock in the sandbox).
+    scheduled = parse(event=event, model=EventBridgeModel)
+    settings = reconciler_settings()
+    return reconcile(
+        scheduled.time,
+        settings=settings,
+        store=StateStore(settings.state_table_name),
+        stepfunctions=aws.client("stepfunctions"),
+        sagemaker=aws.client("sagemaker"),
+        events=aws.client("events"),
+    )

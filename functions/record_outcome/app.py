@@ -1,0 +1,33 @@
+"""RecordOutcomeFunction: a Step Functions execution of Autopilot ended FAILED / ABORTED / TIMED_OUT
+(EventBridge "Step Functions Execution Status Change") → its operation is recorded FAILED with the
+cause and its cluster settled (autopilot.logic.record_outcome)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from autopilot import aws
+from autopilot.logic.record_outcome import record_outcome
+from autopilot.models.execution_status import ExecutionStatusChange
+from autopilot.observability import logger, tracer
+from autopilot.settings import record_outcome_settings
+from autopilot.state import StateStore
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
+    change = parse(event=event, model=ExecutionStatusChange)
+    resolution = record_outcome(
+        change.detail,
+        store=StateStore(record_outcome_settings().state_table_name),
+        stepfunctions=aws.client("stepfunctions"),
+        sagemaker=aws.client("sagemaker"),
+        events=aws.client("events"),
+        now=datetime.now(UTC),
+    )
+    logger.info("execution outcome handled", execution_arn=change.detail.executionArn, resolution=resolution)
+    return {"resolution": resolution.value}
