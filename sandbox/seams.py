@@ -40,6 +40,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``emit_execution_status_events``: moto's Step Functions never sends the "Step Functions Execution
   Status Change" events; the seam puts them on the execution's default bus as a Standard execution
   starts and ends (sandbox/stepfunctions_events.py).
+- ``abort_stopped_executions``: moto's StopExecution leaves an execution waiting for a task token
+  RUNNING, and lets a failure raised after the stop end it FAILED; the seam ends it ABORTED at once
+  (sandbox/stepfunctions_stop.py).
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
 - ``intercept_aws_calls``: moto's BotocoreStubber (mock_aws's before-send handler) answers every
@@ -89,7 +92,7 @@ from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
-from sandbox import stepfunctions_clock, stepfunctions_events, stepfunctions_jsonata
+from sandbox import stepfunctions_clock, stepfunctions_events, stepfunctions_jsonata, stepfunctions_stop
 from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import LambdaRuntime
@@ -527,6 +530,13 @@ def emit_execution_status_events() -> None:
         raise SeamDrift(f"emit_execution_status_events: {drift}") from drift
 
 
+def abort_stopped_executions() -> None:
+    try:
+        _state.undo.append(stepfunctions_stop.install())
+    except stepfunctions_stop.StopDrift as drift:
+        raise SeamDrift(f"abort_stopped_executions: {drift}") from drift
+
+
 def _use_clock(clock: SandboxClock) -> None:
     previous = _state.clock
     _state.clock = clock
@@ -642,6 +652,7 @@ SEAMS: Final = (
     evaluate_stepfunctions_jsonata,
     run_stepfunctions_on_sandbox_clock,
     emit_execution_status_events,
+    abort_stopped_executions,
     record_aws_calls,
     intercept_aws_calls,
 )

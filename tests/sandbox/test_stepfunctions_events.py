@@ -1,5 +1,6 @@
-"""moto's Step Functions, with the seam, sends "Step Functions Execution Status Change" events shaped as
-AWS's samples (events/stepfunctions/): compared member by member and JSON type by type."""
+"""moto's Step Functions, with the seams, sends "Step Functions Execution Status Change" events shaped as
+AWS's samples (events/stepfunctions/): compared member by member and JSON type by type; StopExecution
+ends an execution ABORTED even while it waits for a task token."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sandbox import seams, stepfunctions_events
+from sandbox import seams, stepfunctions_events, stepfunctions_stop
 from sandbox.clock import SandboxClock
 from tests.sandbox.conftest import TEST_REGION, Drain
 
@@ -44,7 +45,9 @@ def shape(value: Any) -> Any:
 def sfn(capture_events: Callable[[str, dict[str, Any]], Drain]) -> Iterator[tuple[Any, Drain]]:
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
-        seams.installed(seams.emit_execution_status_events, clock=SandboxClock(speed=0)),
+        seams.installed(
+            seams.emit_execution_status_events, seams.abort_stopped_executions, clock=SandboxClock(speed=0)
+        ),
     ):
         drain = capture_events("sfn-status", {"source": ["aws.states"]})
         yield boto3.client("stepfunctions", region_name=TEST_REGION), drain
@@ -117,6 +120,33 @@ def test_a_stopped_execution_sends_aborted(sfn: tuple[Any, Drain]) -> None:
     assert shape(events[0]["detail"]) == shape(sample("ABORTED")["detail"])
 
 
+def test_a_stopped_execution_waiting_for_a_task_token_ends_aborted(sfn: tuple[Any, Drain]) -> None:
+    client, drain = sfn
+    queue = boto3.client("sqs", region_name=TEST_REGION).create_queue(QueueName="tokens")["QueueUrl"]
+    awaits = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+        # without the seam the interrupted wait's error would be caught, or would end it FAILED
+        "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Failed"}],
+        "End": True,
+    }
+    definition = {
+        "StartAt": "Await",
+        "States": {"Await": awaits, "Failed": {"Type": "Fail", "Error": "Caught"}},
+    }
+    arn = client.start_execution(stateMachineArn=machine(client, "token", definition), name="run-4")[
+        "executionArn"
+    ]
+    assert [e["detail"]["status"] for e in events_until(drain, 1)] == ["RUNNING"]
+
+    client.stop_execution(executionArn=arn)
+    events = events_until(drain, 1)
+
+    assert [e["detail"]["status"] for e in events] == ["ABORTED"]
+    assert client.describe_execution(executionArn=arn)["status"] == "ABORTED"
+
+
 def test_express_executions_send_none(sfn: tuple[Any, Drain]) -> None:
     client, drain = sfn
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
@@ -128,6 +158,15 @@ def test_express_executions_send_none(sfn: tuple[Any, Drain]) -> None:
     events = events_until(drain, 2)  # the Standard execution's two, sent after any of the Express one's
 
     assert {e["detail"]["executionArn"] for e in events} == {after}
+
+
+def test_the_stop_seam_refuses_a_moved_executor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.stepfunctions.parser.backend.execution import Execution  # noqa: PLC0415
+
+    monkeypatch.setattr(Execution, "stop", lambda self, stop_date: None)
+
+    with pytest.raises(stepfunctions_stop.StopDrift):
+        stepfunctions_stop.install()
 
 
 def test_the_seam_refuses_a_moved_executor(monkeypatch: pytest.MonkeyPatch) -> None:
