@@ -37,6 +37,7 @@ class LambdaContext:
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")  # Lambda sets it: the stack's region
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
     with deployed(execute=False) as d:
@@ -139,7 +140,7 @@ def test_create_lists_every_config_problem_with_its_path(stack: Deployed) -> Non
     found = problems(answer)
     assert ("cluster-config.json", "InstanceGroups[1].ThreadsPerCore") in found
     assert ("cluster-config.json", "NodeRecovery") in found
-    assert ("cluster-config.json", "AutoScaling") in found
+    assert ("cluster-config.json", "AutoScaling.Mode") in found  # Karpenter needs EKS
     assert executions(stack, "CreateClusterStateMachine") == []
 
 
@@ -290,6 +291,7 @@ def test_a_rejected_request_is_not_remembered(stack: Deployed) -> None:
 
 def test_a_retried_delete_with_the_same_key_gets_the_same_operation(stack: Deployed) -> None:
     _registered_active(stack, "ml-cluster")
+    cluster_stack(stack, "ml-cluster-vpc", {"ClusterName": "ml-cluster"})
 
     first = call(with_key(api_event("delete_cluster"), "del-1"))
     again = call(with_key(api_event("delete_cluster"), "del-1"))
@@ -472,8 +474,27 @@ def _registered_active(stack: Deployed, name: str) -> str:
     return str(body["operationId"])
 
 
+def cluster_stack(stack: Deployed, stack_name: str, tags: dict[str, str]) -> str:
+    """A CloudFormation stack (e.g. the cluster's VPC/FSx stack) with these stack tags; its StackId."""
+    template = {"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}
+    created = stack.client("cloudformation").create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(template),
+        Tags=[{"Key": key, "Value": value} for key, value in tags.items()],
+    )
+    return str(created["StackId"])
+
+
+def as_admin(monkeypatch: pytest.MonkeyPatch, *arns: str) -> None:
+    """Redeploy-free AdminPrincipalArns: the function reads the setting on its next cold start."""
+    monkeypatch.setenv("ADMIN_PRINCIPAL_ARNS", ",".join(arns))
+    api_settings.cache_clear()
+    routes.get_operations.cache_clear()
+
+
 def test_delete_starts_the_cleanup_workflow(stack: Deployed) -> None:
     _registered_active(stack, "ml-cluster")
+    cluster_stack(stack, "ml-cluster-vpc", {"ClusterName": "ml-cluster"})
 
     status, body = call(api_event("delete_cluster"))
 
@@ -503,9 +524,13 @@ def test_delete_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
     assert status == 404
 
 
-def test_delete_adopts_a_cluster_autopilot_did_not_create(stack: Deployed) -> None:
+def test_delete_adopts_a_cluster_autopilot_did_not_create(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = {k: v for k, v in create_body("outside")["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
+    # no creator on record: only the stack's admins may delete it
+    as_admin(monkeypatch, "arn:aws:iam::123456789012:role/ResearcherRole")
 
     status, _body = call(api_event("delete_cluster", path_parameters={"name": "outside"}, query=None))
 

@@ -19,6 +19,10 @@ ENVIRONMENT = {
     "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
     "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
     "IDEMPOTENCY_TABLE_NAME": "idempotency",
+    "AWS_REGION": "us-east-1",
+    "EXECUTION_ROLE_NAME_PATTERNS": "*HyperPod*,*hyperpod*",
+    "ADMIN_PRINCIPAL_ARNS": "",
+    "AUTOPILOT_STACK_NAME": "hyperpod-autopilot",
 }
 
 
@@ -28,6 +32,7 @@ def test_settings_parse_the_environment() -> None:
     assert settings.alerts_topic_arn == "arn:aws:sns:us-east-1:123456789012:alerts"
     assert settings.state_table_name == "state"
     assert settings.idempotency_table_name == "idempotency"
+    assert (settings.region, settings.account) == ("us-east-1", "123456789012")
 
 
 def test_a_missing_or_malformed_setting_fails_loudly_naming_it() -> None:

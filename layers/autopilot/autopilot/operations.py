@@ -33,6 +33,7 @@ from autopilot.api.models import (
 )
 from autopilot.events import OperationEventDetail, emit_operation_event
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests
+from autopilot.logic.authorize_delete import authorize_delete, check_stack, split_arns
 from autopilot.observability import logger
 from autopilot.settings import ApiSettings
 from autopilot.state import (
@@ -59,6 +60,7 @@ from autopilot.workflows.inputs import (
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -67,14 +69,6 @@ if TYPE_CHECKING:
 
 CLUSTER_CONFIG_FILE = "cluster-config.json"
 
-# CreateCluster members Autopilot needs beyond SageMaker's own required ones. The Create workflow passes
-# the whole validated request on, so every other member CreateCluster accepts works too.
-CREATE_MEMBERS_REQUIRED = ("ClusterName", "InstanceGroups", "VpcConfig", "NodeRecovery")
-_WHY_REQUIRED = {
-    "InstanceGroups": "Autopilot creates clusters from instance groups",
-    "VpcConfig": "Autopilot clusters run in your VPC (FSx, EFA and the lifecycle scripts need it)",
-    "NodeRecovery": "say Automatic or None: it decides whether HyperPod or Autopilot replaces faulty nodes",
-}
 # Cost-allocation tags Autopilot puts on every cluster (activate them in Billing to see costs by them).
 TAG_CLUSTER_NAME = "ClusterName"
 TAG_OWNER = "owner"
@@ -110,12 +104,22 @@ class WorkflowStartError(Exception):
 Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
 
 
-def _default_validator(
-    cluster_config: Mapping[str, Any], provisioning_parameters: Mapping[str, Any] | None
-) -> ValidationReport:
-    from autopilot.validation import validate_config  # noqa: PLC0415 - only the API's write paths need it
+def _stack_validator(settings: ApiSettings) -> Validator:
+    """The API's validation: `autopilot validate --region <stack region>` with the stack's
+    ExecutionRoleNamePatterns and account (docs/validation.md)."""
+    # only the API's write paths need validation
+    from autopilot.validation import ExecutionRolePolicy, split_patterns, validate_config  # noqa: PLC0415
 
-    return validate_config(cluster_config, provisioning_parameters)
+    policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
+
+    def validate(
+        cluster_config: Mapping[str, Any], provisioning_parameters: Mapping[str, Any] | None
+    ) -> ValidationReport:
+        return validate_config(
+            cluster_config, provisioning_parameters, region=settings.region, execution_roles=policy
+        )
+
+    return validate
 
 
 def budget_name_for(cluster_name: str) -> str:
@@ -145,6 +149,7 @@ class ClusterOperations:
         sagemaker: SageMakerClient | None = None,
         stepfunctions: SFNClient | None = None,
         events: EventBridgeClient | None = None,
+        cloudformation: CloudFormationClient | None = None,
         validator: Validator | None = None,
         idempotency: IdempotentRequests | None = None,
         now: Callable[[], datetime] | None = None,
@@ -154,7 +159,8 @@ class ClusterOperations:
         self._sagemaker = sagemaker
         self._sfn = stepfunctions
         self._events = events
-        self._validate = validator or _default_validator
+        self._cloudformation = cloudformation
+        self._validate = validator or _stack_validator(settings)
         self._idempotency = idempotency
         self._now = now or (lambda: datetime.now(UTC))
 
@@ -169,6 +175,12 @@ class ClusterOperations:
         if self._sfn is None:
             self._sfn = aws.client("stepfunctions")
         return self._sfn
+
+    @property
+    def cloudformation(self) -> CloudFormationClient:
+        if self._cloudformation is None:
+            self._cloudformation = aws.client("cloudformation")
+        return self._cloudformation
 
     @property
     def events(self) -> EventBridgeClient:
@@ -235,7 +247,6 @@ class ClusterOperations:
             {"Key": TAG_PROJECT, "Value": body.project},
             {"Key": TAG_OPERATION, "Value": operation_id},
         ]
-        errors += self._autopilot_problems(body.cluster_config)
         if not errors:
             errors += self._tag_problems(body.cluster_config, cost_tags)
         if errors:
@@ -264,6 +275,7 @@ class ClusterOperations:
             owner=body.owner,
             project=body.project,
             budget_name=budget.budget_name if budget else None,
+            created_by=requested_by,
         )
         try:
             self._store.start_create(cluster, operation)
@@ -288,20 +300,6 @@ class ClusterOperations:
         return OperationAccepted(
             operation_id=operation_id, cluster_name=name, status=OperationStatus.RUNNING, warnings=warnings
         )
-
-    def _autopilot_problems(self, config: Mapping[str, Any]) -> list[ErrorDetail]:
-        """What Autopilot itself needs beyond a valid CreateCluster request."""
-        problems: list[ErrorDetail] = []
-        for member in CREATE_MEMBERS_REQUIRED[1:]:
-            if member not in config:
-                problems.append(
-                    ErrorDetail(
-                        file=CLUSTER_CONFIG_FILE,
-                        path=member,
-                        message=f"required by Autopilot: {_WHY_REQUIRED[member]}",
-                    )
-                )
-        return problems
 
     @staticmethod
     def _tag_problems(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) -> list[ErrorDetail]:
@@ -438,10 +436,21 @@ class ClusterOperations:
         live = self._describe(name)
         if live is None and (registered is None or registered.status is ClusterStatus.DELETED):
             raise NotFoundError(f"cluster {name!r} not found")
+        live_record = registered is not None and registered.status is not ClusterStatus.DELETED
+        creator = registered.created_by if registered is not None and live_record else None
+        authorize_delete(name, requested_by, creator, split_arns(self._settings.admin_principal_arns))
         if registered is not None and registered.status in (ClusterStatus.CREATING, ClusterStatus.DELETING):
             raise ConflictError(
                 f"cluster {name!r} is {registered.status.value} (operation {registered.last_operation_id}); "
                 "wait for it to finish"
+            )
+        if stack_name is not None:
+            check_stack(
+                self.cloudformation,
+                stack_name,
+                name,
+                own_stack=self._settings.stack_name,
+                tag_key=TAG_CLUSTER_NAME,
             )
         operation_id = new_operation_id(self._now())
         created = now_iso()

@@ -27,6 +27,18 @@ class ApiSettings(BaseModel):
     cleanup_cluster_state_machine_arn: str = Field(alias="CLEANUP_CLUSTER_STATE_MACHINE_ARN", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
     idempotency_table_name: str = Field(alias="IDEMPOTENCY_TABLE_NAME", min_length=1)
+    # The stack's region (Lambda sets AWS_REGION): the API validates as `autopilot validate --region` it.
+    region: str = Field(alias="AWS_REGION", min_length=1)
+    # Comma-separated, as the template parameters ExecutionRoleNamePatterns / AdminPrincipalArns spell them.
+    execution_role_name_patterns: str = Field(alias="EXECUTION_ROLE_NAME_PATTERNS", min_length=1)
+    admin_principal_arns: str = Field(alias="ADMIN_PRINCIPAL_ARNS")
+    # Autopilot's own stack, which DELETE /clusters/{name}?stackName= must never delete.
+    stack_name: str = Field(alias="AUTOPILOT_STACK_NAME", min_length=1)
+
+    @property
+    def account(self) -> str:
+        """The stack's account, read off its own state machine's ARN (no STS call on a cold start)."""
+        return self.create_cluster_state_machine_arn.split(":")[4]
 
 
 class RecordOutcomeSettings(BaseModel):

@@ -120,6 +120,8 @@ class Cluster(_Item):
     project: str | None = None
     cluster_arn: str | None = None
     budget_name: str | None = None
+    # The IAM identity ARN that created it through the API: it (and the admins) may delete it.
+    created_by: str | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
     sagemaker_status: str | None = None
 

@@ -209,6 +209,9 @@ class ClusterSummary(ApiModel):
     cluster_arn: str | None = None
     budget_name: str | None = None
     sagemaker_status: str | None = Field(default=None, description="SageMaker's ClusterStatus, last seen")
+    created_by: str | None = Field(
+        default=None, description="The IAM identity that created it through the API (it may delete it)"
+    )
     last_operation_id: str
     created_at: str
     updated_at: str

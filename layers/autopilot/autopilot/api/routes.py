@@ -54,6 +54,7 @@ from autopilot.idempotency import (
     IdempotencyKeyReusedError,
 )
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
+from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.observability import logger
 from autopilot.operations import (
     ClusterOperations,
@@ -282,13 +283,16 @@ def list_nodes(
     status_code=HTTPStatus.ACCEPTED.value,
     summary="Delete a cluster",
     description="Starts the Cleanup workflow: delete the cluster, its budget, optionally a CloudFormation "
-    "stack, and report resources still tagged with the cluster.",
+    "stack, and report resources still tagged with the cluster. Allowed to the principal that created "
+    "the cluster and to the stack's AdminPrincipalArns (403 otherwise); `stackName` must name a stack "
+    "tagged `ClusterName` = the cluster, never Autopilot's own (400 naming `stackName` otherwise).",
     tags=["clusters"],
     operation_id="deleteCluster",
     responses=_responses(
         HTTPStatus.ACCEPTED,
         OperationAccepted,
         "Accepted; follow the operation at GET /operations/{operationId}.",
+        HTTPStatus.FORBIDDEN,
         HTTPStatus.NOT_FOUND,
         HTTPStatus.CONFLICT,
         HTTPStatus.UNPROCESSABLE_ENTITY,
@@ -502,6 +506,22 @@ def _not_found(exc: NotFoundError) -> Response[str]:
 def _no_route(exc: RouteNotFoundError) -> Response[str]:
     path = app.current_event.path
     return _error_response(HTTPStatus.NOT_FOUND, ErrorBody(message=f"no such resource: {path}"))
+
+
+@_handles(NotAllowedError)
+def _not_allowed(exc: NotAllowedError) -> Response[str]:
+    return _error_response(HTTPStatus.FORBIDDEN, ErrorBody(message=str(exc)))
+
+
+@_handles(StackRefusedError)
+def _stack_refused(exc: StackRefusedError) -> Response[str]:
+    return _error_response(
+        HTTPStatus.BAD_REQUEST,
+        ErrorBody(
+            message="the stack cannot be deleted with this cluster",
+            errors=[ErrorDetail(location="query", path="stackName", message=str(exc))],
+        ),
+    )
 
 
 @_handles(ConflictError)
