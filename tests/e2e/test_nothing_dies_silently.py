@@ -104,6 +104,7 @@ def test_an_aborted_create_is_failed_with_its_cause_and_frees_the_name(
     assert deleted["status"] == "SUCCEEDED", deleted.get("error")
     again = api.create_cluster(workshop_request("e2e-aborted"))
     assert again["status"] == "RUNNING"
+    assert sandbox.metrics()["iam_denials"] == []  # every call made had its permission in the template
 
 
 def test_an_operation_whose_workflow_never_started_is_failed_by_the_reconciler(
@@ -127,3 +128,4 @@ def test_an_operation_whose_workflow_never_started_is_failed_by_the_reconciler(
     assert failed["error"]["error"] == "Autopilot.WorkflowNotStarted"
     assert api.get_cluster("e2e-unstarted")["status"] == "CREATE_FAILED"
     assert api.create_cluster(workshop_request("e2e-unstarted"))["status"] == "RUNNING"  # not 409
+    assert sandbox.metrics()["iam_denials"] == []
