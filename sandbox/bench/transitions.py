@@ -157,7 +157,7 @@ def run_operations(
     measured: list[OperationTransitions] = []
     for index in range(pairs):
         name = f"bench-{index + 1}"
-        created = env.api.create_cluster(create_body(name))
+        created = env.api.create_cluster(create_body(name, env.api.region))
         measured.append(_follow(env, sfn, "CreateCluster", str(created["operationId"]), timeout_s))
         deleted = env.api.delete_cluster(name)
         measured.append(_follow(env, sfn, "DeleteCluster", str(deleted["operationId"]), timeout_s))

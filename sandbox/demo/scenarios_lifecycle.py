@@ -8,6 +8,7 @@ DescribeCluster / ListTags, Budgets, the tagging API, the notifications topic).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -30,18 +31,23 @@ SUCCEEDED_EVENT: Final = "Cluster Operation Succeeded"
 FAILED_EVENT: Final = "Cluster Operation Failed"
 
 
-def workshop_config(cluster_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """cluster-config.json renamed, and provisioning-parameters.json, as a researcher would send them."""
+def workshop_config(cluster_name: str, region: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """cluster-config.json renamed, and provisioning-parameters.json, as a researcher would send them
+    to the stack in ``region`` (the API refuses an FSx file system of another region)."""
     config = json.loads((WORKSHOP_CONFIGS / "cluster-config.json").read_text(encoding="utf-8"))
     provisioning = json.loads((WORKSHOP_CONFIGS / "provisioning_parameters.json").read_text(encoding="utf-8"))
+    fsx = provisioning["fsx_dns_name"]
+    provisioning["fsx_dns_name"] = re.sub(r"\.fsx\.[a-z0-9-]+\.", f".fsx.{region}.", fsx)
     config["ClusterName"] = cluster_name
     # The request's owner/project become the cost tags; a config tag may repeat them, not contradict them.
     config["Tags"] = [t for t in config.get("Tags", []) if t.get("Key") not in ("owner", "project")]
     return config, provisioning
 
 
-def create_body(cluster_name: str, *, budget: bool = True, rollback: bool = False) -> dict[str, Any]:
-    config, provisioning = workshop_config(cluster_name)
+def create_body(
+    cluster_name: str, region: str, *, budget: bool = True, rollback: bool = False
+) -> dict[str, Any]:
+    config, provisioning = workshop_config(cluster_name, region)
     body: dict[str, Any] = {
         "clusterConfig": config,
         "provisioningParameters": provisioning,
@@ -153,7 +159,7 @@ def create_cluster_and_wait(
     """POST /clusters with the workshop config and follow the operation to its end."""
     result = ctx.call(
         f"POST /clusters ({name})",
-        lambda: ctx.api.create_cluster(create_body(name), idempotency_key=idempotency_key),
+        lambda: ctx.api.create_cluster(create_body(name, ctx.api.region), idempotency_key=idempotency_key),
         accepted,
     )
     return ctx.wait_for_operation(result["operationId"])
@@ -168,7 +174,7 @@ def create_cluster_and_wait(
 )
 def validate_rejects_bad_config(ctx: DemoContext) -> None:
     name = unique_name(ctx, "demo-broken")
-    config, provisioning = workshop_config(name)
+    config, provisioning = workshop_config(name, ctx.api.region)
     config["InstanceGroups"][0]["ThreadsPerCore"] = 3
     config["InstanceGroups"][2]["InstanceCount"] = -1
     del config["VpcConfig"]
@@ -251,7 +257,7 @@ def create_cluster(ctx: DemoContext) -> None:
     # A client retrying after a timeout: the same Idempotency-Key and body get the first answer.
     replayed = ctx.call(
         f"POST /clusters ({name}) again with the same Idempotency-Key",
-        lambda: ctx.api.create_cluster(create_body(name), idempotency_key=key),
+        lambda: ctx.api.create_cluster(create_body(name, ctx.api.region), idempotency_key=key),
         accepted,
     )
     ctx.check(
@@ -271,7 +277,7 @@ def create_cluster(ctx: DemoContext) -> None:
     )
     ctx.check(view["status"] == "ACTIVE", "Autopilot records the cluster ACTIVE", str(view["status"]))
     nodes = list(ctx.api.list_nodes(name))
-    wanted = sum(int(g["InstanceCount"]) for g in workshop_config(name)[0]["InstanceGroups"])
+    wanted = sum(int(g["InstanceCount"]) for g in workshop_config(name, ctx.api.region)[0]["InstanceGroups"])
     running = [n for n in nodes if n["InstanceStatus"]["Status"] == "Running"]
     ctx.check(
         len(running) == wanted, f"GET /clusters/{name}/nodes: {wanted} nodes Running", f"{len(running)}"
@@ -354,7 +360,7 @@ def create_fails_for_capacity(ctx: DemoContext) -> None:
     try:
         result = ctx.call(
             f"POST /clusters ({name}, rollbackOnFailure)",
-            lambda: ctx.api.create_cluster(create_body(name, budget=False, rollback=True)),
+            lambda: ctx.api.create_cluster(create_body(name, ctx.api.region, budget=False, rollback=True)),
             accepted,
         )
         operation = ctx.wait_for_operation(result["operationId"])

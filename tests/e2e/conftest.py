@@ -6,6 +6,7 @@ share it, and it stops before the next module's starts.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,17 +40,20 @@ def api(api_url: str, sandbox: Sandbox) -> AutopilotClient:
     return sandbox_api_client(sandbox, api_url)
 
 
-@pytest.fixture(scope="session")
-def workshop_request() -> Callable[..., dict[str, Any]]:
-    """Builds POST /clusters bodies: ``workshop_request(name, rollbackOnFailure=True, ...)``."""
-    return build_workshop_request
+@pytest.fixture(scope="module")
+def workshop_request(sandbox: Sandbox) -> Callable[..., dict[str, Any]]:
+    """POST /clusters bodies for the module's sandbox: ``workshop_request(name, rollbackOnFailure=True)``."""
+    return functools.partial(build_workshop_request, region=sandbox.region)
 
 
-def build_workshop_request(name: str, **overrides: Any) -> dict[str, Any]:
-    """A POST /clusters body from the workshop's Slurm files, for cluster ``name``."""
+def build_workshop_request(name: str, *, region: str, **overrides: Any) -> dict[str, Any]:
+    """A POST /clusters body from the workshop's Slurm files, for cluster ``name`` in ``region``."""
     config = json.loads((SLURM_CONFIGS / "cluster-config.json").read_text())
     provisioning = json.loads((SLURM_CONFIGS / "provisioning_parameters.json").read_text())
     config["ClusterName"] = name
+    # The workshop's file names an FSx file system in us-west-2; the API refuses one of another region
+    # than its stack's.
+    provisioning["fsx_dns_name"] = provisioning["fsx_dns_name"].replace(".us-west-2.", f".{region}.")
     project = next(t["Value"] for t in config["Tags"] if t["Key"] == "project")
     body: dict[str, Any] = {
         "clusterConfig": config,
