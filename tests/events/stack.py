@@ -33,7 +33,8 @@ class Deployed:
         return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
 
     def environment(self, function: str = "ApiFunction") -> dict[str, str]:
-        return dict(self.stack.function(function).environment)
+        """The function's environment as Lambda sets it: the template's variables and AWS_REGION."""
+        return {**self.stack.function(function).environment, "AWS_REGION": self.stack.region}
 
     def operation_events(self) -> list[dict[str, Any]]:
         """Autopilot events the OperationEventsRule matched so far (captured on an SQS queue)."""

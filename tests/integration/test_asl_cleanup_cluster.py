@@ -14,6 +14,8 @@ from tests.integration.workflows import entered, history, operations, wait
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 ACCOUNT = "123456789012"
+# The clusters here are made straight in SageMaker (no creator on record): only an admin may delete them.
+ADMIN = f"arn:aws:iam::{ACCOUNT}:user/tester"
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock
 
 
@@ -56,7 +58,7 @@ def stacks(stack: Deployed) -> list[tuple[str, str]]:
 
 
 def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN, FallbackPollSeconds=3600)
     running_cluster(stack)
     budget(stack)
     vpc_stack(stack, "ml-cluster")
@@ -66,7 +68,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
         Bucket="ml-cluster-checkpoints", Tagging={"TagSet": [{"Key": "ClusterName", "Value": "ml-cluster"}]}
     )
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by="tester")
+    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
     execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
@@ -94,11 +96,17 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
 
 
 def test_a_stack_not_tagged_with_the_cluster_is_never_deleted(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, FallbackPollSeconds=300)
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN, FallbackPollSeconds=300)
     running_cluster(stack)
-    vpc_stack(stack, "another-cluster")
+    vpc_stack(stack, "ml-cluster")
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by="tester")
+    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
+    # The API checked the tag; the workflow checks it again when it gets to the stack (retagged since).
+    stack.client("cloudformation").update_stack(
+        StackName="ml-cluster-vpc",
+        UsePreviousTemplate=True,
+        Tags=[{"Key": "ClusterName", "Value": "another-cluster"}],
+    )
     execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
@@ -106,15 +114,15 @@ def test_a_stack_not_tagged_with_the_cluster_is_never_deleted(make_stack: Any) -
     assert operation.error is not None
     assert operation.error.error == "Autopilot.StackNotTagged"
     assert operation.error.cause == "stack ml-cluster-vpc is not tagged ClusterName=ml-cluster"
-    assert stacks(stack) == [("ml-cluster-vpc", "CREATE_COMPLETE")]
+    assert stacks(stack) == [("ml-cluster-vpc", "UPDATE_COMPLETE")]  # retagged, not deleted
     # the cluster itself is gone, and the registry says so
     assert operations().get_cluster("ml-cluster").status == "DELETED"
 
 
 def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0)
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN)
     running_cluster(stack)
-    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
+    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by=ADMIN)
     stack.client("sagemaker").delete_cluster(ClusterName="ml-cluster")  # someone was faster
     stack.clock.advance(3600)
 
@@ -127,10 +135,12 @@ def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any
 
 
 def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, DeleteTimeoutSeconds=60, FallbackPollSeconds=3600)
+    stack = make_stack(
+        clock_speed=0, AdminPrincipalArns=ADMIN, DeleteTimeoutSeconds=60, FallbackPollSeconds=3600
+    )
     running_cluster(stack)  # HyperPod deletes in 5 simulated minutes; the deadline is 1
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by="tester")
+    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by=ADMIN)
     execution = wait(stack, accepted.operation_id, advance=20)
 
     assert execution["status"] == "FAILED"

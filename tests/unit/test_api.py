@@ -37,7 +37,6 @@ class LambdaContext:
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_REGION", "us-east-1")  # Lambda sets it: the stack's region
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
     with deployed(execute=False) as d:
