@@ -189,14 +189,6 @@ _FOLLOW_CLUSTER = {
     "ListClusterNodes": _link("listClusterNodes", name="$response.body#/clusterName"),
     "DeleteCluster": _link("deleteCluster", name="$response.body#/clusterName"),
 }
-_FOLLOW_FIRST_CLUSTER = {
-    "GetFirstCluster": _link("getCluster", name="$response.body#/clusters/0/clusterName"),
-    "ListFirstClusterNodes": _link("listClusterNodes", name="$response.body#/clusters/0/clusterName"),
-    "DeleteFirstCluster": _link("deleteCluster", name="$response.body#/clusters/0/clusterName"),
-}
-_FOLLOW_LAST_OPERATION = {
-    "GetLastOperation": _link("getOperation", operationId="$response.body#/lastOperationId")
-}
 
 
 def _caller() -> str | None:
@@ -236,9 +228,7 @@ def create_cluster(
     summary="List clusters",
     tags=["clusters"],
     operation_id="listClusters",
-    responses=_responses(
-        HTTPStatus.OK, ClusterList, "Registered clusters, by name.", links=_FOLLOW_FIRST_CLUSTER
-    ),
+    responses=_responses(HTTPStatus.OK, ClusterList, "Registered clusters, by name."),
 )
 def list_clusters(
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 50,
@@ -258,9 +248,7 @@ def list_clusters(
     description="Autopilot's record of the cluster, SageMaker's live status and the recent operations.",
     tags=["clusters"],
     operation_id="getCluster",
-    responses=_responses(
-        HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND, links=_FOLLOW_LAST_OPERATION
-    ),
+    responses=_responses(HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster(name: CLUSTER_NAME) -> ClusterView:
     return get_operations().get_cluster(name)
