@@ -3,8 +3,8 @@
 The run goes through the local API server (API Gateway's proxy event, SigV4 verification, the
 ApiFunction in the Lambda runtime, moto and the simulators behind it), not a shortcut into the
 handler, so what it finds is what a client of the deployed API would meet. It is seeded and
-bounded: every phase (examples, coverage, fuzzing, stateful along the document's links), one
-worker, a fixed number of examples per operation and a time cap.
+bounded: every phase (examples, coverage, fuzzing, stateful), one worker, a fixed number of
+examples per operation and a time cap.
 """
 
 from __future__ import annotations
