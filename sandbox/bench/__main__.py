@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds", type=int, default=7, help="cold-start rounds per function (default: %(default)s)"
     )
     parser.add_argument(
-        "--operations", type=int, default=2, help="create+cleanup pairs to measure (default: %(default)s)"
+        "--operations", type=int, default=10, help="create+cleanup pairs to measure (default: %(default)s)"
     )
     parser.add_argument("--clusters-per-month", type=int, default=100, help="workload (default: %(default)s)")
     parser.add_argument(
@@ -88,19 +88,28 @@ def print_cold_start(starts: Sequence[cold_start.ColdStart]) -> None:
 
 def print_transitions(measured: Mapping[str, Any]) -> None:
     print(
-        f"\n{'workflow':<28} {'sandbox':>8} {'polls':>6} {'cycle':>6} "
-        f"{'AWS polls':>10} {'AWS transitions':>16}  (per operation)"
+        f"\n{'workflow':<28} {'sandbox':>8} {'outside wait':>13} "
+        f"{'AWS checks':>11} {'AWS transitions':>16}  (per operation)"
     )
     for f in measured["workflows"].values():
         print(
-            f"{f['state_machine']:<28} {f['measured_transitions']:>8g} {f['measured_polls']:>6g} "
-            f"{f['poll_cycle']:>6} {f['production_polls']:>10} {f['production_transitions']:>16g}"
+            f"{f['state_machine']:<28} {f['measured_transitions']:>8g} {f['outside_wait']:>13g} "
+            f"{f['production_fallback_checks']:>11} {f['production_transitions']:>16g}"
         )
     first = next(iter(measured["workflows"].values()), None)
     if first:
         print(
-            f"  AWS: polls every {first['production_poll_interval_s']} s (the template default) while "
-            "HyperPod creates (~20 min) / deletes (~5 min) a cluster; each poll adds one cycle of the loop."
+            f"  AWS: the wait checks DescribeCluster every {first['fallback_poll_s']} s "
+            "(FallbackPollSeconds) until HyperPod's InService event (~20 min create) or the cluster "
+            "is gone (~5 min delete, no event); each check adds 3 transitions."
+        )
+    latency = measured["event_to_next_step"]
+    if latency.get("samples"):
+        print(
+            f"\nInService event -> next step ({latency['samples']} creates, "
+            f"clock x{latency['clock_speed']:g}): "
+            f"p50 {latency['p50_simulated_s']:g} s simulated ({latency['p50_wall_ms']:g} ms wall), "
+            f"p99 {latency['p99_simulated_s']:g} s simulated ({latency['p99_wall_ms']:g} ms wall)"
         )
     cost = measured["monthly_cost"]
     workload = cost["workload"]
@@ -115,8 +124,11 @@ def print_transitions(measured: Mapping[str, Any]) -> None:
         f"   ({measured['lambda']['api_ms_per_request_warm']:.1f} ms/request warm in the sandbox, "
         f"{measured['lambda']['api_memory_mb']} MB)"
     )
-    print(f"  Lambda          {cost['api_requests']:>10g} requests      ${usd['lambda_requests']:>9.4f}")
+    print(
+        f"  Lambda          {cost['lambda_invocations']:>10g} requests      ${usd['lambda_requests']:>9.4f}"
+    )
     print(f"  API Gateway     {cost['api_requests']:>10g} requests      ${cost['usd']['api_gateway']:>9.4f}")
+    print(f"  SQS             {cost['cluster_event_messages']:>10g} messages      ${usd['sqs']:>9.4f}")
     print(f"  total                                      ${cost['usd_total']:>9.4f} a month")
     print(f"\n{'price (us-east-1 list)':<44} {'USD':>14}  per / source")
     for price in measured["prices"].values():

@@ -1,0 +1,233 @@
+"""ClusterEventsFunction's logic on an in-memory state table: registry versions, waiters, resumes.
+
+Events come from events/hyperpod (AWS's samples) and events/cluster_events (the SQS batch the
+function gets), varied with small builders.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autopilot.logic.cluster_events import UnknownMessageError, handle_message
+from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
+
+from tests.events import load_event
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = "sample-cluster"
+ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+
+
+class MemoryWaits(ClusterWaits):
+    """The DynamoDB items and SendTaskSuccess as dicts and lists, with the same guards."""
+
+    def __init__(self, *, registered: bool = True, sagemaker_status: str = "Creating") -> None:
+        super().__init__("unused")
+        self.clusters: dict[str, dict[str, str]] = {CLUSTER: {}} if registered else {}
+        self.stored: dict[tuple[str, str], Waiter] = {}
+        self.answered: list[tuple[str, dict[str, Any]]] = []
+        self.open_tokens: set[str] = set()
+        self.sagemaker_status = sagemaker_status
+
+    def put_waiter(self, waiter: Waiter) -> bool:
+        key = (waiter.cluster_name, waiter.execution_arn)
+        if key in self.stored and self.stored[key].sent_at > waiter.sent_at:
+            return False
+        self.stored[key] = waiter
+        self.open_tokens.add(waiter.task_token)
+        return True
+
+    def waiters(self, cluster_name: str) -> list[Waiter]:
+        return [w for (name, _), w in self.stored.items() if name == cluster_name]
+
+    def remove_waiter(self, waiter: Waiter) -> None:
+        key = (waiter.cluster_name, waiter.execution_arn)
+        if key in self.stored and self.stored[key].task_token == waiter.task_token:
+            del self.stored[key]
+
+    def succeed(self, waiter: Waiter, output: dict[str, Any]) -> bool:
+        if waiter.task_token not in self.open_tokens:
+            return False
+        self.open_tokens.discard(waiter.task_token)
+        self.answered.append((waiter.task_token, output))
+        return True
+
+    def describe_status(self, cluster_name: str) -> tuple[str, str]:
+        return self.sagemaker_status, ""
+
+    def record_status(self, cluster_name: str, cluster_arn: str, status: str, version: StatusVersion) -> bool:
+        record = self.clusters.get(cluster_name)
+        if record is None or record.get("version", "") >= version.key():
+            return False
+        record.update(status=status, version=version.key())
+        return True
+
+
+def state_change(status: str, time: str = "2025-04-28T16:59:01Z", failure: str = "") -> dict[str, Any]:
+    event = copy.deepcopy(load_event("hyperpod/cluster_state_change.json"))
+    event["time"] = time
+    event["detail"]["ClusterStatus"] = status
+    event["detail"]["FailureMessage"] = failure
+    return event
+
+
+def await_request(
+    until: str = "InService", token: str = "token-1", execution: str = "exec-1"
+) -> dict[str, Any]:
+    return {
+        "autopilot": "await-cluster",
+        "clusterName": CLUSTER,
+        "until": until,
+        "taskToken": token,
+        "executionArn": execution,
+    }
+
+
+def test_a_waiter_is_resumed_by_the_state_change_it_waits_for() -> None:
+    waits = MemoryWaits()
+    handle_message(await_request(), 1, waits)
+    assert waits.answered == []  # still Creating: it waits
+
+    handle_message(state_change("Creating", "2025-04-28T16:50:00Z"), 2, waits)
+    handle_message(state_change("InService"), 3, waits)
+
+    assert waits.answered == [("token-1", {"ClusterStatus": "InService", "FailureMessage": ""})]
+    assert waits.stored == {}
+    assert waits.clusters[CLUSTER]["status"] == "InService"
+
+
+def test_a_wait_request_after_the_event_is_answered_at_once() -> None:
+    waits = MemoryWaits(sagemaker_status="InService")
+    handle_message(state_change("InService"), 1, waits)  # nobody waited yet
+
+    handle_message(await_request(), 2, waits)
+
+    assert waits.answered == [("token-1", {"ClusterStatus": "InService", "FailureMessage": ""})]
+
+
+def test_a_failed_cluster_resumes_the_wait_with_its_failure() -> None:
+    waits = MemoryWaits()
+    handle_message(await_request(), 1, waits)
+
+    handle_message(
+        state_change("Failed", failure="InsufficientInstanceCapacity for ml.p5.48xlarge"), 2, waits
+    )
+
+    [(_, output)] = waits.answered
+    assert output == {
+        "ClusterStatus": "Failed",
+        "FailureMessage": "InsufficientInstanceCapacity for ml.p5.48xlarge",
+    }
+
+
+def test_duplicates_change_nothing_and_answer_once() -> None:
+    waits = MemoryWaits()
+    handle_message(await_request(), 1, waits)
+    event = state_change("InService")
+
+    handle_message(event, 2, waits)
+    handle_message(event, 3, waits)
+    handle_message(await_request(), 1, waits)  # the wait request redelivered too
+
+    assert len(waits.answered) == 1
+
+
+def test_an_older_event_arriving_late_does_not_win() -> None:
+    waits = MemoryWaits()
+    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits)
+    handle_message(await_request(until="Deleted"), 2, waits)
+
+    handle_message(state_change("Creating", "2025-04-28T16:40:00Z"), 3, waits)
+
+    assert waits.clusters[CLUSTER]["status"] == "InService"
+    assert waits.answered == []
+
+
+def test_two_reports_of_the_same_second_are_ordered_by_the_lifecycle() -> None:
+    waits = MemoryWaits()
+    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits)
+    handle_message(state_change("Creating", "2025-04-28T17:00:00Z"), 2, waits)
+
+    assert waits.clusters[CLUSTER]["status"] == "InService"
+
+
+def test_a_later_wait_of_the_same_execution_replaces_the_earlier_and_an_older_one_is_ignored() -> None:
+    waits = MemoryWaits()
+    handle_message(await_request(token="second"), 20, waits)
+    handle_message(await_request(token="first"), 10, waits)  # redelivered late
+
+    handle_message(state_change("InService"), 30, waits)
+
+    assert [token for token, _ in waits.answered] == ["second"]
+
+
+def test_clusters_outside_the_registry_are_not_adopted_by_an_event() -> None:
+    waits = MemoryWaits(registered=False)
+
+    handle_message(state_change("InService"), 1, waits)
+
+    assert waits.clusters == {}
+
+
+@pytest.mark.parametrize("sample", ["cluster_node_health_event.json", "cluster_event.json"])
+def test_node_health_and_cluster_events_are_parsed_and_touch_nothing(sample: str) -> None:
+    waits = MemoryWaits()
+
+    kind = handle_message(load_event(f"hyperpod/{sample}"), 1, waits)
+
+    assert kind.startswith("SageMaker HyperPod")
+    assert waits.clusters == {CLUSTER: {}}
+    assert waits.answered == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"detail-type": "Something Else", "detail": {}},
+        {**state_change("InService"), "detail": {"ClusterName": CLUSTER}},
+        {"autopilot": "await-cluster", "clusterName": CLUSTER},
+    ],
+    ids=["unknown", "not-aws-shape", "await-without-token"],
+)
+def test_a_message_of_another_shape_is_refused(body: dict[str, Any]) -> None:
+    with pytest.raises((UnknownMessageError, ValueError)):
+        handle_message(body, 1, MemoryWaits())
+
+
+def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "cluster_events_app", ROOT / "functions/cluster_events/app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    waits = MemoryWaits(sagemaker_status="Creating")
+    monkeypatch.setattr(app, "waits", lambda: waits)
+    monkeypatch.setattr(app.metrics.provider, "namespace", "Test")  # the template's Globals set it
+    event = load_event("cluster_events/sqs_batch.json")
+    broken = copy.deepcopy(event["Records"][0])
+    broken["messageId"] = "broken"
+    broken["body"] = json.dumps({"detail-type": "Something Else"})
+    event["Records"].append(broken)
+
+    response = app.lambda_handler(event, _context())
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "broken"}]}
+    # the batch's wait request, then the sample's InService event: the workflow was resumed
+    assert [token for token, _ in waits.answered] == ["AQCEAAAAKgAAAAMAAAAAAAAAAexample-task-token"]
+
+
+def _context() -> Any:
+    class Context:
+        function_name = "ClusterEventsFunction"
+        memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-west-2:111122223333:function:ClusterEventsFunction"
+        aws_request_id = "00000000-0000-4000-8000-000000000000"
+
+    return Context()
