@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     common(up)
     up.add_argument("--api-port", type=int, default=3000)
     up.add_argument("--aws-port", type=int, default=5000)
+    up.add_argument(
+        "--duplicate-events",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="share (0-1) of HyperPod events delivered twice, as EventBridge may (default: 0)",
+    )
 
     invoke = commands.add_parser("invoke", help="invoke one function, like `sam local invoke`")
     common(invoke)
@@ -151,7 +158,7 @@ def _up(args: argparse.Namespace) -> int:
     try:
         # resolved before the sandbox starts: it sets AWS_REGION in this process to what it runs in
         region, region_source = resolve_region(args.region, args.template)
-        with _sandbox(args, region) as sandbox:
+        with _sandbox(args, region, duplicate_events=args.duplicate_events) as sandbox:
             api_url = sandbox.serve_api(args.api_port)
             aws_url = sandbox.serve_aws(args.aws_port)
             print(
