@@ -30,7 +30,6 @@ def waits() -> ClusterWaits:
 def record_handler(record: SQSRecord) -> None:
     body: dict[str, Any] = json.loads(record.body)
     kind = handle_message(body, int(record.attributes.sent_timestamp), waits())
-    metrics.add_metric(name="ClusterEventMessages", unit="Count", value=1)
     logger.debug("message processed", kind=kind, message_id=record.message_id)
 
 
