@@ -11,6 +11,7 @@ from typing import Any
 import botocore.session
 import pytest
 from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
+from autopilot.models.hyperpod_events import DETAIL_TYPES as DETAIL_TYPES_HYPERPOD
 from autopilot.models.hyperpod_events import AwaitCluster
 from autopilot.workflows.inputs import CleanupClusterWorkflowInput, CreateClusterWorkflowInput
 from botocore.model import ListShape, OperationModel, Shape, StructureShape
@@ -314,3 +315,42 @@ def test_the_operation_status_is_the_last_record_written(machine: str) -> None:
                 f"{name} after {final_record}"
             )
             name = state.get("Next")
+
+
+TEMPLATE_RESOURCES: dict[str, Any] = load_template(ROOT / "template.yaml")["Resources"]
+
+
+def test_hyperpod_events_reach_cluster_events_function_with_a_dead_letter_queue_and_an_alarm() -> None:
+    rule = TEMPLATE_RESOURCES["HyperPodEventsRule"]["Properties"]
+    assert rule["EventPattern"]["source"] == ["aws.sagemaker"]
+    assert set(rule["EventPattern"]["detail-type"]) == set(DETAIL_TYPES_HYPERPOD)
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ClusterEventsQueue", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["ClusterEventsDeadLetterQueue", "Arn"]}
+    queue = TEMPLATE_RESOURCES["ClusterEventsQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["ClusterEventsDeadLetterQueue", "Arn"]
+    }
+    alarm = TEMPLATE_RESOURCES["ClusterEventsDeadLetterAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ClusterEventsDeadLetterQueue", "QueueName"]}
+    function = TEMPLATE_RESOURCES["ClusterEventsFunction"]["Properties"]
+    [source] = function["Events"].values()
+    assert source["Type"] == "SQS"
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # Lambda's SQS guide: the queue's visibility timeout at least six times the function's timeout
+    assert queue["VisibilityTimeout"] >= 6 * function.get("Timeout", 30)
+
+
+@pytest.mark.parametrize("machine", ["CreateClusterStateMachine", "CleanupClusterStateMachine"])
+def test_state_machines_log_trace_and_may_send_wait_requests_only_to_the_cluster_events_queue(
+    machine: str,
+) -> None:
+    props = TEMPLATE_RESOURCES[machine]["Properties"]
+    assert props["Tracing"] == {"Enabled": True}
+    assert props["Logging"]["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"] == {
+        "Fn::GetAtt": ["WorkflowLogGroup", "Arn"]
+    }
+    statements = props["Policies"][0]["Statement"]
+    [send] = [s for s in statements if s["Action"] == "sqs:SendMessage"]
+    assert send["Resource"] == {"Fn::GetAtt": ["ClusterEventsQueue", "Arn"]}
+    assert all(s["Resource"] != "*" for s in statements if s["Sid"] not in ("FindLeftovers", "ExecutionLogs"))
