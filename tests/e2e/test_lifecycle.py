@@ -2,11 +2,15 @@
 
 create → InService → tagged → budget → delete → gone (budget too); a capacity failure is recorded
 with its cause; a bad config is refused naming the fields; an unsigned call is refused.
+
+The sandbox's FallbackPollSeconds is longer than a create here, so a create that finishes finished on
+HyperPod's InService event (a delete ends on its fallback check: HyperPod sends no event when a
+cluster is gone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,9 +20,19 @@ from autopilot.client import ApiError, AutopilotClient
 from botocore.exceptions import ClientError
 
 from sandbox.core import Sandbox
+from sandbox.demo.runner import DEMO_PARAMETERS, state_entries
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 OPERATION_TIMEOUT_S = 60.0
+# simulated seconds: past a 20-minute create, and 3 s of wall time for a delete's wait at x1200
+FALLBACK_POLL_SECONDS = 3600
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    parameters = {**DEMO_PARAMETERS, "FallbackPollSeconds": FALLBACK_POLL_SECONDS}
+    with Sandbox(parameters=parameters, speed=1200.0) as running:
+        yield running
 
 
 def wait(api: AutopilotClient, operation_id: str) -> dict[str, Any]:
@@ -46,6 +60,9 @@ def test_create_then_delete_leaves_nothing(
     assert created["status"] == "SUCCEEDED", created.get("error")
     assert created["kind"] == "CreateCluster"
     assert created["executionArn"].split(":")[-1] == accepted["operationId"]
+    entered = state_entries(sandbox.client("stepfunctions"), created["executionArn"])
+    assert entered["Await Cluster"] == 1  # answered by ClusterEventsFunction on the InService event
+    assert entered["Check Cluster"] == 0
     described = sagemaker.describe_cluster(ClusterName="e2e-life")
     assert described["ClusterStatus"] == "InService"
     tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=described["ClusterArn"])["Tags"]}
