@@ -4,12 +4,12 @@ requests) → autopilot.logic.cluster_events, one message at a time, partial bat
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from typing import Any
 
 from autopilot.logic.cluster_events import handle_message
 from autopilot.observability import logger, metrics, tracer
+from autopilot.settings import cluster_events_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -21,10 +21,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 @cache
 def waits() -> ClusterWaits:
-    table = os.environ.get("STATE_TABLE_NAME")
-    if not table:
-        raise RuntimeError("STATE_TABLE_NAME is not set")
-    return ClusterWaits(table)
+    return ClusterWaits(cluster_events_settings().state_table_name)
 
 
 def record_handler(record: SQSRecord) -> None:

@@ -13,6 +13,7 @@ import pytest
 from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
 from autopilot.models.hyperpod_events import DETAIL_TYPES as DETAIL_TYPES_HYPERPOD
 from autopilot.models.hyperpod_events import AwaitCluster
+from autopilot.settings import ClusterEventsSettings
 from autopilot.workflows.inputs import CleanupClusterWorkflowInput, CreateClusterWorkflowInput
 from botocore.model import ListShape, OperationModel, Shape, StructureShape
 from pydantic import BaseModel
@@ -354,3 +355,12 @@ def test_state_machines_log_trace_and_may_send_wait_requests_only_to_the_cluster
     [send] = [s for s in statements if s["Action"] == "sqs:SendMessage"]
     assert send["Resource"] == {"Fn::GetAtt": ["ClusterEventsQueue", "Arn"]}
     assert all(s["Resource"] != "*" for s in statements if s["Sid"] not in ("FindLeftovers", "ExecutionLogs"))
+
+
+def test_cluster_events_function_gets_every_setting_it_needs() -> None:
+    template = load_template(ROOT / "template.yaml")
+    environment = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    function = TEMPLATE_RESOURCES["ClusterEventsFunction"]["Properties"]
+    environment |= set(function.get("Environment", {}).get("Variables", {}))
+    needed = {field.alias for field in ClusterEventsSettings.model_fields.values()}
+    assert needed <= environment, needed - environment

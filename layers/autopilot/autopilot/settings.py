@@ -63,6 +63,14 @@ class ReconcilerSettings(BaseModel):
     grace_seconds: int = Field(alias="RECONCILE_GRACE_SECONDS", ge=1)
 
 
+class ClusterEventsSettings(BaseModel):
+    """What ClusterEventsFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+
+
 def _load[T: BaseModel](model: type[T], environ: dict[str, str], what: str) -> T:
     try:
         return model.model_validate(environ)
@@ -85,6 +93,10 @@ def load_reconciler_settings_from(environ: dict[str, str]) -> ReconcilerSettings
     return _load(ReconcilerSettings, environ, "ReconcilerFunction")
 
 
+def load_cluster_events_settings_from(environ: dict[str, str]) -> ClusterEventsSettings:
+    return _load(ClusterEventsSettings, environ, "ClusterEventsFunction")
+
+
 @lru_cache(maxsize=1)
 def api_settings() -> ApiSettings:
     """The API function's settings, read from the environment once."""
@@ -99,3 +111,8 @@ def record_outcome_settings() -> RecordOutcomeSettings:
 @lru_cache(maxsize=1)
 def reconciler_settings() -> ReconcilerSettings:
     return load_reconciler_settings_from(dict(os.environ))
+
+
+@lru_cache(maxsize=1)
+def cluster_events_settings() -> ClusterEventsSettings:
+    return load_cluster_events_settings_from(dict(os.environ))
