@@ -36,9 +36,7 @@ def test_settings_parse_the_environment() -> None:
 
 
 def test_a_missing_or_malformed_setting_fails_loudly_naming_it() -> None:
-    broken = {k: v for k, v in ENVIRONMENT.items() if k != "STATE_TABLE_NAME"} | {
-        "ALERTS_TOPIC_ARN": ""
-    }
+    broken = {k: v for k, v in ENVIRONMENT.items() if k != "STATE_TABLE_NAME"} | {"ALERTS_TOPIC_ARN": ""}
 
     with pytest.raises(SettingsError) as raised:
         load_api_settings_from(broken)
