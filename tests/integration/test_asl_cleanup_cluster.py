@@ -89,6 +89,15 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     assert budgets(stack) == []
     assert stacks(stack) == [("ml-cluster-vpc", "DELETE_COMPLETE")]
     assert operations().get_cluster("ml-cluster").status == "DELETED"
+    # the wait ended on its own check, so nobody answered its waiter: the table's TTL removes it
+    [waiter] = stack.client("dynamodb").query(
+        TableName=stack.stack.physical_id("StateTable"),
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :waiter)",
+        ExpressionAttributeValues={":pk": {"S": "CLUSTER#ml-cluster"}, ":waiter": {"S": "WAITER#"}},
+    )["Items"]
+    assert int(waiter["expiresAt"]["N"]) > int(waiter["sentAt"]["N"]) // 1000
+    ttl = stack.client("dynamodb").describe_time_to_live(TableName=stack.stack.physical_id("StateTable"))
+    assert ttl["TimeToLiveDescription"]["AttributeName"] == "expiresAt"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Succeeded"
     assert event["detail"]["operationType"] == "DeleteCluster"

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 WAITER_PREFIX = "WAITER#"
+# A waiter outlives its wait when the wait ends on its own DescribeCluster check (always, for a cluster
+# that must be gone: HyperPod sends no event then); DynamoDB's TTL removes it after the longest
+# deadline (CreateTimeoutSeconds / DeleteTimeoutSeconds ≤ 23 h) and a day more.
+WAITER_TTL_SECONDS = 2 * 24 * 3600
 # SendTask* answers for a token that is no longer waiting: the wait timed out or was answered.
 _GONE_TOKEN_CODES = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 
@@ -100,6 +104,7 @@ class ClusterWaits:
                     "until": {"S": waiter.until},
                     "taskToken": {"S": waiter.task_token},
                     "sentAt": {"N": str(waiter.sent_at)},
+                    "expiresAt": {"N": str(waiter.sent_at // 1000 + WAITER_TTL_SECONDS)},
                 },
                 ConditionExpression="attribute_not_exists(sk) OR sentAt <= :sent",
                 ExpressionAttributeValues={":sent": {"N": str(waiter.sent_at)}},
