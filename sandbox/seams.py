@@ -136,6 +136,22 @@ def _replace(owner: type, name: str, replacement: Callable[..., Any]) -> None:
     _state.undo.append(lambda: setattr(owner, name, original))
 
 
+class Patches:
+    """Attributes a seam module replaces on moto, put back in reverse order by ``undo``."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        original = vars(owner)[name]
+        setattr(owner, name, value)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
 def _header(headers: Any, name: str) -> str | None:
     if not headers:
         return None

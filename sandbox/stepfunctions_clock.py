@@ -148,24 +148,12 @@ def _check_shape() -> None:
 def install(clock: SandboxClock) -> Callable[[], None]:
     """Run moto's Step Functions timers and timestamps on ``clock``; returns the undo."""
     _check_shape()
-    undo: list[Callable[[], None]] = []
-
-    def replace(owner: Any, name: str, value: Any) -> None:
-        original = vars(owner)[name]
-        setattr(owner, name, value)
-        undo.append(lambda: setattr(owner, name, original))
-
-    _Installed.clock = clock
-    undo.append(lambda: setattr(_Installed, "clock", None))
-    replace(WaitFunction, "_wait_interval", _wait_interval)
-    replace(retrier_decl, "time", types.SimpleNamespace(sleep=sleep_simulated))
-    replace(callback, "Event", SimulatedTimeoutEvent)
+    patches = seams.Patches()
+    patches.replace(_Installed, "clock", clock)
+    patches.replace(WaitFunction, "_wait_interval", _wait_interval)
+    patches.replace(retrier_decl, "time", types.SimpleNamespace(sleep=sleep_simulated))
+    patches.replace(callback, "Event", SimulatedTimeoutEvent)
     dated = _SandboxDatetimeModule("datetime")
     for module in _DATED_MODULES:
-        replace(module, "datetime", dated)
-
-    def uninstall() -> None:
-        while undo:
-            undo.pop()()
-
-    return uninstall
+        patches.replace(module, "datetime", dated)
+    return patches.undo

@@ -249,25 +249,14 @@ def _check_shape() -> None:
 def install(now: Callable[[], datetime]) -> Callable[[], None]:
     """Give moto's executor a JSONata evaluator (``$now()`` from ``now``); returns the undo."""
     _check_shape()
-    undo: list[Callable[[], None]] = []
-
-    def replace(owner: Any, name: str, value: Any) -> None:
-        original = vars(owner)[name]
-        setattr(owner, name, value)
-        undo.append(lambda: setattr(owner, name, original))
-
-    replace(moto_jsonata, "_eval_jsonata", make_evaluator(now))
+    patches = seams.Patches()
+    patches.replace(moto_jsonata, "_eval_jsonata", make_evaluator(now))
     for module in (moto_jsonata, states, variable_store):
-        replace(module, "encode_jsonata_variable_declarations", encode_variable_declarations)
-    replace(intrinsic_declarations, "_DECLARATION_BY_VARIABLE_REFERENCE", {})
-    replace(
+        patches.replace(module, "encode_jsonata_variable_declarations", encode_variable_declarations)
+    patches.replace(intrinsic_declarations, "_DECLARATION_BY_VARIABLE_REFERENCE", {})
+    patches.replace(
         string_expression.StringJSONata,
         "_eval_body",
         _fail_on_query_error(string_expression.StringJSONata._eval_body),
     )
-
-    def uninstall() -> None:
-        while undo:
-            undo.pop()()
-
-    return uninstall
+    return patches.undo

@@ -326,15 +326,17 @@ def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None)
 
 
 @pytest.mark.parametrize(
-    ("properties", "message"),
+    ("resource", "properties", "message"),
     [
         # SAM passes it on to AWS::Lambda::Function; a concurrency limit changes behaviour: refused
         (
+            "EchoFunction",
             {"ReservedConcurrentExecutions": 1},
             r"^EchoFunction: AWS::Lambda::Function property ReservedConcurrentExecutions not supported",
         ),
         # SAM itself rejects it; the translator's message names the function and the event
         (
+            "EchoFunction",
             {
                 "Events": {
                     "Upload": {"Type": "S3", "Properties": {"Bucket": "b", "Events": "s3:ObjectCreated:*"}}
@@ -344,6 +346,7 @@ def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None)
         ),
         # SAM generates a resource type the sandbox has no provider for: refused
         (
+            "EchoFunction",
             {
                 "Events": {
                     "Logs": {
@@ -354,29 +357,15 @@ def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None)
             },
             r"^EchoFunctionLogs: resource type AWS::Logs::SubscriptionFilter is not supported",
         ),
-    ],
-)
-def test_what_sam_generates_and_the_sandbox_cannot_deploy_is_loud(
-    tmp_path: Path, aws_env: None, properties: dict[str, Any], message: str
-) -> None:
-    def edit(template: dict[str, Any]) -> None:
-        template["Resources"]["EchoFunction"]["Properties"].update(properties)
-
-    path = _fixture_with(tmp_path, edit)
-    try:
-        with mock_aws(config=MOCK_CONFIG), pytest.raises(TemplateError, match=message):
-            deploy(path)
-    finally:
-        path.unlink()
-
-
-@pytest.mark.parametrize(
-    ("auth", "message"),
-    [
         # SAM answers CORS preflight with MOCK integrations the local server does not run
-        ({"Cors": "'*'"}, r"^FixtureApi .*paths\./\S+\.options: only Lambda proxy integrations"),
+        (
+            "FixtureApi",
+            {"Cors": "'*'"},
+            r"^FixtureApi .*paths\./\S+\.options: only Lambda proxy integrations",
+        ),
         # a role (not the caller's credentials) invoking the function
         (
+            "FixtureApi",
             {
                 "Auth": {
                     "DefaultAuthorizer": "AWS_IAM",
@@ -387,11 +376,11 @@ def test_what_sam_generates_and_the_sandbox_cannot_deploy_is_loud(
         ),
     ],
 )
-def test_api_features_the_local_server_does_not_serve_are_loud(
-    tmp_path: Path, aws_env: None, auth: dict[str, Any], message: str
+def test_what_sam_generates_and_the_sandbox_cannot_deploy_or_serve_is_loud(
+    tmp_path: Path, aws_env: None, resource: str, properties: dict[str, Any], message: str
 ) -> None:
     def edit(template: dict[str, Any]) -> None:
-        template["Resources"]["FixtureApi"]["Properties"].update(auth)
+        template["Resources"][resource]["Properties"].update(properties)
 
     path = _fixture_with(tmp_path, edit)
     try:

@@ -196,11 +196,18 @@ def _full_request(request: Request, name: str, **overrides: Any) -> dict[str, An
     return built
 
 
-def _run_through_a_lifecycle(
-    sagemaker: Any, simulator: HyperPodSimulator, clock: SandboxClock, request: Request
-) -> None:
+@pytest.fixture
+def lifecycle_events(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    hyperpod_cluster_request: Request,
+) -> list[dict[str, Any]]:
     """Create, deep health checks, faults healed by HyperPod itself, a failed scale-up, a failed create,
     a NodeRecovery None cluster's fault, deletes: every kind of event the simulator sends."""
+    sagemaker, simulator = hyperpod_sagemaker, hyperpod_sim
+    clock, request = hyperpod_clock, hyperpod_cluster_request
     sagemaker.create_cluster(**_full_request(request, "full"))
     sagemaker.create_cluster(**request("plain", workers=1))  # NodeRecovery None, not Continuous
     clock.advance(30 * MINUTE)
@@ -223,18 +230,11 @@ def _run_through_a_lifecycle(
         sagemaker.delete_cluster(ClusterName=name)
     clock.advance(10 * MINUTE)
     simulator.tick()
+    return hyperpod_events()
 
 
-def test_every_event_matches_aws_samples_member_by_member(
-    hyperpod_sagemaker: Any,
-    hyperpod_sim: HyperPodSimulator,
-    hyperpod_clock: SandboxClock,
-    hyperpod_events: Events,
-    hyperpod_cluster_request: Request,
-) -> None:
-    _run_through_a_lifecycle(hyperpod_sagemaker, hyperpod_sim, hyperpod_clock, hyperpod_cluster_request)
-
-    events = hyperpod_events()
+def test_every_event_matches_aws_samples_member_by_member(lifecycle_events: list[dict[str, Any]]) -> None:
+    events = lifecycle_events
 
     assert {e["detail-type"] for e in events} == set(SAMPLE_FILES)
     assert len(events) > 30
@@ -250,20 +250,12 @@ def test_every_event_matches_aws_samples_member_by_member(
     }
 
 
-def test_repair_action_is_what_hyperpod_itself_will_do(
-    hyperpod_sagemaker: Any,
-    hyperpod_sim: HyperPodSimulator,
-    hyperpod_clock: SandboxClock,
-    hyperpod_events: Events,
-    hyperpod_cluster_request: Request,
-) -> None:
-    _run_through_a_lifecycle(hyperpod_sagemaker, hyperpod_sim, hyperpod_clock, hyperpod_cluster_request)
-
+def test_repair_action_is_what_hyperpod_itself_will_do(lifecycle_events: list[dict[str, Any]]) -> None:
     unhealthy = {
         (e["detail"]["ClusterName"], e["detail"]["HealthSummary"]["Recommendation"]): e["detail"][
             "HealthSummary"
         ]
-        for e in hyperpod_events()
+        for e in lifecycle_events
         if e["detail-type"] == NODE_HEALTH and e["detail"]["HealthSummary"]["HealthStatus"] == "Unhealthy"
     }
 
