@@ -108,6 +108,11 @@ def stringify(value: Any) -> str:
     return str(value)
 
 
+def attributes(props: Mapping[str, Any], keys: frozenset[str]) -> dict[str, str]:
+    """The properties an API takes as a map of string attributes (SQS, SNS)."""
+    return {key: stringify(props[key]) for key in keys if key in props}
+
+
 def tags_list(tags: Any) -> list[dict[str, str]]:
     if isinstance(tags, dict):
         return [{"Key": str(k), "Value": str(v)} for k, v in tags.items()]

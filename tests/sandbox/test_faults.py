@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,28 +217,41 @@ def test_an_aws_sdk_task_sees_an_unmodeled_throttling_as_the_service_exception(s
     assert "Status Code: 400" in error["Cause"]
 
 
-def test_an_aws_sdk_task_sees_a_modeled_throttling_by_its_name(sb: Sandbox) -> None:
-    sb.apply_fault("throttling", {"rate": 1, "services": ["budgets"]})
-    error = run_task(
-        sb,
-        "fault-budgets",
-        "arn:aws:states:::aws-sdk:budgets:describeBudgets",
-        "budgets:ViewBudget",
-        {"AccountId": sb.account_id},
-    )
-    assert error["Error"] == "Budgets.ThrottlingException"
-
-
-def test_an_optimized_dynamodb_task_sees_provisioned_throughput_exceeded(sb: Sandbox) -> None:
-    sb.apply_fault("throttling", {"rate": 1, "services": ["dynamodb"]})
-    error = run_task(
-        sb,
-        "fault-dynamodb",
-        "arn:aws:states:::dynamodb:putItem",
-        "dynamodb:PutItem",
-        {"TableName": sb.stack.physical_id("RecordsTable"), "Item": {"pk": {"S": "x"}, "sk": {"S": "y"}}},
-    )
-    assert error["Error"] == "DynamoDB.ProvisionedThroughputExceededException"
+@pytest.mark.parametrize(
+    ("service", "resource", "action", "parameters", "expected"),
+    [
+        # a modeled throttling error arrives by its own name
+        (
+            "budgets",
+            "arn:aws:states:::aws-sdk:budgets:describeBudgets",
+            "budgets:ViewBudget",
+            lambda sb: {"AccountId": sb.account_id},
+            "Budgets.ThrottlingException",
+        ),
+        # an optimized integration sees the service's own throttling error
+        (
+            "dynamodb",
+            "arn:aws:states:::dynamodb:putItem",
+            "dynamodb:PutItem",
+            lambda sb: {
+                "TableName": sb.stack.physical_id("RecordsTable"),
+                "Item": {"pk": {"S": "x"}, "sk": {"S": "y"}},
+            },
+            "DynamoDB.ProvisionedThroughputExceededException",
+        ),
+    ],
+)
+def test_a_task_sees_a_modeled_throttling_by_its_name(
+    sb: Sandbox,
+    service: str,
+    resource: str,
+    action: str,
+    parameters: Callable[[Sandbox], dict[str, Any]],
+    expected: str,
+) -> None:
+    sb.apply_fault("throttling", {"rate": 1, "services": [service]})
+    error = run_task(sb, f"fault-{service}", resource, action, parameters(sb))
+    assert error["Error"] == expected
 
 
 # --- the admin route and HTTP clients of serve_aws -------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, names, stringify
+from ..context import Context, Provider, attributes, names
 from ..stack import Resource
 
 _ATTRIBUTES: Final = names(
@@ -18,7 +18,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         TopicArn=props["TopicArn"],
         Protocol=props["Protocol"],
         Endpoint=str(props.get("Endpoint", "")),
-        Attributes={key: stringify(props[key]) for key in _ATTRIBUTES if key in props},
+        Attributes=attributes(props, _ATTRIBUTES),
         ReturnSubscriptionArn=True,
     )["SubscriptionArn"]
     return Resource(logical_id, "AWS::SNS::Subscription", arn, {"Arn": arn}, arn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, names, stringify, tags_list
+from ..context import Context, Provider, attributes, names, tags_list
 from ..stack import Resource
 
 _ATTRIBUTES: Final = names(
@@ -16,7 +16,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
     name = str(props.get("TopicName") or ctx.physical_name(logical_id, 256))
     args: dict[str, Any] = {
         "Name": name,
-        "Attributes": {key: stringify(props[key]) for key in _ATTRIBUTES if key in props},
+        "Attributes": attributes(props, _ATTRIBUTES),
     }
     if props.get("Tags"):
         args["Tags"] = tags_list(props["Tags"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, names, stringify, tags_map
+from ..context import Context, Provider, attributes, names, tags_map
 from ..stack import Resource
 
 _ATTRIBUTES: Final = names(
@@ -20,7 +20,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
     name = str(props.get("QueueName") or ctx.physical_name(logical_id, 75) + fifo)
     args: dict[str, Any] = {
         "QueueName": name,
-        "Attributes": {key: stringify(props[key]) for key in _ATTRIBUTES if key in props},
+        "Attributes": attributes(props, _ATTRIBUTES),
     }
     if props.get("Tags"):
         args["tags"] = tags_map(props["Tags"])
