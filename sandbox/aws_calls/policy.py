@@ -100,13 +100,14 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     if_exists = operator.endswith("IfExists")
     name = operator.removesuffix("IfExists")
     lowered = key.lower()
+    if name != "Null" and name not in _OPERATORS:
+        raise UnsupportedPolicy(f"condition operator {operator} is not evaluated by the sandbox")
+    # before Null too: an unmodeled key is always absent here, so Null would hold when AWS may not
+    if not _key_modeled(key):
+        raise UnsupportedPolicy(f"condition key {key} is not modeled by the sandbox")
     if name == "Null":
         present = any(k.lower() == lowered for k in context)
         return _listed(expected)[0].lower() == ("false" if present else "true")
-    if name not in _OPERATORS:
-        raise UnsupportedPolicy(f"condition operator {operator} is not evaluated by the sandbox")
-    if not _key_modeled(key):
-        raise UnsupportedPolicy(f"condition key {key} is not modeled by the sandbox")
     matcher, negated = _OPERATORS[name]
     values = next((v for k, v in context.items() if k.lower() == lowered), None)
     if values is None:  # IAM: a missing key matches only negated operators (and ...IfExists)

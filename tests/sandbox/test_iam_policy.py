@@ -120,12 +120,20 @@ def test_if_exists_matches_a_missing_key() -> None:
     )
 
 
+def test_null_tells_whether_a_modeled_key_is_present() -> None:
+    document = policy(allow("sagemaker:CreateCluster", Condition={"Null": {"aws:RequestTag/owner": "false"}}))
+    owner = {"aws:RequestTag/owner": ["alice"]}
+    assert decide(document, "sagemaker:CreateCluster", "*", **owner) is Decision.ALLOWED
+    assert decide(document, "sagemaker:CreateCluster", "*") is Decision.IMPLICIT_DENY
+
+
 @pytest.mark.parametrize(
     "condition",
     [
         {"NumericLessThan": {"aws:MultiFactorAuthAge": "3600"}},  # operator not evaluated
         {"StringEquals": {"aws:ResourceTag/owner": "alice"}},  # key not modeled
         {"ForAnyValue:StringEquals": {"aws:TagKeys": ["owner"]}},  # set operator
+        {"Null": {"aws:ResourceTag/owner": "true"}},  # key not modeled: always absent here
     ],
 )
 def test_what_the_sandbox_cannot_evaluate_fails_loudly(condition: dict[str, Any]) -> None:
