@@ -129,15 +129,30 @@ def _budgets(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
     return [w.arn("budgets", f"budget/{name}", regional=False)] if name else ["*"]
 
 
+def _stack(p: Mapping[str, Any], w: Where) -> Any:
+    """The live stack the call names (by name or id), or None."""
+    name = str(p.get("StackName"))
+    stacks = cloudformation_backends[w.account][w.region].stacks.values()
+    return next((s for s in stacks if name in (s.name, s.stack_id) and s.status != "DELETE_COMPLETE"), None)
+
+
 def _cloudformation(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
     name = p.get("StackName")
     if name is None:
         return ["*"]
     if str(name).startswith("arn:"):
         return [str(name)]
-    stacks = cloudformation_backends[w.account][w.region].stacks.values()
-    stack = next((s for s in stacks if s.name == name and s.status != "DELETE_COMPLETE"), None)
+    stack = _stack(p, w)
     return [stack.stack_id if stack is not None else w.arn("cloudformation", f"stack/{name}/*")]
+
+
+def _resource_tags(call: Call, w: Where) -> dict[str, str] | None:
+    """The tags of the resource a call acts on, for ``aws:ResourceTag`` conditions (None: not
+    modeled for this service, so such a condition is refused; {} for a resource with no tags)."""
+    if call.service != "cloudformation" or call.params.get("StackName") is None:
+        return None
+    stack = _stack(call.params, w)
+    return dict(stack.tags) if stack is not None else {}
 
 
 def _sns(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
@@ -205,7 +220,8 @@ def authorization_requests(call: Call) -> list[Request]:
     else:
         derive = _RESOURCES.get(call.service)
         resources = derive(call.operation, call.params, where) if derive else ["*"]
-        requests = [Request(iam_action(call), resource, context) for resource in resources]
+        resource_tags = _resource_tags(call, where)
+        requests = [Request(iam_action(call), resource, context, resource_tags) for resource in resources]
     passed = _PASSED_ROLES.get((call.service, call.operation))
     if passed is not None:
         path, service = passed

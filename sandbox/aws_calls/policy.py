@@ -2,9 +2,10 @@
 
 Matches as IAM does: actions case-insensitively, resources case-sensitively, ``*`` and ``?``
 wildcards in both, ``NotAction`` / ``NotResource``, and the Condition operators in ``_OPERATORS``
-(each with ``IfExists``). Anything the sandbox cannot evaluate — another operator, a set
-operator (``ForAnyValue:``), a policy variable, a condition key the request context does not
-model — raises :class:`UnsupportedPolicy` instead of allowing or denying silently.
+(each with ``IfExists``). ``aws:ResourceTag/…`` keys are evaluated where the request carries the
+resource's tags (``Request.resource_tags``). Anything the sandbox cannot evaluate — another
+operator, a set operator (``ForAnyValue:``), a policy variable, a condition key the request
+context does not model — raises :class:`UnsupportedPolicy` instead of allowing or denying silently.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Request:
     action: str  # "states:StartExecution"
     resource: str  # an ARN or "*"
     context: Mapping[str, list[str]]  # condition keys the sandbox models → values
+    resource_tags: Mapping[str, str] | None = None  # None: not looked up for this resource type
 
 
 # Condition keys the request context can hold (prefixes end with "/"); any other key is refused.
@@ -39,6 +41,7 @@ MODELED_KEYS: Final = frozenset(
     {"aws:requestedregion", "aws:principalaccount", "aws:principalarn", "iam:passedtoservice", "aws:tagkeys"}
 )
 MODELED_PREFIXES: Final = ("aws:requesttag/",)
+_RESOURCE_TAG: Final = "aws:resourcetag/"
 
 
 @cache
@@ -89,12 +92,19 @@ _OPERATORS: Final[dict[str, tuple[Callable[[list[str], str], bool], bool]]] = {
 }
 
 
-def _key_modeled(key: str) -> bool:
+def _key_modeled(key: str, request: Request) -> bool:
     lowered = key.lower()
+    if lowered.startswith(_RESOURCE_TAG):
+        return request.resource_tags is not None
     return lowered in MODELED_KEYS or lowered.startswith(MODELED_PREFIXES)
 
 
-def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, list[str]]) -> bool:
+def _context(request: Request) -> dict[str, list[str]]:
+    tags = request.resource_tags or {}
+    return {**request.context, **{f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}}
+
+
+def _condition_holds(operator: str, key: str, expected: Any, request: Request) -> bool:
     if ":" in operator and operator.split(":", 1)[0] in ("ForAnyValue", "ForAllValues"):
         raise UnsupportedPolicy(f"set operator {operator} is not evaluated by the sandbox")
     if_exists = operator.endswith("IfExists")
@@ -103,8 +113,9 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     if name != "Null" and name not in _OPERATORS:
         raise UnsupportedPolicy(f"condition operator {operator} is not evaluated by the sandbox")
     # before Null too: an unmodeled key is always absent here, so Null would hold when AWS may not
-    if not _key_modeled(key):
+    if not _key_modeled(key, request):
         raise UnsupportedPolicy(f"condition key {key} is not modeled by the sandbox")
+    context = _context(request)
     if name == "Null":
         present = any(k.lower() == lowered for k in context)
         return _listed(expected)[0].lower() == ("false" if present else "true")
@@ -117,9 +128,9 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     return not matched if negated else matched
 
 
-def _conditions_hold(conditions: Mapping[str, Mapping[str, Any]], context: Mapping[str, list[str]]) -> bool:
+def _conditions_hold(conditions: Mapping[str, Mapping[str, Any]], request: Request) -> bool:
     return all(
-        _condition_holds(operator, key, expected, context)
+        _condition_holds(operator, key, expected, request)
         for operator, keys in conditions.items()
         for key, expected in keys.items()
     )
@@ -142,7 +153,7 @@ def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
         resource_hit = any(wildcard_match(r, request.resource) for r in _listed(statement["Resource"]))
     else:
         resource_hit = not any(wildcard_match(r, request.resource) for r in _listed(statement["NotResource"]))
-    return resource_hit and _conditions_hold(statement.get("Condition") or {}, request.context)
+    return resource_hit and _conditions_hold(statement.get("Condition") or {}, request)
 
 
 def evaluate(documents: Iterable[Mapping[str, Any]], request: Request) -> Decision:

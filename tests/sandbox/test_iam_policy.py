@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import boto3
 import botocore.session
 import pytest
+from moto import mock_aws
 
 from sandbox.aws_calls.iam import authorization_requests, iam_action
 from sandbox.aws_calls.interception import Call, Principal
@@ -127,6 +130,18 @@ def test_null_tells_whether_a_modeled_key_is_present() -> None:
     assert decide(document, "sagemaker:CreateCluster", "*") is Decision.IMPLICIT_DENY
 
 
+def test_resource_tags_where_the_request_carries_them() -> None:
+    document = policy(
+        allow("cloudformation:DeleteStack", Condition={"Null": {"aws:ResourceTag/ClusterName": "false"}})
+    )
+    tagged = Request("cloudformation:DeleteStack", "*", {}, {"ClusterName": "ml-1"})
+    untagged = Request("cloudformation:DeleteStack", "*", {}, {})
+    assert evaluate([document], tagged) is Decision.ALLOWED
+    assert evaluate([document], untagged) is Decision.IMPLICIT_DENY
+    with pytest.raises(UnsupportedPolicy):  # resource tags not looked up for this request
+        evaluate([document], Request("cloudformation:DeleteStack", "*", {}))
+
+
 @pytest.mark.parametrize(
     "condition",
     [
@@ -218,3 +233,21 @@ def test_create_cluster_passes_its_execution_roles() -> None:
     )
     assert pass_role.context["iam:PassedToService"] == ["sagemaker.amazonaws.com"]
     assert evaluate([PASS_ROLE], pass_role) is Decision.ALLOWED
+
+
+def test_a_stack_call_carries_the_stack_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+        template = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+        cloudformation.create_stack(
+            StackName="cluster-ml-1", TemplateBody=template, Tags=[{"Key": "ClusterName", "Value": "ml-1"}]
+        )
+        [delete] = authorization_requests(call("cloudformation", "DeleteStack", StackName="cluster-ml-1"))
+        [absent] = authorization_requests(call("cloudformation", "DeleteStack", StackName="absent"))
+        [sns] = authorization_requests(call("sns", "Publish", TopicArn="arn:aws:sns:us-east-1:1:t"))
+    assert delete.resource.startswith(f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/cluster-ml-1/")
+    assert delete.resource_tags == {"ClusterName": "ml-1"}
+    assert absent.resource_tags == {}
+    assert sns.resource_tags is None  # not modeled: an aws:ResourceTag condition is refused
