@@ -115,7 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     invoke.add_argument("function", metavar="LogicalId")
     invoke.add_argument("--event", "-e", type=Path, help="event JSON file ('-' for stdin; default {})")
 
-    inject = commands.add_parser("inject", help="inject a HyperPod fault into a running sandbox")
+    inject = commands.add_parser(
+        "inject", help="inject a fault (on any AWS call, or a HyperPod one) into a running sandbox"
+    )
     inject.add_argument("fault")
     inject.add_argument(
         "--param",

@@ -119,13 +119,16 @@ _state: Final = _State()
 _lock: Final = threading.Lock()
 
 
-def _expect_signature(owner: type, name: str, parameters: list[str], seam: str) -> Callable[..., Any]:
-    """The moto function a seam replaces, after checking it still takes the parameters the seam passes."""
+def expect_signature(
+    owner: type, name: str, parameters: list[str], seam: str, *, exact: bool = False
+) -> Callable[..., Any]:
+    """The moto function a seam replaces, after checking it still takes the parameters the seam passes
+    (first, or ``exact``ly these when the replacement has the original's signature)."""
     target = owner.__dict__.get(name)
     if not callable(target):
         raise SeamDrift(f"{seam}: {owner.__module__}.{owner.__name__}.{name} is gone")
     actual = list(inspect.signature(target).parameters)
-    if actual[: len(parameters)] != parameters:
+    if (actual if exact else actual[: len(parameters)]) != parameters:
         raise SeamDrift(f"{seam}: {owner.__name__}.{name} has parameters {actual}, expected {parameters}")
     return target  # type: ignore[no-any-return]
 
@@ -166,7 +169,7 @@ def _header(headers: Any, name: str) -> str | None:
 # seam: Lambda invoke → in-process runtime
 # --------------------------------------------------------------------------------------------------
 def route_lambda_invoke() -> None:
-    original = _expect_signature(
+    original = expect_signature(
         LambdaSimpleBackend,
         "invoke",
         ["self", "function_name", "qualifier", "body", "headers", "response_headers"],
@@ -304,7 +307,7 @@ _ORIGINAL_SEND_TO_TARGETS: Final[list[Callable[..., None]]] = []
 
 
 def deliver_eventbridge_targets() -> None:
-    original = _expect_signature(
+    original = expect_signature(
         Rule, "send_to_targets", ["self", "original_event", "transform_input"], "deliver_eventbridge_targets"
     )
     for attribute in ("_send_to_sqs_queue", "_send_to_cw_log_group"):
@@ -390,7 +393,7 @@ def sns_lambda_event(
 
 
 def deliver_sns_to_lambda() -> None:
-    original = _expect_signature(
+    original = expect_signature(
         Subscription,
         "publish",
         [
@@ -457,7 +460,7 @@ def deliver_sns_to_lambda() -> None:
 # seam: SQS event-source mappings are polled by the runtime, not delivered inline by moto
 # --------------------------------------------------------------------------------------------------
 def detach_sqs_event_source_mappings() -> None:
-    original = _expect_signature(
+    original = expect_signature(
         LambdaBackend, "create_event_source_mapping", ["self", "spec"], "detach_sqs_event_source_mappings"
     )
 
@@ -482,7 +485,7 @@ def detach_sqs_event_source_mappings() -> None:
 # seam: StartExecution without a name gets a UUID name, as in Step Functions
 # --------------------------------------------------------------------------------------------------
 def name_unnamed_executions() -> None:
-    original = _expect_signature(
+    original = expect_signature(
         StepFunctionsParserBackend,
         "start_execution",
         ["self", "state_machine_arn", "name", "execution_input"],
@@ -517,7 +520,7 @@ AWS_SDK_ERROR_SERVICE_NAMES: Final = {
 
 def name_aws_sdk_errors() -> None:
     seam = "name_aws_sdk_errors"
-    _expect_signature(StateTaskServiceAwsSdk, "_normalise_service_error_name", ["service_name"], seam)
+    expect_signature(StateTaskServiceAwsSdk, "_normalise_service_error_name", ["service_name"], seam)
     original = getattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", None)
     if not isinstance(original, dict):
         raise SeamDrift(f"{seam}: {state_task_service_aws_sdk.__name__}._SERVICE_ERROR_NAMES is gone")
@@ -540,17 +543,11 @@ def run_stepfunctions_on_sandbox_clock() -> None:
 
 
 def emit_execution_status_events() -> None:
-    try:
-        _state.undo.append(stepfunctions_events.install())
-    except stepfunctions_events.EventsDrift as drift:
-        raise SeamDrift(f"emit_execution_status_events: {drift}") from drift
+    _state.undo.append(stepfunctions_events.install())
 
 
 def abort_stopped_executions() -> None:
-    try:
-        _state.undo.append(stepfunctions_stop.install())
-    except stepfunctions_stop.StopDrift as drift:
-        raise SeamDrift(f"abort_stopped_executions: {drift}") from drift
+    _state.undo.append(stepfunctions_stop.install())
 
 
 def _use_clock(clock: SandboxClock) -> None:
@@ -600,7 +597,7 @@ def intercept_aws_calls() -> None:
     seam = "intercept_aws_calls"
     if ("before-send", botocore_stubber) not in botocore.handlers.BUILTIN_HANDLERS:
         raise SeamDrift(f"{seam}: moto's BotocoreStubber is no longer a before-send handler")
-    original = _expect_signature(BotocoreStubber, "__call__", ["self", "event_name", "request"], seam)
+    original = expect_signature(BotocoreStubber, "__call__", ["self", "event_name", "request"], seam)
 
     def stub(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
         if self.enabled:

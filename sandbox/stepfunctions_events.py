@@ -17,7 +17,6 @@ moto's StopExecution drops the request's error and cause, so an aborted executio
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -26,15 +25,12 @@ from typing import Any, Final
 from moto.stepfunctions.parser.api import StateMachineType
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 
-from sandbox import bus
+# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
+from sandbox import bus, seams
 
 SOURCE: Final = "aws.states"
 DETAIL_TYPE: Final = "Step Functions Execution Status Change"
 RUNNING: Final = "RUNNING"
-
-
-class EventsDrift(RuntimeError):
-    """moto's executor no longer has the shape this module hooks into."""
 
 
 def _millis(moment: datetime | None) -> int | None:
@@ -86,19 +82,15 @@ def _emit(execution: Execution, status: str) -> None:
     )
 
 
-def _expect(owner: type, name: str, parameters: list[str]) -> Callable[..., Any]:
-    target = owner.__dict__.get(name)
-    if not callable(target) or list(inspect.signature(target).parameters) != parameters:
-        raise EventsDrift(f"{owner.__name__}.{name} is gone or no longer takes {parameters}")
-    return target  # type: ignore[no-any-return]
-
-
 def install() -> Callable[[], None]:
     """Send the events from moto's executor; returns the undo."""
-    original_start = _expect(Execution, "start", ["self"])
-    original_terminated = _expect(BaseExecutionWorkerCommunication, "terminated", ["self"])
+    seam = "emit_execution_status_events"
+    original_start = seams.expect_signature(Execution, "start", ["self"], seam, exact=True)
+    original_terminated = seams.expect_signature(
+        BaseExecutionWorkerCommunication, "terminated", ["self"], seam, exact=True
+    )
     if "_reflect_execution_status" not in BaseExecutionWorkerCommunication.__dict__:
-        raise EventsDrift("BaseExecutionWorkerCommunication._reflect_execution_status is gone")
+        raise seams.SeamDrift(f"{seam}: BaseExecutionWorkerCommunication._reflect_execution_status is gone")
 
     def start(self: Execution) -> None:
         # Sent before the worker thread runs, so RUNNING always precedes the final event.
@@ -111,11 +103,7 @@ def install() -> Callable[[], None]:
         if status is not None:
             _emit(self.execution, str(status.value if hasattr(status, "value") else status))
 
-    Execution.start = start  # type: ignore[method-assign]
-    BaseExecutionWorkerCommunication.terminated = terminated  # type: ignore[method-assign]
-
-    def uninstall() -> None:
-        Execution.start = original_start  # type: ignore[method-assign]
-        BaseExecutionWorkerCommunication.terminated = original_terminated  # type: ignore[method-assign]
-
-    return uninstall
+    patches = seams.Patches()
+    patches.replace(Execution, "start", start)
+    patches.replace(BaseExecutionWorkerCommunication, "terminated", terminated)
+    return patches.undo

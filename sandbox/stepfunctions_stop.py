@@ -22,16 +22,8 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution import Execution
 
-
-class StopDrift(RuntimeError):
-    """moto's executor no longer has the shape this module hooks into."""
-
-
-def _expect(owner: type, name: str, parameters: list[str]) -> Callable[..., Any]:
-    target = owner.__dict__.get(name)
-    if not callable(target) or list(inspect.signature(target).parameters) != parameters:
-        raise StopDrift(f"{owner.__name__}.{name} is gone or no longer takes {parameters}")
-    return target  # type: ignore[no-any-return]
+# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
+from sandbox import seams
 
 
 def _interrupt_token_waits(execution: Execution) -> None:
@@ -43,11 +35,14 @@ def _interrupt_token_waits(execution: Execution) -> None:
 
 def install() -> Callable[[], None]:
     """Make a stopped execution end ABORTED at once; returns the undo."""
-    original_stop = _expect(Execution, "stop", ["self", "stop_date", "error", "cause"])
-    original_set_error = _expect(Environment, "set_error", ["self", "error"])
-    original_set_timed_out = _expect(Environment, "set_timed_out", ["self"])
+    seam = "abort_stopped_executions"
+    original_stop = seams.expect_signature(
+        Execution, "stop", ["self", "stop_date", "error", "cause"], seam, exact=True
+    )
+    original_set_error = seams.expect_signature(Environment, "set_error", ["self", "error"], seam, exact=True)
+    original_set_timed_out = seams.expect_signature(Environment, "set_timed_out", ["self"], seam, exact=True)
     if "_pool" not in inspect.getsource(CallbackPoolManager.__init__):
-        raise StopDrift("CallbackPoolManager no longer keeps its endpoints in _pool")
+        raise seams.SeamDrift(f"{seam}: CallbackPoolManager no longer keeps its endpoints in _pool")
 
     def stop(self: Execution, stop_date: Any, error: str | None, cause: str | None) -> None:
         original_stop(self, stop_date, error, cause)
@@ -61,13 +56,8 @@ def install() -> Callable[[], None]:
         if not isinstance(self._program_state, ProgramStopped):
             original_set_timed_out(self)
 
-    Execution.stop = stop  # type: ignore[method-assign]
-    Environment.set_error = set_error  # type: ignore[method-assign]
-    Environment.set_timed_out = set_timed_out  # type: ignore[method-assign]
-
-    def uninstall() -> None:
-        Execution.stop = original_stop  # type: ignore[method-assign]
-        Environment.set_error = original_set_error  # type: ignore[method-assign]
-        Environment.set_timed_out = original_set_timed_out  # type: ignore[method-assign]
-
-    return uninstall
+    patches = seams.Patches()
+    patches.replace(Execution, "stop", stop)
+    patches.replace(Environment, "set_error", set_error)
+    patches.replace(Environment, "set_timed_out", set_timed_out)
+    return patches.undo

@@ -165,7 +165,7 @@ def test_the_stop_seam_refuses_a_moved_executor(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(Execution, "stop", lambda self, stop_date: None)
 
-    with pytest.raises(stepfunctions_stop.StopDrift):
+    with pytest.raises(seams.SeamDrift, match="abort_stopped_executions"):
         stepfunctions_stop.install()
 
 
@@ -174,5 +174,5 @@ def test_the_seam_refuses_a_moved_executor(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(Execution, "start", lambda self, extra: None)
 
-    with pytest.raises(stepfunctions_events.EventsDrift):
+    with pytest.raises(seams.SeamDrift, match="emit_execution_status_events"):
         stepfunctions_events.install()
