@@ -80,6 +80,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     assert operation.status == "SUCCEEDED"
     assert [s.name for s in operation.steps] == [
         "Delete Cluster",
+        "Wait For Deletion",
         "Delete Budget",
         "Delete Stack",
         "Check Leftovers",

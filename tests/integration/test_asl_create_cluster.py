@@ -44,7 +44,12 @@ def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
     assert "Check Cluster" not in states
     operation = operations().get_operation(operation_id)
     assert operation.status == "SUCCEEDED"
-    assert [s.name for s in operation.steps] == ["Create Cluster", "Tag Cluster", "Create Budget"]
+    assert [s.name for s in operation.steps] == [
+        "Create Cluster",
+        "Wait For Cluster",
+        "Tag Cluster",
+        "Create Budget",
+    ]
     assert operation.cluster_arn == json.loads(execution["output"])["ClusterArn"]
     cluster = operations().get_cluster("ml-cluster")
     assert cluster.status == "ACTIVE"
@@ -125,7 +130,7 @@ def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -
     assert operation.error is not None
     assert operation.error.error == "Autopilot.ClusterFailed"
     assert "InsufficientInstanceCapacity" in operation.error.cause
-    assert [s.name for s in operation.steps] == ["Create Cluster", "Roll Back Cluster"]
+    assert [s.name for s in operation.steps] == ["Create Cluster", "Wait For Cluster", "Roll Back Cluster"]
     assert operation.rolled_back is True
     assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"
     stack.clock.advance(3600)
