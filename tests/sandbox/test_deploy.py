@@ -374,6 +374,12 @@ def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None)
             },
             r"^FixtureApi .*only Lambda proxy integrations",
         ),
+        # a stage setting the sandbox does not apply
+        (
+            "FixtureApi",
+            {"MethodSettings": [{"ResourcePath": "/*", "HttpMethod": "*", "CachingEnabled": True}]},
+            r"MethodSettings\[0\]: CachingEnabled",
+        ),
     ],
 )
 def test_what_sam_generates_and_the_sandbox_cannot_deploy_or_serve_is_loud(
@@ -465,22 +471,6 @@ def test_real_api_stage_has_its_access_log_and_throttling(real: Sandbox) -> None
     throttling = stage["methodSettings"]["*/*"]
     assert (throttling["throttlingRateLimit"], throttling["throttlingBurstLimit"]) == (25.0, 50)
     assert apigateway.get_account()["cloudwatchRoleArn"] == real.stack.arn("ApiGatewayLogsRole")
-
-
-def test_stage_settings_the_sandbox_does_not_apply_are_loud(tmp_path: Path, aws_env: None) -> None:
-    def edit(template: dict[str, Any]) -> None:
-        settings = [{"ResourcePath": "/*", "HttpMethod": "*", "CachingEnabled": True}]
-        template["Resources"]["FixtureApi"]["Properties"]["MethodSettings"] = settings
-
-    path = _fixture_with(tmp_path, edit)
-    try:
-        with (
-            mock_aws(config=MOCK_CONFIG),
-            pytest.raises(TemplateError, match=r"MethodSettings\[0\]: CachingEnabled"),
-        ):
-            deploy(path)
-    finally:
-        path.unlink()
 
 
 # --- seams into moto's IAM -----------------------------------------------------------------------------
