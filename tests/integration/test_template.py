@@ -63,8 +63,12 @@ def test_the_api_uses_iam_authorization() -> None:
     assert api["Auth"]["DefaultAuthorizer"] == "AWS_IAM"
 
 
+# Set by the Lambda runtime itself (a reserved name: a template may not set it).
+LAMBDA_RUNTIME_VARIABLES = {"AWS_REGION"}
+
+
 def test_the_api_function_gets_every_setting_it_needs() -> None:
-    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]) | LAMBDA_RUNTIME_VARIABLES
     environment |= set(of_type("AWS::Serverless::Function")["ApiFunction"]["Environment"]["Variables"])
     needed = {field.alias for field in ApiSettings.model_fields.values()}
     assert needed <= environment, needed - environment
