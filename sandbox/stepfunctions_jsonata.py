@@ -169,7 +169,17 @@ def make_evaluator(now: Callable[[], datetime]) -> Callable[[str], Any]:
             )
             compiled.register_lambda("millis", lambda: millis)
             return _plain(compiled.evaluate(None))
-        except Exception as error:  # jsonata-python raises ValueError / TypeError too, not only JException
+        # What an expression can raise in jsonata-python (it lets ValueError / TypeError / arithmetic
+        # errors through besides JException); anything else is a sandbox bug and must not reach the
+        # workflow as a States.QueryEvaluationError a Catch could swallow.
+        except (
+            JSONataError,
+            jsonata.JException,
+            ValueError,
+            TypeError,
+            ArithmeticError,
+            RecursionError,
+        ) as error:
             raise moto_jsonata.JSONataException(
                 getattr(error, "error", None) or type(error).__name__, str(error)
             ) from error

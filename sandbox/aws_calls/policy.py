@@ -56,6 +56,19 @@ def wildcard_match(pattern: str, value: str, *, ignore_case: bool = False) -> bo
     return _pattern(pattern, ignore_case).fullmatch(value) is not None
 
 
+def arn_match(pattern: str, arn: str) -> bool:
+    """IAM matches an ARN part by part: each of its six colon-separated parts on its own, so a
+    ``*`` never reaches across a ``:`` (``"*"`` alone matches any resource)."""
+    if pattern == "*":
+        return True
+    wanted, actual = pattern.split(":", 5), arn.split(":", 5)
+    return len(wanted) == len(actual) and all(map(wildcard_match, wanted, actual))
+
+
+def _arn_like(patterns: list[str], value: str) -> bool:
+    return any(arn_match(p, value) for p in patterns)
+
+
 def _listed(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
 
@@ -84,10 +97,10 @@ _OPERATORS: Final[dict[str, tuple[Callable[[list[str], str], bool], bool]]] = {
     "StringNotEqualsIgnoreCase": (_string_equals_ignore_case, True),
     "StringLike": (_string_like, False),
     "StringNotLike": (_string_like, True),
-    "ArnEquals": (_string_like, False),
-    "ArnLike": (_string_like, False),
-    "ArnNotEquals": (_string_like, True),
-    "ArnNotLike": (_string_like, True),
+    "ArnEquals": (_arn_like, False),
+    "ArnLike": (_arn_like, False),
+    "ArnNotEquals": (_arn_like, True),
+    "ArnNotLike": (_arn_like, True),
     "Bool": (_bool, False),
 }
 
@@ -150,9 +163,9 @@ def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
     if not action_hit:
         return False
     if "Resource" in statement:
-        resource_hit = any(wildcard_match(r, request.resource) for r in _listed(statement["Resource"]))
+        resource_hit = any(arn_match(r, request.resource) for r in _listed(statement["Resource"]))
     else:
-        resource_hit = not any(wildcard_match(r, request.resource) for r in _listed(statement["NotResource"]))
+        resource_hit = not any(arn_match(r, request.resource) for r in _listed(statement["NotResource"]))
     return resource_hit and _conditions_hold(statement.get("Condition") or {}, request)
 
 

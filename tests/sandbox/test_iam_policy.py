@@ -49,6 +49,22 @@ def test_resources_match_arn_wildcards_case_sensitively() -> None:
     assert decide(document, "dynamodb:GetItem", TABLE + "s") is Decision.IMPLICIT_DENY
 
 
+def test_a_wildcard_never_reaches_across_an_arn_part() -> None:
+    # IAM checks each of an ARN's six colon-separated parts on its own
+    document = policy(allow("sagemaker:DescribeCluster", "arn:aws:sagemaker:*:cluster/*"))
+    cluster = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/abc123def456"
+    assert decide(document, "sagemaker:DescribeCluster", cluster) is Decision.IMPLICIT_DENY
+    document = policy(allow("sagemaker:DescribeCluster", "arn:aws:sagemaker:*:*:cluster/*"))
+    assert decide(document, "sagemaker:DescribeCluster", cluster) is Decision.ALLOWED
+    arn_like = policy(allow("iam:PassRole", Condition={"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::*"}}))
+    request = Request("iam:PassRole", ROLE, {"aws:PrincipalArn": [ROLE]})
+    assert evaluate([arn_like], request) is Decision.IMPLICIT_DENY  # "*" stays in the resource part
+    arn_like = policy(
+        allow("iam:PassRole", Condition={"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::*:role/*"}})
+    )
+    assert evaluate([arn_like], request) is Decision.ALLOWED
+
+
 def test_regex_characters_in_a_resource_are_literal() -> None:
     assert wildcard_match("arn:aws:s3:::a.b", "arn:aws:s3:::a.b")
     assert not wildcard_match("arn:aws:s3:::a.b", "arn:aws:s3:::aXb")
