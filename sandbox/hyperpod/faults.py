@@ -1,10 +1,9 @@
-"""Faults the HyperPod simulator can inject: what HMA reports, capacity shortfalls, API throttling."""
+"""Faults the HyperPod simulator can inject: what HMA reports and capacity shortfalls (API throttling
+and 5xx on any service are sandbox.aws_calls faults)."""
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -105,30 +104,3 @@ class CapacityFault:
             if self.instance_type is None or instance_type == self.instance_type:
                 return instance_type
         return None
-
-
-@dataclass
-class ThrottlePlan:
-    """Throttle a share of the calls to some operations; a seeded RNG keeps runs reproducible."""
-
-    rate: float = 0.0
-    operations: frozenset[str] | None = None  # None: every HyperPod operation
-    seed: int = 0
-    _rng: random.Random = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.rate <= 1.0:
-            raise ValueError("throttling rate must be between 0 and 1")
-        self._rng = random.Random(self.seed)
-
-    def should_throttle(self, operation: str) -> bool:
-        if self.rate <= 0.0 or (self.operations is not None and operation not in self.operations):
-            return False
-        return self._rng.random() < self.rate
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "rate": self.rate,
-            "operations": sorted(self.operations) if self.operations is not None else None,
-            "seed": self.seed,
-        }

@@ -15,7 +15,6 @@ cluster (a missing one gets SageMaker's 4xx, not moto's); every other resource's
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -87,14 +86,6 @@ def _serve(simulator: HyperPodSimulator, operation: str, response: SageMakerResp
     try:
         return ActionResult(simulator.call(operation, dict(response.params)))
     except HyperPodApiError as error:
-        if error.code == "ThrottlingException":
-            # Not a sagemaker model shape: answer it directly, as the AWS front door does.
-            body = json.dumps({"__type": error.code, "message": error.message})
-            return body, {
-                "status": 400,
-                "x-amzn-errortype": error.code,
-                "content-type": "application/x-amz-json-1.1",
-            }
         raise HyperPodServiceError(error.code, error.message) from error
 
 

@@ -32,13 +32,11 @@ from sandbox.clock import SandboxClock
 from sandbox.fleet import RunningInstance
 from sandbox.hyperpod.faults import (
     CapacityFault,
-    ThrottlePlan,
     health_fault,
     insufficient_capacity_message,
     no_capacity_event_message,
 )
 from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, epoch_millis, utc
-from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
 from sandbox.hyperpod.registry import SIMULATORS
 from sandbox.hyperpod.responses import install_sagemaker_seam, uninstall_sagemaker_seam
 from sandbox.hyperpod.tagging import install_tagging_seam, uninstall_tagging_seam
@@ -125,7 +123,6 @@ class HyperPodSimulator:
         self._outbox: list[_Outgoing] = []
         self._now = clock.now()
         self._capacity_faults: list[CapacityFault] = []
-        self._throttle: ThrottlePlan | None = None
         self._operations: dict[str, Callable[[Params], dict[str, Any]]] = {
             "CreateCluster": self._create_cluster,
             "DescribeCluster": self._describe_cluster,
@@ -227,8 +224,6 @@ class HyperPodSimulator:
         self.tick()
         with self._lock:
             self._advance(self.clock.now())
-            if self._throttle is not None and self._throttle.should_throttle(operation):
-                raise HyperPodApiError("ThrottlingException", "Rate exceeded")
             validate_input(operation, params)
             return handler(params)
 
@@ -1069,7 +1064,6 @@ class HyperPodSimulator:
             "node_unhealthy": self.fault_node_unhealthy,
             "reboot_does_not_heal": self.fault_reboot_does_not_heal,
             "capacity": self.fault_capacity,
-            "throttling": self.fault_throttling,
             "clear": self.clear_faults,
         }
         fault = faults.get(name)
@@ -1193,24 +1187,10 @@ class HyperPodSimulator:
             self._capacity_faults.append(CapacityFault(operation, instance_type, times))
         return {"Operation": operation, "InstanceType": instance_type, "Times": times}
 
-    def fault_throttling(
-        self, rate: float, operations: list[str] | None = None, seed: int = 0
-    ) -> dict[str, Any]:
-        """Answer ThrottlingException to a share ``rate`` of the calls (to ``operations``, default all)."""
-        served = set(HYPERPOD_OPERATIONS) | set(TAG_OPERATIONS)
-        unknown = sorted(set(operations or []) - served)
-        if unknown:
-            raise ValueError(f"not HyperPod operations: {', '.join(unknown)}")
-        plan = ThrottlePlan(rate, frozenset(operations) if operations else None, seed)
-        with self._lock:
-            self._throttle = plan if rate > 0 else None
-        return plan.describe()
-
     def clear_faults(self) -> dict[str, Any]:
-        """Disarm capacity and throttling faults and every node's reboot-does-not-heal flag."""
+        """Disarm capacity faults and every node's reboot-does-not-heal flag."""
         with self._lock:
             self._capacity_faults.clear()
-            self._throttle = None
             for cluster in self._clusters.values():
                 for node in cluster.nodes.values():
                     node.reboot_heals = True

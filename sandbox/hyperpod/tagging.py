@@ -67,10 +67,8 @@ class SimulatedClusters(TaggableResourcesMixin):
         try:
             self.simulator.call(operation, params)
         except HyperPodApiError as error:
-            # Answered as the tagging API's own errors (moto serializes them with its model).
-            throttled = error.code == "ThrottlingException"
-            code = "ThrottledException" if throttled else "InvalidParameterException"
-            raise ResourceGroupsTaggingAPIError(code, error.message) from error
+            # Answered as the tagging API's own error (moto serializes it with its model).
+            raise ResourceGroupsTaggingAPIError("InvalidParameterException", error.message) from error
 
 
 def tagging_seam_installed() -> bool:
