@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from autopilot import aws
+from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import reconcile
 from autopilot.observability import logger, tracer
 from autopilot.settings import reconciler_settings
-from autopilot.state import StateStore
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -24,7 +24,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     return reconcile(
         scheduled.time,
         settings=settings,
-        store=StateStore(settings.state_table_name),
+        store=StateTable(settings.state_table_name),
         stepfunctions=aws.client("stepfunctions"),
         sagemaker=aws.client("sagemaker"),
         events=aws.client("events"),

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autopilot import aws
+from autopilot.dal.state_table import StateTable
 from autopilot.logic.record_outcome import record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange
 from autopilot.observability import logger, tracer
 from autopilot.settings import record_outcome_settings
-from autopilot.state import StateStore
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -23,7 +23,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, s
     change = parse(event=event, model=ExecutionStatusChange)
     resolution = record_outcome(
         change.detail,
-        store=StateStore(record_outcome_settings().state_table_name),
+        store=StateTable(record_outcome_settings().state_table_name),
         stepfunctions=aws.client("stepfunctions"),
         sagemaker=aws.client("sagemaker"),
         events=aws.client("events"),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from autopilot.client import ApiError, AutopilotClient, new_idempotency_key
-from autopilot.state import StateStore
+from autopilot.dal.state_table import StateTable
 
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client
@@ -68,7 +68,7 @@ def finished(sandbox: Sandbox, machine: str, operation_ids: list[str]) -> None:
 
 def registry(sandbox: Sandbox, names: list[str]) -> set[tuple[str, str]]:
     """(Autopilot's status, SageMaker's) of each cluster, read past the faults."""
-    store = StateStore(sandbox.stack.physical_id("StateTable"), client=sandbox.client("dynamodb"))
+    store = StateTable(sandbox.stack.physical_id("StateTable"), client=sandbox.client("dynamodb"))
     seen: set[tuple[str, str]] = set()
     for name in names:
         cluster = store.get_cluster(name)

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from autopilot.client import AutopilotClient
-from autopilot.state import (
+from autopilot.dal.state_table import StateTable
+from autopilot.models.records import (
     Cluster,
     ClusterStatus,
     Operation,
     OperationStatus,
     OperationType,
-    StateStore,
     new_operation_id,
     now_iso,
 )
@@ -111,7 +111,7 @@ def test_an_operation_whose_workflow_never_started_is_failed_by_the_reconciler(
     api: AutopilotClient, sandbox: Sandbox, workshop_request: Callable[..., dict[str, Any]]
 ) -> None:
     # What the API records before StartExecution, left so by a StartExecution that never happened.
-    store = StateStore(sandbox.stack.resources["StateTable"].physical_id, client=sandbox.client("dynamodb"))
+    store = StateTable(sandbox.stack.resources["StateTable"].physical_id, client=sandbox.client("dynamodb"))
     operation_id, at = new_operation_id(), now_iso()
     store.start_create(
         Cluster(cluster_name="e2e-unstarted", status=ClusterStatus.CREATING, created_at=at, updated_at=at,

@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import pytest
+from autopilot.logic.delete_cluster import delete_cluster
+from autopilot.logic.read_clusters import get_cluster, get_operation
 
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.workflows import entered, history, operations, wait
+from tests.integration.workflows import dependencies, entered, history, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -68,7 +70,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
         Bucket="ml-cluster-checkpoints", Tagging={"TagSet": [{"Key": "ClusterName", "Value": "ml-cluster"}]}
     )
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
     execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
@@ -76,7 +78,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     # HyperPod sends no event when a cluster is gone: the fallback check ends this wait
     assert states.count("Check Cluster") == 1
     assert "Wait For Stack" in states  # DeleteStack is awaited (DELETE_COMPLETE)
-    operation = operations().get_operation(accepted.operation_id)
+    operation = get_operation(dependencies(), accepted.operation_id)
     assert operation.status == "SUCCEEDED"
     assert [s.name for s in operation.steps] == [
         "Delete Cluster",
@@ -89,7 +91,7 @@ def test_cleanup_deletes_cluster_budget_and_stack_and_reports_leftovers(make_sta
     assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
     assert budgets(stack) == []
     assert stacks(stack) == [("ml-cluster-vpc", "DELETE_COMPLETE")]
-    assert operations().get_cluster("ml-cluster").status == "DELETED"
+    assert get_cluster(dependencies(), "ml-cluster").status == "DELETED"
     # the wait ended on its own check, so nobody answered its waiter: the table's TTL removes it
     [waiter] = stack.client("dynamodb").query(
         TableName=stack.stack.physical_id("StateTable"),
@@ -110,7 +112,7 @@ def test_a_stack_not_tagged_with_the_cluster_is_never_deleted(make_stack: Any) -
     running_cluster(stack)
     vpc_stack(stack, "ml-cluster")
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name="ml-cluster-vpc", requested_by=ADMIN)
     # The API checked the tag; the workflow checks it again when it gets to the stack (retagged since).
     stack.client("cloudformation").update_stack(
         StackName="ml-cluster-vpc",
@@ -120,26 +122,26 @@ def test_a_stack_not_tagged_with_the_cluster_is_never_deleted(make_stack: Any) -
     execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
-    operation = operations().get_operation(accepted.operation_id)
+    operation = get_operation(dependencies(), accepted.operation_id)
     assert operation.error is not None
     assert operation.error.error == "Autopilot.StackNotTagged"
     assert operation.error.cause == "stack ml-cluster-vpc is not tagged ClusterName=ml-cluster"
     assert stacks(stack) == [("ml-cluster-vpc", "UPDATE_COMPLETE")]  # retagged, not deleted
     # the cluster itself is gone, and the registry says so
-    assert operations().get_cluster("ml-cluster").status == "DELETED"
+    assert get_cluster(dependencies(), "ml-cluster").status == "DELETED"
 
 
 def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN)
     running_cluster(stack)
-    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by=ADMIN)
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name=None, requested_by=ADMIN)
     stack.client("sagemaker").delete_cluster(ClusterName="ml-cluster")  # someone was faster
     stack.clock.advance(3600)
 
     execution = wait(stack, accepted.operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
-    operation = operations().get_operation(accepted.operation_id)
+    operation = get_operation(dependencies(), accepted.operation_id)
     assert operation.leftovers == []  # and no budget existed: NotFound is fine
     assert [s.name for s in operation.steps] == ["Delete Cluster", "Check Leftovers"]
 
@@ -150,14 +152,14 @@ def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
     )
     running_cluster(stack)  # HyperPod deletes in 5 simulated minutes; the deadline is 1
 
-    accepted = operations().delete_cluster("ml-cluster", stack_name=None, requested_by=ADMIN)
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name=None, requested_by=ADMIN)
     execution = wait(stack, accepted.operation_id, advance=20)
 
     assert execution["status"] == "FAILED"
     assert execution["error"] == "Autopilot.CleanupClusterFailed"
-    operation = operations().get_operation(accepted.operation_id)
+    operation = get_operation(dependencies(), accepted.operation_id)
     assert operation.error is not None
     assert operation.error.error == "Autopilot.Timeout"
-    assert operations().get_cluster("ml-cluster").status == "DELETE_FAILED"
+    assert get_cluster(dependencies(), "ml-cluster").status == "DELETE_FAILED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Failed"

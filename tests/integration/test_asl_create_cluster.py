@@ -14,11 +14,15 @@ from typing import Any
 
 import pytest
 from autopilot.api.models import CreateClusterBody
+from autopilot.dal.state_table import StateTable
+from autopilot.logic import create_cluster as create_cluster_module
+from autopilot.logic.create_cluster import create_cluster
+from autopilot.logic.read_clusters import get_cluster, get_operation
+from autopilot.models.records import Operation
 from autopilot.settings import api_settings
-from autopilot.state import Operation, StateStore
 
 from tests.events import create_body
-from tests.integration.workflows import entered, history, operations, start, wait
+from tests.integration.workflows import dependencies, entered, history, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock
@@ -26,7 +30,7 @@ STEP = 60.0  # simulated seconds a wait round advances the frozen clock
 
 def recorded(operation_id: str) -> Operation:
     """The operation as the workflow recorded it (warnings are not in the API's view yet)."""
-    operation = StateStore(api_settings().state_table_name).get_operation(operation_id)
+    operation = StateTable(api_settings().state_table_name).get_operation(operation_id)
     assert operation is not None
     return operation
 
@@ -42,7 +46,7 @@ def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
     states = entered(history(stack, execution["executionArn"]))
     assert states.count("Await Cluster") == 1
     assert "Check Cluster" not in states
-    operation = operations().get_operation(operation_id)
+    operation = get_operation(dependencies(), operation_id)
     assert operation.status == "SUCCEEDED"
     assert [s.name for s in operation.steps] == [
         "Create Cluster",
@@ -51,7 +55,7 @@ def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
         "Create Budget",
     ]
     assert operation.cluster_arn == json.loads(execution["output"])["ClusterArn"]
-    cluster = operations().get_cluster("ml-cluster")
+    cluster = get_cluster(dependencies(), "ml-cluster")
     assert cluster.status == "ACTIVE"
     assert cluster.sagemaker is not None
     assert cluster.sagemaker.ClusterStatus == "InService"
@@ -95,18 +99,16 @@ def test_a_lost_event_is_covered_by_the_fallback_check(make_stack: Any) -> None:
     # HyperPod takes 20 simulated minutes: the wait times out every 5 and DescribeCluster is asked
     assert states.count("Check Cluster") >= 3
     assert states.count("Await Cluster") == states.count("Check Cluster")
-    assert operations().get_cluster("ml-cluster").status == "ACTIVE"
+    assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
 
 
 def test_every_member_create_cluster_accepts_reaches_sagemaker(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
     body = create_body(budget=None)
     body["clusterConfig"]["NodeProvisioningMode"] = "Continuous"
-    operation_id = (
-        operations()
-        .create_cluster(CreateClusterBody.model_validate(body), requested_by="tester")
-        .operation_id
-    )
+    operation_id = create_cluster(
+        dependencies(), CreateClusterBody.model_validate(body), requested_by="tester"
+    ).operation_id
 
     assert wait(stack, operation_id, advance=STEP)["status"] == "SUCCEEDED"
 
@@ -125,14 +127,14 @@ def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -
     assert execution["error"] == "Autopilot.CreateClusterFailed"
     states = entered(history(stack, execution["executionArn"]))
     assert "Check Cluster" not in states  # the Failed event answered the wait
-    operation = operations().get_operation(operation_id)
+    operation = get_operation(dependencies(), operation_id)
     assert operation.status == "FAILED"
     assert operation.error is not None
     assert operation.error.error == "Autopilot.ClusterFailed"
     assert "InsufficientInstanceCapacity" in operation.error.cause
     assert [s.name for s in operation.steps] == ["Create Cluster", "Wait For Cluster", "Roll Back Cluster"]
     assert operation.rolled_back is True
-    assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"
+    assert get_cluster(dependencies(), "ml-cluster").status == "CREATE_FAILED"
     stack.clock.advance(3600)
     assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
     [event] = stack.operation_events()
@@ -147,7 +149,7 @@ def test_without_rollback_the_failed_cluster_is_kept(make_stack: Any) -> None:
 
     assert wait(stack, operation_id, advance=STEP)["status"] == "FAILED"
 
-    operation = operations().get_operation(operation_id)
+    operation = get_operation(dependencies(), operation_id)
     assert "Roll Back Cluster" not in [s.name for s in operation.steps]
     assert operation.rolled_back is False
     [summary] = stack.client("sagemaker").list_clusters()["ClusterSummaries"]
@@ -181,7 +183,7 @@ def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(m
 
     assert execution["status"] == "SUCCEEDED"
     assert recorded(operation_id).warnings == ["cost tags not applied: SageMaker.SageMakerException"]
-    assert operations().get_cluster("ml-cluster").status == "ACTIVE"
+    assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
     assert (
         stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "InService"
     )
@@ -194,30 +196,32 @@ def test_a_cluster_that_never_comes_up_times_out_and_is_rolled_back(make_stack: 
     execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
-    operation = operations().get_operation(operation_id)
+    operation = get_operation(dependencies(), operation_id)
     assert operation.error is not None
     assert operation.error.error == "Autopilot.Timeout"
     assert (
         operation.error.cause == "cluster ml-cluster was still Creating at the deadline (InService expected)"
     )
     assert operation.rolled_back is True  # still Creating when re-described: never InService
-    assert operations().get_cluster("ml-cluster").status == "CREATE_FAILED"
+    assert get_cluster(dependencies(), "ml-cluster").status == "CREATE_FAILED"
 
 
-def test_create_cluster_rejected_by_sagemaker_is_not_rolled_back(make_stack: Any) -> None:
+def test_create_cluster_rejected_by_sagemaker_is_not_rolled_back(
+    make_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stack = make_stack(clock_speed=0)
     config = {k: v for k, v in create_body()["clusterConfig"].items() if k != "Tags"}
-    ops = operations()
-    ops._check_name_free = lambda name: None  # type: ignore[method-assign]  # race: created meanwhile
+    # race: the cluster is created meanwhile, after the name was checked
+    monkeypatch.setattr(create_cluster_module, "_check_name_free", lambda deps, name: None)
     stack.client("sagemaker").create_cluster(**config)
 
-    operation_id = ops.create_cluster(
-        CreateClusterBody.model_validate(create_body()), requested_by="t"
+    operation_id = create_cluster(
+        dependencies(), CreateClusterBody.model_validate(create_body()), requested_by="t"
     ).operation_id
     execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "FAILED"
-    operation = operations().get_operation(operation_id)
+    operation = get_operation(dependencies(), operation_id)
     assert operation.error is not None
     assert operation.error.error == "SageMaker.ResourceInUseException"
     assert operation.steps == []

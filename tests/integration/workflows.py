@@ -13,7 +13,9 @@ from typing import Any
 
 from autopilot.api.models import CreateClusterBody
 from autopilot.logic.cluster_events import handle_message
-from autopilot.operations import ClusterOperations
+from autopilot.logic.create_cluster import create_cluster
+from autopilot.logic.dependencies import Dependencies
+from autopilot.logic.read_clusters import get_operation
 from autopilot.settings import api_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 
@@ -21,13 +23,13 @@ from tests.events import create_body
 from tests.events.stack import Deployed
 
 
-def operations() -> ClusterOperations:
-    return ClusterOperations(api_settings())
+def dependencies() -> Dependencies:
+    return Dependencies(api_settings())
 
 
 def start(name: str = "ml-cluster", **changes: Any) -> str:
     body = CreateClusterBody.model_validate(create_body(name, **changes))
-    return operations().create_cluster(body, requested_by="tester").operation_id
+    return create_cluster(dependencies(), body, requested_by="tester").operation_id
 
 
 def deliver_cluster_events(stack: Deployed) -> list[str]:
@@ -57,7 +59,7 @@ def wait(
     """Until the operation's execution ends; ``advance`` moves a frozen clock that many simulated
     seconds a round (HyperPod's lifecycles and the workflows' timers both follow it)."""
     sfn = stack.client("stepfunctions")
-    arn = operations().get_operation(operation_id).execution_arn
+    arn = get_operation(dependencies(), operation_id).execution_arn
     assert arn
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

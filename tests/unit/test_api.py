@@ -14,8 +14,9 @@ from autopilot import aws
 from autopilot.api import routes
 from autopilot.api.models import OperationAccepted
 from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotentRequest
+from autopilot.logic import read_clusters
+from autopilot.models.records import OperationStatus
 from autopilot.settings import api_settings
-from autopilot.state import OperationStatus
 
 from tests.events import ROOT, api_event, create_body
 from tests.events.stack import Deployed, deployed
@@ -43,11 +44,11 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         for key, value in d.environment().items():
             monkeypatch.setenv(key, value)
         api_settings.cache_clear()
-        routes.get_operations.cache_clear()
+        routes.get_dependencies.cache_clear()
         aws.client.cache_clear()
         yield d
     api_settings.cache_clear()
-    routes.get_operations.cache_clear()
+    routes.get_dependencies.cache_clear()
     aws.client.cache_clear()
 
 
@@ -311,18 +312,18 @@ def test_a_malformed_key_is_400_naming_the_header(stack: Deployed, key: str) -> 
 
 
 def test_a_key_whose_first_request_is_still_running_is_409(stack: Deployed) -> None:
-    operations = routes.get_operations()
+    idempotency = routes.get_dependencies().idempotency
     request = IdempotentRequest(key="k", caller=USER_ARN, action="CreateCluster", request={"n": 1})
     accepted = OperationAccepted(operation_id="op-1", cluster_name="c", status=OperationStatus.RUNNING)
 
     def first() -> OperationAccepted:
         # the same key arrives again while the first request is still being handled
         with pytest.raises(IdempotencyKeyInProgressError, match="Idempotency-Key 'k' is still in progress"):
-            operations.idempotency.run(request, lambda: accepted)
+            idempotency.run(request, lambda: accepted)
         return accepted
 
-    assert operations.idempotency.run(request, first, lambda_context=LambdaContext()) == accepted
-    assert operations.idempotency.run(request, lambda: pytest.fail("replayed, not run")) == accepted
+    assert idempotency.run(request, first, lambda_context=LambdaContext()) == accepted
+    assert idempotency.run(request, lambda: pytest.fail("replayed, not run")) == accepted
 
 
 # --- GET /clusters, /clusters/{name}, /clusters/{name}/nodes ----------------------------------
@@ -487,7 +488,7 @@ def as_admin(monkeypatch: pytest.MonkeyPatch, *arns: str) -> None:
     """Redeploy-free AdminPrincipalArns: the function reads the setting on its next cold start."""
     monkeypatch.setenv("ADMIN_PRINCIPAL_ARNS", ",".join(arns))
     api_settings.cache_clear()
-    routes.get_operations.cache_clear()
+    routes.get_dependencies.cache_clear()
 
 
 def test_delete_starts_the_cleanup_workflow(stack: Deployed) -> None:
@@ -603,7 +604,7 @@ def test_unexpected_errors_are_500_json_without_details(
     def explode(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(routes.get_operations(), "list_clusters", explode)
+    monkeypatch.setattr(read_clusters, "list_clusters", explode)
 
     status, answer = call(api_event("list_clusters", query=None))
 

@@ -1,7 +1,7 @@
 """Bad input is a 4xx naming the problem, AWS trouble a 503: the resolver with a fake use-case layer.
 
 No AWS here: body checks answer before any route runs, and the failures of AWS calls are raised by
-a stand-in for ClusterOperations.
+a stand-in for the use cases' dependencies.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, cast
 import pytest
 from autopilot.api import routes
 from autopilot.api.body import MAX_BODY_BYTES, MAX_DEPTH
+from autopilot.errors import NotFoundError
 from autopilot.observability import logger
-from autopilot.operations import NotFoundError
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
 from botocore.exceptions import ClientError, EndpointConnectionError
 
@@ -34,23 +34,21 @@ class LambdaContext:
         return 25_000
 
 
-class FakeOperations:
-    """Each use case raises what the test set, or NotFoundError: proof that the request got through."""
+class FakeDependencies:
+    """Each use case raises what the test set (on its first use of a dependency), or NotFoundError:
+    proof that the request got through."""
 
     def __init__(self, error: Exception | None = None) -> None:
         self.error = error or NotFoundError("reached the use case")
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        def fail(*_: Any, **__: Any) -> Any:
-            raise self.error
-
-        return fail
+    def __getattr__(self, name: str) -> Any:
+        raise self.error
 
 
 @pytest.fixture
-def operations(monkeypatch: pytest.MonkeyPatch) -> FakeOperations:
-    fake = FakeOperations()
-    monkeypatch.setattr(routes, "get_operations", lambda: fake)
+def operations(monkeypatch: pytest.MonkeyPatch) -> FakeDependencies:
+    fake = FakeDependencies()
+    monkeypatch.setattr(routes, "get_dependencies", lambda: fake)
     return fake
 
 
@@ -123,7 +121,7 @@ JUST_TOO_DEEP = json.dumps({"clusterConfig": json.loads("[" * MAX_DEPTH + "]" * 
     ],
 )
 def test_a_body_the_api_cannot_hold_is_400_naming_the_problem(
-    operations: FakeOperations, route: str, event: Callable[[str], dict[str, Any]], problem: str
+    operations: FakeDependencies, route: str, event: Callable[[str], dict[str, Any]], problem: str
 ) -> None:
     status, _, answer = call(event(route))
 
@@ -133,7 +131,7 @@ def test_a_body_the_api_cannot_hold_is_400_naming_the_problem(
     assert problem in error["message"]
 
 
-def test_a_body_as_deep_as_allowed_passes_the_checks(operations: FakeOperations) -> None:
+def test_a_body_as_deep_as_allowed_passes_the_checks(operations: FakeDependencies) -> None:
     inner = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
     status, _, answer = call(with_body('{"clusterConfig": ' + inner + "}", route="validate"))
 
@@ -141,7 +139,7 @@ def test_a_body_as_deep_as_allowed_passes_the_checks(operations: FakeOperations)
     assert {e["path"] for e in answer["errors"]} == {"clusterConfig"}  # the model's check, not the depth
 
 
-def test_a_body_over_the_limit_is_413(operations: FakeOperations) -> None:
+def test_a_body_over_the_limit_is_413(operations: FakeDependencies) -> None:
     padding = "x" * MAX_BODY_BYTES
     status, _, answer = call(with_body(json.dumps({"owner": padding})))
 
@@ -167,7 +165,7 @@ def test_a_body_over_the_limit_is_413(operations: FakeOperations) -> None:
         ("application/xml", "<a/>"),
     ],
 )
-def test_a_body_that_is_not_json_is_415(operations: FakeOperations, content_type: str, raw: str) -> None:
+def test_a_body_that_is_not_json_is_415(operations: FakeDependencies, content_type: str, raw: str) -> None:
     status, _, answer = call(with_body(raw, content_type=content_type))
 
     assert status == 415
@@ -179,7 +177,7 @@ def test_a_body_that_is_not_json_is_415(operations: FakeOperations, content_type
 
 # Powertools compares the media type case-sensitively: `Application/JSON` is refused (415).
 @pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=UTF-8", None])
-def test_json_bodies_reach_the_use_case(operations: FakeOperations, content_type: str | None) -> None:
+def test_json_bodies_reach_the_use_case(operations: FakeDependencies, content_type: str | None) -> None:
     status, _, answer = call(with_body(VALID, content_type=content_type))
 
     assert (status, answer["message"]) == (404, "reached the use case")
@@ -203,7 +201,7 @@ def test_json_bodies_reach_the_use_case(operations: FakeOperations, content_type
     ids=["throttling", "dynamodb-capacity", "5xx", "transaction-throttled", "no-connection"],
 )
 def test_aws_throttling_or_failing_after_retries_is_503_with_retry_after(
-    operations: FakeOperations, error: Exception
+    operations: FakeDependencies, error: Exception
 ) -> None:
     operations.error = error
 
@@ -214,7 +212,7 @@ def test_aws_throttling_or_failing_after_retries_is_503_with_retry_after(
     assert answer == {"message": "AWS is busy or unavailable; retry later"}
 
 
-def test_a_wrapped_throttle_is_503_too(operations: FakeOperations) -> None:
+def test_a_wrapped_throttle_is_503_too(operations: FakeDependencies) -> None:
     try:
         raise client_error("ThrottlingException")
     except ClientError as cause:
@@ -230,7 +228,7 @@ def test_a_wrapped_throttle_is_503_too(operations: FakeOperations) -> None:
 
 
 def test_other_aws_errors_stay_500_and_are_logged(
-    operations: FakeOperations, monkeypatch: pytest.MonkeyPatch
+    operations: FakeDependencies, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     operations.error = client_error("AccessDeniedException")
     logged: list[str] = []
@@ -246,7 +244,7 @@ def test_other_aws_errors_stay_500_and_are_logged(
 # --- page tokens ------------------------------------------------------------------------------
 
 
-def test_a_node_page_token_sagemaker_refuses_is_400(operations: FakeOperations) -> None:
+def test_a_node_page_token_sagemaker_refuses_is_400(operations: FakeDependencies) -> None:
     operations.error = client_error("ValidationException")
     event = api_event("list_cluster_nodes", path_parameters={"name": "c1"}, query={"nextToken": "forged"})
 
@@ -257,7 +255,7 @@ def test_a_node_page_token_sagemaker_refuses_is_400(operations: FakeOperations) 
 
 
 @pytest.mark.parametrize(("route", "longest"), [("list_clusters", 1024), ("list_cluster_nodes", 8192)])
-def test_an_overlong_page_token_is_400(operations: FakeOperations, route: str, longest: int) -> None:
+def test_an_overlong_page_token_is_400(operations: FakeDependencies, route: str, longest: int) -> None:
     event = api_event(route, path_parameters={"name": "c1"}, query={"nextToken": "a" * (longest + 1)})
 
     status, _, answer = call(event)
@@ -266,7 +264,7 @@ def test_an_overlong_page_token_is_400(operations: FakeOperations, route: str, l
     assert [e["path"] for e in answer["errors"]] == ["nextToken"]
 
 
-def test_a_unicode_error_that_is_not_the_body_stays_500(operations: FakeOperations) -> None:
+def test_a_unicode_error_that_is_not_the_body_stays_500(operations: FakeDependencies) -> None:
     operations.error = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
 
     status, _, answer = call(binary(VALID.encode()))

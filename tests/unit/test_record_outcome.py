@@ -11,18 +11,18 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import execution_arn_for, reconcile
 from autopilot.logic.record_outcome import Resolution, record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange, ExecutionStatusChangeDetail
-from autopilot.settings import ReconcilerSettings
-from autopilot.state import (
+from autopilot.models.records import (
     Cluster,
     ClusterStatus,
     Operation,
     OperationStatus,
     OperationType,
-    StateStore,
 )
+from autopilot.settings import ReconcilerSettings
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -81,7 +81,7 @@ class FakeEvents:
 
 
 @pytest.fixture
-def store() -> Iterator[StateStore]:
+def store() -> Iterator[StateTable]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         props = STATE_TABLE["Properties"]
@@ -92,7 +92,7 @@ def store() -> Iterator[StateStore]:
             KeySchema=props["KeySchema"],
             GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
         )
-        yield StateStore("state", client=client)
+        yield StateTable("state", client=client)
 
 
 def execution_arn(operation_id: str, machine: str = "create") -> str:
@@ -100,7 +100,7 @@ def execution_arn(operation_id: str, machine: str = "create") -> str:
 
 
 def accept(
-    store: StateStore,
+    store: StateTable,
     operation_id: str,
     *,
     kind: OperationType = OperationType.CREATE_CLUSTER,
@@ -147,7 +147,7 @@ def ended(
 
 
 def handle(
-    store: StateStore,
+    store: StateTable,
     detail: ExecutionStatusChangeDetail,
     *,
     sagemaker: FakeSageMaker | None = None,
@@ -172,7 +172,7 @@ def test_every_aws_sample_parses_into_the_model() -> None:
     assert statuses == {"RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 
 
-def test_aborted_create_is_recorded_failed_and_its_creating_cluster_create_failed(store: StateStore) -> None:
+def test_aborted_create_is_recorded_failed_and_its_creating_cluster_create_failed(store: StateTable) -> None:
     accept(store, "op-1")
     events = FakeEvents()
 
@@ -196,7 +196,7 @@ def test_aborted_create_is_recorded_failed_and_its_creating_cluster_create_faile
     ]
 
 
-def test_the_executions_own_error_and_cause_are_recorded(store: StateStore) -> None:
+def test_the_executions_own_error_and_cause_are_recorded(store: StateTable) -> None:
     accept(store, "op-1")
     sfn = FakeStepFunctions()
 
@@ -209,7 +209,7 @@ def test_the_executions_own_error_and_cause_are_recorded(store: StateStore) -> N
     assert sfn.described == []  # the event had them
 
 
-def test_an_event_without_error_reads_it_from_describe_execution(store: StateStore) -> None:
+def test_an_event_without_error_reads_it_from_describe_execution(store: StateTable) -> None:
     accept(store, "op-1")
     sfn = FakeStepFunctions(
         {execution_arn("op-1"): {"status": "FAILED", "error": "States.Runtime", "cause": "no such path"}}
@@ -235,7 +235,7 @@ def test_an_event_without_error_reads_it_from_describe_execution(store: StateSto
     ],
 )
 def test_the_cluster_ends_as_sagemaker_says(
-    store: StateStore, kind: OperationType, sagemaker_says: str | None, expected: ClusterStatus
+    store: StateTable, kind: OperationType, sagemaker_says: str | None, expected: ClusterStatus
 ) -> None:
     accept(store, "op-1", kind=kind)
     machine = "create" if kind is OperationType.CREATE_CLUSTER else "cleanup"
@@ -248,7 +248,7 @@ def test_the_cluster_ends_as_sagemaker_says(
     assert (cluster.status, cluster.sagemaker_status) == (expected, sagemaker_says)
 
 
-def test_an_outcome_the_workflow_recorded_is_left_alone(store: StateStore) -> None:
+def test_an_outcome_the_workflow_recorded_is_left_alone(store: StateTable) -> None:
     accept(store, "op-1")
     handle(store, ended("op-1", "ABORTED"), sagemaker=FakeSageMaker({"c1": "Creating"}))
     events = FakeEvents()
@@ -264,7 +264,7 @@ def test_an_outcome_the_workflow_recorded_is_left_alone(store: StateStore) -> No
     assert events.details == []
 
 
-def test_a_newer_operations_cluster_is_not_touched(store: StateStore) -> None:
+def test_a_newer_operations_cluster_is_not_touched(store: StateTable) -> None:
     accept(store, "op-1", cluster="c1")
     # meanwhile op-2 holds the cluster (as if op-1 had been resolved once and a cleanup started)
     boto3.client("dynamodb", region_name="us-east-1").update_item(
@@ -286,7 +286,7 @@ def test_a_newer_operations_cluster_is_not_touched(store: StateStore) -> None:
     assert (cluster.status, cluster.last_operation_id) == (ClusterStatus.DELETING, "op-2")
 
 
-def test_an_execution_that_is_no_operation_is_ignored(store: StateStore) -> None:
+def test_an_execution_that_is_no_operation_is_ignored(store: StateTable) -> None:
     accept(store, "op-1")
     stranger = ended("op-1", "FAILED").model_copy(
         update={"executionArn": f"{ACCOUNT_PREFIX}:execution:other:op-1"}
@@ -300,7 +300,7 @@ def test_an_execution_that_is_no_operation_is_ignored(store: StateStore) -> None
 
 
 def run_reconciler(
-    store: StateStore, sfn: FakeStepFunctions, sagemaker: FakeSageMaker | None = None
+    store: StateTable, sfn: FakeStepFunctions, sagemaker: FakeSageMaker | None = None
 ) -> dict[str, int]:
     return reconcile(
         NOW,
@@ -312,7 +312,7 @@ def run_reconciler(
     )
 
 
-def test_the_reconciler_fails_an_operation_whose_execution_never_started(store: StateStore) -> None:
+def test_the_reconciler_fails_an_operation_whose_execution_never_started(store: StateTable) -> None:
     accept(store, "op-20261122115000-aaaa", created=NOW - timedelta(minutes=10), with_execution=False)
     accept(store, "op-20261122115930-bbbb", cluster="c2", created=NOW - timedelta(seconds=30),
            with_execution=False)  # fmt: skip
@@ -335,7 +335,7 @@ def test_the_reconciler_fails_an_operation_whose_execution_never_started(store: 
     assert cluster.status is ClusterStatus.CREATE_FAILED
 
 
-def test_the_reconciler_resolves_ended_executions_and_leaves_running_ones(store: StateStore) -> None:
+def test_the_reconciler_resolves_ended_executions_and_leaves_running_ones(store: StateTable) -> None:
     accept(store, "op-20261122110000-aaaa", cluster="c1")
     accept(store, "op-20261122110100-bbbb", cluster="c2", kind=OperationType.DELETE_CLUSTER)
     sfn = FakeStepFunctions(

@@ -10,18 +10,17 @@ from pathlib import Path
 
 import boto3
 import pytest
-from autopilot import state
-from autopilot.state import (
+from autopilot.dal import state_table
+from autopilot.dal.state_table import StateTable
+from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
+from autopilot.models.records import (
     Cluster,
-    ClusterBusyError,
-    ClusterNameTakenError,
     ClusterStatus,
-    InvalidPageTokenError,
     Operation,
     OperationError,
     OperationStatus,
     OperationType,
-    StateStore,
+    new_operation_id,
 )
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -33,7 +32,7 @@ STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml
 
 
 @pytest.fixture
-def store() -> Iterator[StateStore]:
+def store() -> Iterator[StateTable]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         props = STATE_TABLE["Properties"]
@@ -44,7 +43,7 @@ def store() -> Iterator[StateStore]:
             KeySchema=props["KeySchema"],
             GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
         )
-        yield StateStore(TABLE, client=client)
+        yield StateTable(TABLE, client=client)
 
 
 def operation(op_id: str, name: str = "c1", kind: OperationType = OperationType.CREATE_CLUSTER) -> Operation:
@@ -70,7 +69,7 @@ def cluster(name: str = "c1", status: ClusterStatus = ClusterStatus.CREATING, op
     )
 
 
-def test_start_create_registers_cluster_operation_and_history(store: StateStore) -> None:
+def test_start_create_registers_cluster_operation_and_history(store: StateTable) -> None:
     store.start_create(cluster(), operation("op-1"))
 
     assert store.get_cluster("c1") == cluster()
@@ -83,7 +82,7 @@ def test_start_create_registers_cluster_operation_and_history(store: StateStore)
     )
 
 
-def test_a_live_name_cannot_be_taken_twice(store: StateStore) -> None:
+def test_a_live_name_cannot_be_taken_twice(store: StateTable) -> None:
     store.start_create(cluster(), operation("op-1"))
 
     with pytest.raises(ClusterNameTakenError):
@@ -92,7 +91,7 @@ def test_a_live_name_cannot_be_taken_twice(store: StateStore) -> None:
 
 
 @pytest.mark.parametrize("gone", [ClusterStatus.DELETED, ClusterStatus.CREATE_FAILED])
-def test_the_name_of_a_gone_cluster_can_be_reused(store: StateStore, gone: ClusterStatus) -> None:
+def test_the_name_of_a_gone_cluster_can_be_reused(store: StateTable, gone: ClusterStatus) -> None:
     store.start_create(cluster(status=gone), operation("op-1"))
 
     store.start_create(cluster(op_id="op-2"), operation("op-2"))
@@ -101,7 +100,7 @@ def test_the_name_of_a_gone_cluster_can_be_reused(store: StateStore, gone: Clust
     assert [h.operation_id for h in store.list_history("c1")] == ["op-2", "op-1"]
 
 
-def test_start_delete_needs_a_settled_cluster(store: StateStore) -> None:
+def test_start_delete_needs_a_settled_cluster(store: StateTable) -> None:
     store.start_create(cluster(), operation("op-1"))
     deleting = cluster(status=ClusterStatus.DELETING, op_id="op-2")
 
@@ -113,7 +112,7 @@ def test_start_delete_needs_a_settled_cluster(store: StateStore) -> None:
     assert store.get_cluster("c1").status is ClusterStatus.DELETING  # type: ignore[union-attr]
 
 
-def test_adopting_an_unregistered_cluster_registers_it(store: StateStore) -> None:
+def test_adopting_an_unregistered_cluster_registers_it(store: StateTable) -> None:
     adopted = cluster("outside", ClusterStatus.DELETING, "op-3")
 
     store.start_delete(adopted, operation("op-3", "outside", OperationType.DELETE_CLUSTER), adopt=True)
@@ -123,7 +122,7 @@ def test_adopting_an_unregistered_cluster_registers_it(store: StateStore) -> Non
         store.start_delete(adopted, operation("op-4", "outside", OperationType.DELETE_CLUSTER), adopt=True)
 
 
-def test_fail_operation_records_the_cause(store: StateStore) -> None:
+def test_fail_operation_records_the_cause(store: StateTable) -> None:
     store.start_create(cluster(), operation("op-1"))
 
     store.fail_operation(
@@ -137,7 +136,7 @@ def test_fail_operation_records_the_cause(store: StateStore) -> None:
     assert store.get_cluster("c1").status is ClusterStatus.CREATE_FAILED  # type: ignore[union-attr]
 
 
-def test_execution_arn_and_workflow_written_fields_read_back(store: StateStore) -> None:
+def test_execution_arn_and_workflow_written_fields_read_back(store: StateTable) -> None:
     store.start_create(cluster(), operation("op-1"))
     store.set_execution_arn("op-1", "arn:aws:states:us-east-1:123456789012:execution:m:op-1")
     # what the Cleanup workflow writes: leftovers as JSON text, steps as a list of maps
@@ -161,7 +160,7 @@ def test_execution_arn_and_workflow_written_fields_read_back(store: StateStore) 
     assert [s.name for s in read.steps] == ["Delete Cluster"]
 
 
-def test_list_clusters_pages_in_name_order(store: StateStore) -> None:
+def test_list_clusters_pages_in_name_order(store: StateTable) -> None:
     for index, name in enumerate(("charlie", "alpha", "bravo")):
         store.start_create(cluster(name, op_id=f"op-{index}"), operation(f"op-{index}", name))
 
@@ -172,12 +171,12 @@ def test_list_clusters_pages_in_name_order(store: StateStore) -> None:
     assert second.next_token is None
 
 
-def _put_registered(store: StateStore, name: str, status: ClusterStatus) -> None:
-    item = state._cluster_item(cluster(name, status=status))
+def _put_registered(store: StateTable, name: str, status: ClusterStatus) -> None:
+    item = state_table._cluster_item(cluster(name, status=status))
     store._ddb.put_item(TableName=TABLE, Item=item)
 
 
-def test_live_clusters_among_many_deleted_ones_come_in_full_pages(store: StateStore) -> None:
+def test_live_clusters_among_many_deleted_ones_come_in_full_pages(store: StateTable) -> None:
     # 7 live clusters spread among 230 deleted ones: more than one DynamoDB read batch of deleted
     # clusters sits between live ones, and the last live one is followed only by deleted ones.
     live = {f"c{n:03d}" for n in (0, 5, 120, 121, 122, 190, 200)}
@@ -196,7 +195,7 @@ def test_live_clusters_among_many_deleted_ones_come_in_full_pages(store: StateSt
     assert pages == [["c000", "c005", "c120"], ["c121", "c122", "c190"], ["c200"]]
 
 
-def test_a_page_that_ends_the_live_clusters_carries_no_token(store: StateStore) -> None:
+def test_a_page_that_ends_the_live_clusters_carries_no_token(store: StateTable) -> None:
     for n, status in enumerate([ClusterStatus.ACTIVE] * 2 + [ClusterStatus.DELETED] * 3):
         _put_registered(store, f"c{n}", status)
 
@@ -210,7 +209,7 @@ def test_a_page_that_ends_the_live_clusters_carries_no_token(store: StateStore) 
     assert [c.cluster_name for c in rest.items] == ["c2", "c3", "c4"]
 
 
-def test_a_page_token_names_a_cluster_to_start_after(store: StateStore) -> None:
+def test_a_page_token_names_a_cluster_to_start_after(store: StateTable) -> None:
     for name in ("alpha", "bravo", "charlie"):
         _put_registered(store, name, ClusterStatus.ACTIVE)
     forged = base64.urlsafe_b64encode(json.dumps({"after": "b"}).encode()).decode()
@@ -233,18 +232,18 @@ def test_a_page_token_names_a_cluster_to_start_after(store: StateStore) -> None:
         "é",  # not ASCII
     ],
 )
-def test_a_foreign_page_token_is_rejected(store: StateStore, token: str) -> None:
+def test_a_foreign_page_token_is_rejected(store: StateTable, token: str) -> None:
     with pytest.raises(InvalidPageTokenError):
         store.list_clusters(next_token=token)
 
 
-def test_unknown_items_read_as_none(store: StateStore) -> None:
+def test_unknown_items_read_as_none(store: StateTable) -> None:
     assert store.get_cluster("nope") is None
     assert store.get_operation("nope") is None
 
 
-def test_other_dynamodb_errors_propagate(store: StateStore) -> None:
-    broken = StateStore("no-such-table", client=store._ddb)
+def test_other_dynamodb_errors_propagate(store: StateTable) -> None:
+    broken = StateTable("no-such-table", client=store._ddb)
 
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         broken.start_create(cluster(), operation("op-1"))
@@ -253,8 +252,8 @@ def test_other_dynamodb_errors_propagate(store: StateStore) -> None:
 
 
 def test_operation_ids_sort_by_time_and_are_execution_names() -> None:
-    early = state.new_operation_id(datetime(2025, 1, 1, tzinfo=UTC))
-    late = state.new_operation_id(datetime(2025, 1, 2, tzinfo=UTC))
+    early = new_operation_id(datetime(2025, 1, 1, tzinfo=UTC))
+    late = new_operation_id(datetime(2025, 1, 2, tzinfo=UTC))
 
     assert early < late
     assert len(early) <= 80
@@ -263,6 +262,8 @@ def test_operation_ids_sort_by_time_and_are_execution_names() -> None:
 
 def test_the_default_client_is_the_shared_lazy_one(monkeypatch: pytest.MonkeyPatch) -> None:
     sentinel = object()
-    monkeypatch.setattr(state.aws, "client", lambda service: sentinel if service == "dynamodb" else None)
+    monkeypatch.setattr(
+        state_table.aws, "client", lambda service: sentinel if service == "dynamodb" else None
+    )
 
-    assert StateStore("t")._ddb is sentinel
+    assert StateTable("t")._ddb is sentinel

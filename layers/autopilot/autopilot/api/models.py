@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.constraints import is_tag_text
-from autopilot.state import ClusterStatus, HistoryEntry, OperationStatus, OperationType, Step
+from autopilot.models.records import ClusterStatus, HistoryEntry, OperationStatus, OperationType, Step
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 

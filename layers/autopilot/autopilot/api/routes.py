@@ -48,23 +48,27 @@ from autopilot.api.models import (
     ValidationResult,
 )
 from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
+from autopilot.errors import (
+    ConflictError,
+    InvalidPageTokenError,
+    InvalidRequestError,
+    NotFoundError,
+    WorkflowStartError,
+)
 from autopilot.idempotency import (
     EXPIRES_AFTER_SECONDS,
     IdempotencyKeyInProgressError,
     IdempotencyKeyReusedError,
 )
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
+from autopilot.logic import read_clusters
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
+from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
+from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
+from autopilot.logic.dependencies import Dependencies
+from autopilot.logic.validate_config import validate_config
 from autopilot.observability import logger
-from autopilot.operations import (
-    ClusterOperations,
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    WorkflowStartError,
-)
 from autopilot.settings import api_settings
-from autopilot.state import InvalidPageTokenError
 
 TITLE = "HyperPod Autopilot API"
 DESCRIPTION = (
@@ -105,9 +109,9 @@ app.use([_json_bodies_only])
 
 
 @lru_cache(maxsize=1)
-def get_operations() -> ClusterOperations:
-    """One ClusterOperations per execution environment, built on first use (tests: cache_clear())."""
-    return ClusterOperations(api_settings())
+def get_dependencies() -> Dependencies:
+    """The use cases' dependencies, one per execution environment (tests: cache_clear())."""
+    return Dependencies(api_settings())
 
 
 def _error_response(
@@ -218,8 +222,12 @@ def _caller() -> str | None:
 def create_cluster(
     body: Annotated[CreateClusterBody, Body()], idempotency_key: IDEMPOTENCY_KEY = None
 ) -> OperationAccepted:
-    return get_operations().create_cluster(
-        body, requested_by=_caller(), idempotency_key=idempotency_key, lambda_context=app.lambda_context
+    return create_cluster_use_case(
+        get_dependencies(),
+        body,
+        requested_by=_caller(),
+        idempotency_key=idempotency_key,
+        lambda_context=app.lambda_context,
     )
 
 
@@ -239,7 +247,9 @@ def list_clusters(
         bool, Query(alias="includeDeleted", description="Also list deleted clusters")
     ] = False,
 ) -> ClusterList:
-    return get_operations().list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
+    return read_clusters.list_clusters(
+        get_dependencies(), limit=limit, next_token=next_token, include_deleted=include_deleted
+    )
 
 
 @app.get(
@@ -251,7 +261,7 @@ def list_clusters(
     responses=_responses(HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster(name: CLUSTER_NAME) -> ClusterView:
-    return get_operations().get_cluster(name)
+    return read_clusters.get_cluster(get_dependencies(), name)
 
 
 @app.get(
@@ -270,7 +280,7 @@ def list_nodes(
     ] = None,
 ) -> NodeList:
     try:
-        return get_operations().list_nodes(name, limit=limit, next_token=next_token)
+        return read_clusters.list_nodes(get_dependencies(), name, limit=limit, next_token=next_token)
     except ClientError as exc:
         # SageMaker refuses a token it did not issue with a ValidationException.
         if next_token and exc.response.get("Error", {}).get("Code") == "ValidationException":
@@ -313,7 +323,8 @@ def delete_cluster(
     ] = None,
     idempotency_key: IDEMPOTENCY_KEY = None,
 ) -> OperationAccepted:
-    return get_operations().delete_cluster(
+    return delete_cluster_use_case(
+        get_dependencies(),
         name,
         stack_name=stack_name,
         requested_by=_caller(),
@@ -334,7 +345,7 @@ def delete_cluster(
 def get_operation(
     operationId: Annotated[str, Path(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_-]+$")],
 ) -> OperationView:
-    return get_operations().get_operation(operationId)
+    return read_clusters.get_operation(get_dependencies(), operationId)
 
 
 @app.post(
@@ -347,7 +358,7 @@ def get_operation(
     responses=_responses(HTTPStatus.OK, ValidationResult, "Every problem found (valid or not)."),
 )
 def validate(body: Annotated[ValidateBody, Body()]) -> ValidationResult:
-    return get_operations().validate(body)
+    return validate_config(get_dependencies(), body)
 
 
 @app.get("/openapi.json", include_in_schema=False)

@@ -13,10 +13,11 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from autopilot.dal.state_store import StateStore
 from autopilot.logic.record_outcome import Resolution, describe_execution_end, fail_operation
 from autopilot.models.execution_status import ExecutionStatus
+from autopilot.models.records import Operation, OperationType
 from autopilot.observability import logger
-from autopilot.state import Operation, OperationType, StateStore
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
+from autopilot.dal.state_store import StateStore
 from autopilot.events import OperationEventDetail, emit_operation_event
 from autopilot.models.execution_status import ExecutionStatus, ExecutionStatusChangeDetail
-from autopilot.observability import logger
-from autopilot.state import (
+from autopilot.models.records import (
     ClusterStatus,
     Operation,
     OperationError,
     OperationStatus,
     OperationType,
-    StateStore,
 )
+from autopilot.observability import logger
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient

@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
 from autopilot import aws
+from autopilot.dal.state_table import cluster_key
 from autopilot.models.hyperpod_events import DELETED
-from autopilot.state import cluster_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -1,8 +1,8 @@
-"""The state table's data access layer: the cluster registry, operations and audit history.
+"""The state table (DynamoDB) behind the StateStore protocol: cluster registry, operations, history.
 
-One DynamoDB table (pk/sk + GSI ``by-kind`` on kind/sk); the layout is documented in
-docs/operations.md. The Step Functions workflows update the same items with the optimized
-``dynamodb:updateItem`` integration, so attribute names here and in statemachines/ must agree.
+One table (pk/sk + GSI ``by-kind`` on kind/sk); the layout is documented in docs/operations.md. The
+Step Functions workflows update the same items with the optimized ``dynamodb:updateItem`` integration,
+so attribute names here and in statemachines/ must agree.
 """
 
 from __future__ import annotations
@@ -11,19 +11,28 @@ import base64
 import binascii
 import json
 import re
-import secrets
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
 
 from autopilot import aws
+from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
 from autopilot.models.cluster_config import NAME_PATTERN
+from autopilot.models.records import (
+    DELETABLE_STATUSES,
+    REUSABLE_NAME_STATUSES,
+    Cluster,
+    ClusterStatus,
+    HistoryEntry,
+    Operation,
+    OperationError,
+    OperationStatus,
+    Page,
+    now_iso,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -36,125 +45,8 @@ BY_KIND_INDEX = "by-kind"
 # A page token names a cluster (SageMaker's ClusterName: 1-63 characters of this pattern).
 CLUSTER_NAME = re.compile(NAME_PATTERN)
 CLUSTER_NAME_MAX = 63
-# Index entries one list query reads at least (see StateStore.list_clusters).
+# Index entries one list query reads at least (see StateTable.list_clusters).
 _LIST_READ_BATCH = 100
-
-
-class OperationType(StrEnum):
-    CREATE_CLUSTER = "CreateCluster"
-    DELETE_CLUSTER = "DeleteCluster"
-
-
-class OperationStatus(StrEnum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-
-
-class ClusterStatus(StrEnum):
-    """Autopilot's view of a cluster's lifecycle (SageMaker's own ClusterStatus is kept beside it)."""
-
-    CREATING = "CREATING"
-    ACTIVE = "ACTIVE"
-    CREATE_FAILED = "CREATE_FAILED"
-    DELETING = "DELETING"
-    DELETED = "DELETED"
-    DELETE_FAILED = "DELETE_FAILED"
-
-
-# A new cluster may take a name whose previous holder is gone (deleted, or failed and rolled back).
-REUSABLE_NAME_STATUSES = (ClusterStatus.DELETED, ClusterStatus.CREATE_FAILED)
-# A cleanup may start when no other operation is running on the cluster.
-DELETABLE_STATUSES = (ClusterStatus.ACTIVE, ClusterStatus.CREATE_FAILED, ClusterStatus.DELETE_FAILED)
-
-
-class _Item(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class Step(_Item):
-    """One workflow step as the state machine recorded it (``$$.State.EnteredTime``)."""
-
-    name: str
-    entered_at: str
-
-
-class OperationError(_Item):
-    error: str
-    cause: str
-
-
-class Operation(_Item):
-    operation_id: str
-    operation_type: OperationType
-    cluster_name: str
-    status: OperationStatus
-    created_at: str
-    updated_at: str
-    requested_by: str | None = None
-    execution_arn: str | None = None
-    steps: list[Step] = Field(default_factory=list)
-    error: OperationError | None = None
-    # Cleanup: resources still tagged with the cluster after it was deleted.
-    leftovers: list[str] | None = None
-    # CreateCluster: the cluster's ARN once SageMaker returned it, and whether a failure deleted it.
-    cluster_arn: str | None = None
-    rolled_back: bool | None = None
-    # What went wrong without failing the operation (e.g. cost tags not applied after InService).
-    warnings: list[str] | None = None
-
-    @field_validator("leftovers", mode="before")
-    @classmethod
-    def _parse_leftovers(cls, value: Any) -> Any:
-        # The Cleanup workflow stores the list as JSON text (ASL cannot build a DynamoDB list of strings).
-        return json.loads(value) if isinstance(value, str) else value
-
-
-class Cluster(_Item):
-    cluster_name: str
-    status: ClusterStatus
-    created_at: str
-    updated_at: str
-    last_operation_id: str
-    owner: str | None = None
-    project: str | None = None
-    cluster_arn: str | None = None
-    budget_name: str | None = None
-    # The IAM identity ARN that created it through the API: it (and the admins) may delete it.
-    created_by: str | None = None
-    # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
-    sagemaker_status: str | None = None
-
-
-class HistoryEntry(_Item):
-    cluster_name: str
-    at: str
-    operation_id: str
-    operation_type: OperationType
-    requested_by: str | None = None
-
-
-class ClusterNameTakenError(Exception):
-    """The name belongs to a cluster that is not deleted."""
-
-
-class ClusterBusyError(Exception):
-    """Another operation is running on the cluster."""
-
-
-class Page[T](BaseModel):
-    items: list[T]
-    next_token: str | None = None
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_operation_id(now: datetime | None = None) -> str:
-    """Time-ordered, unique, and valid as a Step Functions execution name."""
-    moment = now or datetime.now(UTC)
-    return f"op-{moment.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"
 
 
 def cluster_key(name: str) -> dict[str, str]:
@@ -192,6 +84,11 @@ def _key_attributes(key: Mapping[str, str]) -> dict[str, Any]:
     return {k: {"S": v} for k, v in key.items()}
 
 
+def _start_key(after_cluster: str) -> dict[str, Any]:
+    """The ExclusiveStartKey in the by-kind index after this cluster."""
+    return {"kind": {"S": CLUSTER_KIND}, **_key_attributes(cluster_key(after_cluster))}
+
+
 def _is_condition_failure(exc: ClientError) -> bool:
     code = exc.response.get("Error", {}).get("Code")
     if code == "ConditionalCheckFailedException":
@@ -202,8 +99,8 @@ def _is_condition_failure(exc: ClientError) -> bool:
     return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
-class StateStore:
-    """Clusters, operations and history in the state table."""
+class StateTable:
+    """The StateStore in DynamoDB (autopilot.dal.state_store)."""
 
     def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
         self._table = table_name
@@ -476,7 +373,7 @@ class StateStore:
         filter, reads go on past them until the page is full and one more cluster shows that another
         page follows: a page is short only when it is the last, and a token never leads to an empty page.
         """
-        start = _decode_token(next_token) if next_token else None
+        start = _start_key(decode_page_token(next_token)) if next_token else None
         found: list[Cluster] = []
         while True:
             kwargs: dict[str, Any] = {
@@ -501,7 +398,9 @@ class StateStore:
                 break
         page = found[:limit]
         more = len(found) > limit
-        return Page[Cluster](items=page, next_token=_encode_token(page[-1].cluster_name) if more else None)
+        return Page[Cluster](
+            items=page, next_token=encode_page_token(page[-1].cluster_name) if more else None
+        )
 
     def list_history(self, cluster_name: str, *, limit: int = 20) -> list[HistoryEntry]:
         """The cluster's most recent operations, newest first."""
@@ -518,20 +417,16 @@ class StateStore:
         return [HistoryEntry.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
 
 
-class InvalidPageTokenError(ValueError):
-    """The nextToken was not one this API issued."""
-
-
-def _encode_token(after_cluster: str) -> str:
+def encode_page_token(after_cluster: str) -> str:
     """A page token: the name of the last cluster listed (the next page starts after it)."""
     return base64.urlsafe_b64encode(json.dumps({"after": after_cluster}).encode()).decode()
 
 
-def _decode_token(token: str) -> dict[str, Any]:
-    """The ExclusiveStartKey in the by-kind index after the token's cluster.
+def decode_page_token(token: str) -> str:
+    """The name of the cluster a page token starts after.
 
-    A forged token can at most name another cluster to start after: it is rebuilt into a key, never
-    passed through, so DynamoDB sees only well-formed keys.
+    A forged token can at most name another cluster to start after: the name is rebuilt into a key,
+    never passed through, so DynamoDB sees only well-formed keys.
     """
     try:
         plain = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
@@ -540,4 +435,4 @@ def _decode_token(token: str) -> dict[str, Any]:
     after = plain.get("after") if isinstance(plain, dict) and plain.keys() == {"after"} else None
     if not isinstance(after, str) or len(after) > CLUSTER_NAME_MAX or not CLUSTER_NAME.fullmatch(after):
         raise InvalidPageTokenError(token)
-    return {"kind": {"S": CLUSTER_KIND}, **_key_attributes(cluster_key(after))}
+    return after

@@ -1,0 +1,205 @@
+"""POST /clusters: check the config, register the cluster and start the Create workflow
+(statemachines/create_cluster.asl.json), which does the long-running work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.validate import ParamValidator
+
+from autopilot.api.models import CreateClusterBody, ErrorDetail, OperationAccepted
+from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
+from autopilot.logic.read_clusters import describe_cluster
+from autopilot.logic.validate_config import problems
+from autopilot.models.cost_allocation import (
+    TAG_CLUSTER_NAME,
+    TAG_OPERATION,
+    TAG_OWNER,
+    TAG_PROJECT,
+    budget_name_for,
+)
+from autopilot.models.records import (
+    REUSABLE_NAME_STATUSES,
+    Cluster,
+    ClusterStatus,
+    Operation,
+    OperationStatus,
+    OperationType,
+    new_operation_id,
+    now_iso,
+)
+from autopilot.observability import logger
+from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
+from autopilot.workflows.start import start_workflow
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from autopilot.logic.dependencies import Dependencies
+
+CLUSTER_CONFIG_FILE = "cluster-config.json"
+MAX_TAGS = 50
+
+
+def create_cluster(
+    deps: Dependencies,
+    body: CreateClusterBody,
+    *,
+    requested_by: str | None,
+    idempotency_key: str | None = None,
+    lambda_context: LambdaContext | None = None,
+) -> OperationAccepted:
+    return deps.once(
+        idempotency_key,
+        OperationType.CREATE_CLUSTER,
+        body.model_dump(mode="json", by_alias=True),
+        lambda: _create_cluster(deps, body, requested_by=requested_by),
+        requested_by=requested_by,
+        lambda_context=lambda_context,
+    )
+
+
+def _create_cluster(
+    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None
+) -> OperationAccepted:
+    report = deps.validate(body.cluster_config, body.provisioning_parameters)
+    errors, warnings = problems(report)
+    operation_id = new_operation_id(deps.now())
+    name = str(body.cluster_config.get("ClusterName", ""))
+    cost_tags = [
+        {"Key": TAG_CLUSTER_NAME, "Value": name},
+        {"Key": TAG_OWNER, "Value": body.owner},
+        {"Key": TAG_PROJECT, "Value": body.project},
+        {"Key": TAG_OPERATION, "Value": operation_id},
+    ]
+    if not errors:
+        errors += _tag_problems(body.cluster_config, cost_tags)
+    if errors:
+        raise InvalidRequestError("the cluster configuration is invalid", errors)
+    request = _create_request(body.cluster_config, cost_tags)
+    _check_botocore(deps, "CreateCluster", request)
+    _check_name_free(deps, name)
+
+    budget = _workflow_budget(deps, body, name)
+    created = now_iso()
+    operation = Operation(
+        operation_id=operation_id,
+        operation_type=OperationType.CREATE_CLUSTER,
+        cluster_name=name,
+        status=OperationStatus.RUNNING,
+        created_at=created,
+        updated_at=created,
+        requested_by=requested_by,
+    )
+    cluster = Cluster(
+        cluster_name=name,
+        status=ClusterStatus.CREATING,
+        created_at=created,
+        updated_at=created,
+        last_operation_id=operation_id,
+        owner=body.owner,
+        project=body.project,
+        budget_name=budget.budget_name if budget else None,
+        created_by=requested_by,
+    )
+    try:
+        deps.store.start_create(cluster, operation)
+    except ClusterNameTakenError as exc:
+        raise ConflictError(f"cluster name {name!r} is taken") from exc
+
+    workflow_input = CreateClusterWorkflowInput(
+        operation_id=operation_id,
+        cluster_name=name,
+        create_cluster_request=request,
+        cost_tags=cost_tags,
+        budget=budget,
+        rollback_on_failure=body.rollback_on_failure,
+    )
+    start_workflow(
+        deps,
+        deps.settings.create_cluster_state_machine_arn,
+        operation,
+        workflow_input,
+        failed_status=ClusterStatus.CREATE_FAILED,
+    )
+    logger.info("cluster creation accepted", cluster=name, operation_id=operation_id)
+    return OperationAccepted(
+        operation_id=operation_id, cluster_name=name, status=OperationStatus.RUNNING, warnings=warnings
+    )
+
+
+def _tag_problems(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) -> list[ErrorDetail]:
+    """The config's own tags may repeat Autopilot's cost tags, not contradict them."""
+    found: list[ErrorDetail] = []
+    tags = config.get("Tags") or []
+    wanted = {tag["Key"]: tag["Value"] for tag in cost_tags}
+    for index, tag in enumerate(tags):
+        key = tag.get("Key") if isinstance(tag, Mapping) else None
+        if key in wanted and tag.get("Value") != wanted[key]:
+            found.append(
+                ErrorDetail(
+                    file=CLUSTER_CONFIG_FILE,
+                    path=f"Tags[{index}].Value",
+                    message=f"the {key!r} tag is {tag.get('Value')!r} here but {wanted[key]!r} in the "
+                    "request (Autopilot sets it from the request)",
+                )
+            )
+    extra = [
+        tag for tag in cost_tags if tag["Key"] not in {t.get("Key") for t in tags if isinstance(t, Mapping)}
+    ]
+    if len(tags) + len(extra) > MAX_TAGS:
+        found.append(
+            ErrorDetail(
+                file=CLUSTER_CONFIG_FILE,
+                path="Tags",
+                message=f"at most {MAX_TAGS} tags in all, and Autopilot adds {len(extra)}",
+            )
+        )
+    return found
+
+
+def _create_request(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) -> dict[str, Any]:
+    """The CreateCluster request: the config with Autopilot's cost tags (tagged from the first minute)."""
+    request = dict(config)
+    own = list(config.get("Tags") or [])
+    present = {tag.get("Key") for tag in own}
+    request["Tags"] = [*own, *(tag for tag in cost_tags if tag["Key"] not in present)]
+    return request
+
+
+def _check_botocore(deps: Dependencies, operation: str, params: Mapping[str, Any]) -> None:
+    """The request as SageMaker will get it must pass botocore's own parameter validation."""
+    shape = deps.sagemaker.meta.service_model.operation_model(operation).input_shape
+    assert shape is not None  # every SageMaker operation has an input shape
+    report = ParamValidator().validate(params, shape)
+    if report.has_errors():
+        raise InvalidRequestError(
+            f"the {operation} request is invalid",
+            [ErrorDetail(file=CLUSTER_CONFIG_FILE, path="", message=report.generate_report())],
+        )
+
+
+def _check_name_free(deps: Dependencies, name: str) -> None:
+    existing = deps.store.get_cluster(name)
+    if existing is not None and existing.status not in REUSABLE_NAME_STATUSES:
+        raise ConflictError(
+            f"cluster name {name!r} is taken (status {existing.status.value}, "
+            f"operation {existing.last_operation_id})"
+        )
+    if describe_cluster(deps, name) is not None:
+        raise ConflictError(f"a SageMaker HyperPod cluster named {name!r} already exists")
+
+
+def _workflow_budget(deps: Dependencies, body: CreateClusterBody, name: str) -> WorkflowBudget | None:
+    if body.budget is None:
+        return None
+    subscribers = [BudgetSubscriber(SubscriptionType="SNS", Address=deps.settings.alerts_topic_arn)]
+    subscribers += [BudgetSubscriber(SubscriptionType="EMAIL", Address=a) for a in body.budget.alert_emails]
+    return WorkflowBudget(
+        budget_name=budget_name_for(name),
+        limit_amount=f"{Decimal(str(body.budget.monthly_limit_usd)):.2f}",
+        cost_filter=f"user:{TAG_CLUSTER_NAME}${name}",
+        subscribers=subscribers,
+    )

@@ -1,0 +1,122 @@
+"""What the API's use cases reach AWS through: settings, the state store, clients (created on first
+use), the config validator, idempotency and the clock. One per execution environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot import aws
+from autopilot.dal.state_table import StateTable
+from autopilot.idempotency import IdempotentRequest, IdempotentRequests
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+    from autopilot.api.models import OperationAccepted
+    from autopilot.dal.state_store import StateStore
+    from autopilot.models.records import OperationType
+    from autopilot.settings import ApiSettings
+    from autopilot.validation.report import ValidationReport
+
+Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
+
+
+def _stack_validator(settings: ApiSettings) -> Validator:
+    """The API's validation: `autopilot validate --region <stack region>` with the stack's
+    ExecutionRoleNamePatterns and account (docs/validation.md)."""
+    # only the API's write paths need validation
+    from autopilot.validation import ExecutionRolePolicy, split_patterns, validate_config  # noqa: PLC0415
+
+    policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
+
+    def validate(
+        cluster_config: Mapping[str, Any], provisioning_parameters: Mapping[str, Any] | None
+    ) -> ValidationReport:
+        return validate_config(
+            cluster_config, provisioning_parameters, region=settings.region, execution_roles=policy
+        )
+
+    return validate
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class Dependencies:
+    def __init__(
+        self,
+        settings: ApiSettings,
+        store: StateStore | None = None,
+        *,
+        sagemaker: SageMakerClient | None = None,
+        stepfunctions: SFNClient | None = None,
+        events: EventBridgeClient | None = None,
+        cloudformation: CloudFormationClient | None = None,
+        validator: Validator | None = None,
+        idempotency: IdempotentRequests | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store: StateStore = store or StateTable(settings.state_table_name)
+        self._sagemaker = sagemaker
+        self._sfn = stepfunctions
+        self._events = events
+        self._cloudformation = cloudformation
+        self.validate = validator or _stack_validator(settings)
+        self._idempotency = idempotency
+        self.now = now or (lambda: datetime.now(UTC))
+
+    @property
+    def sagemaker(self) -> SageMakerClient:
+        if self._sagemaker is None:
+            self._sagemaker = aws.client("sagemaker")
+        return self._sagemaker
+
+    @property
+    def stepfunctions(self) -> SFNClient:
+        if self._sfn is None:
+            self._sfn = aws.client("stepfunctions")
+        return self._sfn
+
+    @property
+    def cloudformation(self) -> CloudFormationClient:
+        if self._cloudformation is None:
+            self._cloudformation = aws.client("cloudformation")
+        return self._cloudformation
+
+    @property
+    def events(self) -> EventBridgeClient:
+        if self._events is None:
+            self._events = aws.client("events")
+        return self._events
+
+    @property
+    def idempotency(self) -> IdempotentRequests:
+        if self._idempotency is None:
+            self._idempotency = IdempotentRequests(self.settings.idempotency_table_name)
+        return self._idempotency
+
+    def once(
+        self,
+        key: str | None,
+        action: OperationType,
+        request: dict[str, Any],
+        accept: Callable[[], OperationAccepted],
+        *,
+        requested_by: str | None,
+        lambda_context: LambdaContext | None,
+    ) -> OperationAccepted:
+        """``accept()``, or with an Idempotency-Key the answer of the first request that used it."""
+        if key is None:
+            return accept()
+        idempotent = IdempotentRequest(key=key, caller=requested_by, action=action.value, request=request)
+        return self.idempotency.run(idempotent, accept, lambda_context=lambda_context)

@@ -1,0 +1,97 @@
+"""The API's reads: a cluster (Autopilot's record + SageMaker's live view), the cluster list, a
+cluster's nodes, an operation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.api.models import (
+    ClusterList,
+    ClusterSummary,
+    ClusterView,
+    LiveClusterView,
+    NodeList,
+    NodeView,
+    OperationErrorView,
+    OperationView,
+)
+from autopilot.errors import NotFoundError
+from autopilot.logic.dependencies import error_code
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+
+_NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
+
+
+def describe_cluster(deps: Dependencies, name: str) -> LiveClusterView | None:
+    """SageMaker's view of the cluster; None when SageMaker has no such cluster."""
+    try:
+        described = deps.sagemaker.describe_cluster(ClusterName=name)
+    except ClientError as exc:
+        if error_code(exc) in _NOT_FOUND_CODES:
+            return None
+        raise
+    return LiveClusterView.model_validate(described)
+
+
+def get_cluster(deps: Dependencies, name: str) -> ClusterView:
+    registered = deps.store.get_cluster(name)
+    live = describe_cluster(deps, name)
+    if registered is None and live is None:
+        raise NotFoundError(f"cluster {name!r} not found")
+    return ClusterView(
+        cluster_name=name,
+        status=registered.status if registered else None,
+        owner=registered.owner if registered else None,
+        project=registered.project if registered else None,
+        budget_name=registered.budget_name if registered else None,
+        last_operation_id=registered.last_operation_id if registered else None,
+        sagemaker=live,
+        history=deps.store.list_history(name) if registered else [],
+    )
+
+
+def list_clusters(
+    deps: Dependencies, *, limit: int, next_token: str | None, include_deleted: bool
+) -> ClusterList:
+    page = deps.store.list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
+    clusters = [ClusterSummary.model_validate(c.model_dump()) for c in page.items]
+    return ClusterList(clusters=clusters, next_token=page.next_token)
+
+
+def list_nodes(deps: Dependencies, name: str, *, limit: int, next_token: str | None) -> NodeList:
+    kwargs: dict[str, Any] = {"ClusterName": name, "MaxResults": limit}
+    if next_token:
+        kwargs["NextToken"] = next_token
+    try:
+        response = deps.sagemaker.list_cluster_nodes(**kwargs)
+    except ClientError as exc:
+        if error_code(exc) in _NOT_FOUND_CODES:
+            raise NotFoundError(f"cluster {name!r} not found") from exc
+        raise
+    nodes = [NodeView.model_validate(n) for n in response.get("ClusterNodeSummaries", [])]
+    return NodeList(nodes=nodes, next_token=response.get("NextToken") or None)
+
+
+def get_operation(deps: Dependencies, operation_id: str) -> OperationView:
+    operation = deps.store.get_operation(operation_id)
+    if operation is None:
+        raise NotFoundError(f"operation {operation_id!r} not found")
+    return OperationView(
+        operation_id=operation.operation_id,
+        kind=operation.operation_type,
+        cluster_name=operation.cluster_name,
+        status=operation.status,
+        created_at=operation.created_at,
+        updated_at=operation.updated_at,
+        requested_by=operation.requested_by,
+        execution_arn=operation.execution_arn,
+        steps=operation.steps,
+        error=OperationErrorView(**operation.error.model_dump()) if operation.error else None,
+        leftovers=operation.leftovers,
+        cluster_arn=operation.cluster_arn,
+        rolled_back=operation.rolled_back,
+    )

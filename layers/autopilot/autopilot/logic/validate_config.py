@@ -1,0 +1,26 @@
+"""POST /validate: the checks POST /clusters runs, without creating anything."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from autopilot.api.models import ErrorDetail, ValidateBody, ValidationResult
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+    from autopilot.validation.report import Problem, ValidationReport
+
+
+def problems(report: ValidationReport) -> tuple[list[ErrorDetail], list[ErrorDetail]]:
+    """The report's errors and warnings, as the API lists them."""
+
+    def detail(p: Problem) -> ErrorDetail:
+        return ErrorDetail(file=p.file, path=p.path, message=p.message)
+
+    return [detail(p) for p in report.errors], [detail(p) for p in report.warnings]
+
+
+def validate_config(deps: Dependencies, body: ValidateBody) -> ValidationResult:
+    report = deps.validate(body.cluster_config, body.provisioning_parameters)
+    errors, warnings = problems(report)
+    return ValidationResult(valid=not errors, errors=errors, warnings=warnings)

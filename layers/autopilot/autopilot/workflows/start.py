@@ -1,0 +1,51 @@
+"""Starting a workflow for an accepted operation; when Step Functions refuses, the operation is
+recorded FAILED and announced, so nothing waits on an execution that never ran."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from autopilot.errors import WorkflowStartError
+from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.logic.dependencies import error_code
+from autopilot.models.records import ClusterStatus, Operation, OperationError, OperationStatus
+from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+    from autopilot.workflows.inputs import WorkflowModel
+
+
+def start_workflow(
+    deps: Dependencies,
+    state_machine_arn: str,
+    operation: Operation,
+    workflow_input: WorkflowModel,
+    *,
+    failed_status: ClusterStatus,
+) -> None:
+    try:
+        started = deps.stepfunctions.start_execution(
+            stateMachineArn=state_machine_arn,
+            name=operation.operation_id,
+            input=workflow_input.model_dump_json(by_alias=True),
+        )
+    except ClientError as exc:
+        logger.exception("workflow did not start", operation_id=operation.operation_id)
+        error = OperationError(error=f"StepFunctions.{error_code(exc)}", cause=str(exc))
+        deps.store.fail_operation(operation.operation_id, operation.cluster_name, failed_status, error)
+        emit_operation_event(
+            OperationEventDetail(
+                operation_id=operation.operation_id,
+                operation_type=operation.operation_type.value,
+                cluster_name=operation.cluster_name,
+                status=OperationStatus.FAILED.value,
+                error=error.error,
+                cause=error.cause,
+            ),
+            client=deps.events,
+        )
+        raise WorkflowStartError("the workflow could not be started", operation.operation_id) from exc
+    deps.store.set_execution_arn(operation.operation_id, started["executionArn"])
