@@ -13,6 +13,7 @@ import boto3
 from moto import mock_aws
 
 from sandbox import seams
+from sandbox.aws_calls import AwsCalls
 from sandbox.clock import SandboxClock
 from sandbox.deploy import Stack, deploy
 from sandbox.hyperpod import HyperPodSimulator
@@ -28,6 +29,7 @@ class Deployed:
     stack: Stack
     hyperpod: HyperPodSimulator
     clock: SandboxClock
+    aws_calls: AwsCalls | None = None  # IAM + faults on the workflows' calls, when a test installs them
 
     def client(self, service: str) -> Any:
         return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]

@@ -158,8 +158,14 @@ def test_without_rollback_the_failed_cluster_is_kept(make_stack: Any) -> None:
 
 def test_throttled_calls_are_retried_to_success(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, FallbackPollSeconds=120)
-    stack.hyperpod.fault_throttling(
-        rate=0.5, operations=["CreateCluster", "DescribeCluster", "AddTags"], seed=3
+    stack.aws_calls.apply_fault(
+        "throttling",
+        {
+            "rate": 0.5,
+            "services": ["sagemaker"],
+            "operations": ["CreateCluster", "DescribeCluster", "AddTags"],
+            "seed": 3,
+        },
     )
     operation_id = start(budget=None)
 
@@ -176,7 +182,9 @@ def test_throttled_calls_are_retried_to_success(make_stack: Any) -> None:
 
 def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
-    stack.hyperpod.fault_throttling(rate=1.0, operations=["AddTags"])
+    stack.aws_calls.apply_fault(
+        "throttling", {"rate": 1.0, "services": ["sagemaker"], "operations": ["AddTags"]}
+    )
     operation_id = start(budget=None)
 
     execution = wait(stack, operation_id, advance=STEP)

@@ -87,7 +87,7 @@ def test_requests_are_signed_so_api_gateway_verifies_them() -> None:
         headers=sent["headers"],
         body=sent["body"],
         region="us-east-1",
-        lookup=lambda key: SigningKey("secret", CALLER) if key == "AKIDEXAMPLE" else None,
+        lookup=lambda key: SigningKey("secret", CALLER, "session-token") if key == "AKIDEXAMPLE" else None,
     )
     assert caller == CALLER
     assert sent["headers"]["X-Amz-Security-Token"] == "session-token"
@@ -99,7 +99,7 @@ def test_requests_are_signed_so_api_gateway_verifies_them() -> None:
             headers=sent["headers"],
             body=sent["body"] + b" ",
             region="us-east-1",
-            lookup=lambda key: SigningKey("secret", CALLER),
+            lookup=lambda key: SigningKey("secret", CALLER, "session-token"),
         )
 
 
