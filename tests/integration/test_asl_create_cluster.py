@@ -14,25 +14,15 @@ from typing import Any
 
 import pytest
 from autopilot.api.models import CreateClusterBody
-from autopilot.dal.state_table import StateTable
 from autopilot.logic import create_cluster as create_cluster_module
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_cluster, get_operation
-from autopilot.models.records import Operation
-from autopilot.settings import api_settings
 
 from tests.events import create_body
 from tests.integration.workflows import dependencies, entered, history, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock
-
-
-def recorded(operation_id: str) -> Operation:
-    """The operation as the workflow recorded it (warnings are not in the API's view yet)."""
-    operation = StateTable(api_settings().state_table_name).get_operation(operation_id)
-    assert operation is not None
-    return operation
 
 
 def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
@@ -177,7 +167,7 @@ def test_throttled_calls_are_retried_to_success(make_stack: Any) -> None:
     assert failed, "the seeded plan throttles at least one call"
     # unmodelled errors surface as <Service>.<Service>Exception, which the SageMaker policy retries
     assert {e["taskFailedEventDetails"]["error"] for e in failed} == {"SageMaker.SageMakerException"}
-    assert recorded(operation_id).warnings == []
+    assert get_operation(dependencies(), operation_id).warnings == []
 
 
 def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(make_stack: Any) -> None:
@@ -190,7 +180,8 @@ def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(m
     execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
-    assert recorded(operation_id).warnings == ["cost tags not applied: SageMaker.SageMakerException"]
+    warnings = get_operation(dependencies(), operation_id).warnings  # as GET /operations/{id} shows them
+    assert warnings == ["cost tags not applied: SageMaker.SageMakerException"]
     assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
     assert (
         stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "InService"

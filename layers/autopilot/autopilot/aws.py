@@ -8,7 +8,7 @@ call ``clients.cache_clear()`` between moto contexts.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, Self, cast, overload
 
 import boto3
 from botocore.config import Config
@@ -21,3 +21,34 @@ _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
 def client(service: str, region: str | None = None) -> Any:
     """Return the cached boto3 client for ``service`` (typed at call sites with mypy-boto3 stubs)."""
     return boto3.session.Session().client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
+
+
+class LazyClient[T]:
+    """A class attribute that reads as a boto3 client: the one injected into ``_<name>`` (a
+    constructor argument, for tests), else ``client(service)`` made on first read and kept there.
+
+        class Store:
+            sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
+            def __init__(self, sagemaker: SageMakerClient | None = None) -> None:
+                self._sagemaker = sagemaker
+    """
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+        self._slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> T: ...
+    def __get__(self, instance: object | None, owner: type) -> Self | T:
+        if instance is None:
+            return self
+        found = getattr(instance, self._slot, None)
+        if found is None:
+            found = client(self._service)
+            setattr(instance, self._slot, found)
+        return cast(T, found)

@@ -18,6 +18,8 @@ from autopilot import aws
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
 
+    from autopilot.models.records import Operation, OperationError
+
 SOURCE = "hyperpod.autopilot"
 OPERATION_SUCCEEDED = "Cluster Operation Succeeded"
 OPERATION_FAILED = "Cluster Operation Failed"
@@ -57,3 +59,25 @@ def emit_operation_event(detail: OperationEventDetail, *, client: EventBridgeCli
     )
     if response.get("FailedEntryCount", 0):
         raise RuntimeError(f"EventBridge rejected the operation event: {response.get('Entries')}")
+
+
+def emit_operation_failed(
+    operation: Operation,
+    error: OperationError,
+    *,
+    execution_arn: str | None = None,
+    client: EventBridgeClient | None = None,
+) -> None:
+    """The failure event of an operation whose workflow could not report it (never started, or died)."""
+    emit_operation_event(
+        OperationEventDetail(
+            operation_id=operation.operation_id,
+            operation_type=operation.operation_type.value,
+            cluster_name=operation.cluster_name,
+            status="FAILED",
+            execution_arn=execution_arn,
+            error=error.error,
+            cause=error.cause,
+        ),
+        client=client,
+    )

@@ -174,6 +174,8 @@ class OperationView(ApiModel):
     leftovers: list[str] | None = None
     cluster_arn: str | None = None
     rolled_back: bool | None = None
+    # What went wrong without failing the operation (e.g. cost tags not applied after InService).
+    warnings: list[str] | None = None
 
 
 class InstanceGroupView(BaseModel):

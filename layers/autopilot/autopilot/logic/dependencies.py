@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot import aws
+from autopilot.aws import LazyClient
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests
 
@@ -52,6 +52,11 @@ def error_code(exc: ClientError) -> str:
 
 
 class Dependencies:
+    sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
+    stepfunctions: LazyClient[SFNClient] = LazyClient("stepfunctions")
+    cloudformation: LazyClient[CloudFormationClient] = LazyClient("cloudformation")
+    events: LazyClient[EventBridgeClient] = LazyClient("events")
+
     def __init__(
         self,
         settings: ApiSettings,
@@ -68,36 +73,12 @@ class Dependencies:
         self.settings = settings
         self.store: StateStore = store or StateTable(settings.state_table_name)
         self._sagemaker = sagemaker
-        self._sfn = stepfunctions
+        self._stepfunctions = stepfunctions
         self._events = events
         self._cloudformation = cloudformation
         self.validate = validator or _stack_validator(settings)
         self._idempotency = idempotency
         self.now = now or (lambda: datetime.now(UTC))
-
-    @property
-    def sagemaker(self) -> SageMakerClient:
-        if self._sagemaker is None:
-            self._sagemaker = aws.client("sagemaker")
-        return self._sagemaker
-
-    @property
-    def stepfunctions(self) -> SFNClient:
-        if self._sfn is None:
-            self._sfn = aws.client("stepfunctions")
-        return self._sfn
-
-    @property
-    def cloudformation(self) -> CloudFormationClient:
-        if self._cloudformation is None:
-            self._cloudformation = aws.client("cloudformation")
-        return self._cloudformation
-
-    @property
-    def events(self) -> EventBridgeClient:
-        if self._events is None:
-            self._events = aws.client("events")
-        return self._events
 
     @property
     def idempotency(self) -> IdempotentRequests:

@@ -94,4 +94,5 @@ def get_operation(deps: Dependencies, operation_id: str) -> OperationView:
         leftovers=operation.leftovers,
         cluster_arn=operation.cluster_arn,
         rolled_back=operation.rolled_back,
+        warnings=operation.warnings,
     )

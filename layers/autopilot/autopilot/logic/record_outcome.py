@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.dal.state_store import StateStore
-from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.events import emit_operation_failed
 from autopilot.models.execution_status import ExecutionStatus, ExecutionStatusChangeDetail
 from autopilot.models.records import (
     ClusterStatus,
@@ -147,17 +147,8 @@ def fail_operation(
         cluster_status=cluster_status.value,
         sagemaker_status=seen,
     )
-    emit_operation_event(
-        OperationEventDetail(
-            operation_id=operation.operation_id,
-            operation_type=operation.operation_type.value,
-            cluster_name=operation.cluster_name,
-            status=OperationStatus.FAILED.value,
-            execution_arn=end.execution_arn if end.status else None,
-            error=error.error,
-            cause=error.cause,
-        ),
-        client=events,
+    emit_operation_failed(
+        operation, error, execution_arn=end.execution_arn if end.status else None, client=events
     )
     return Resolution.RECORDED
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
-from autopilot import aws
+from autopilot.aws import LazyClient
 from autopilot.dal.state_table import cluster_key
 from autopilot.models.hyperpod_events import DELETED
 
@@ -58,6 +58,10 @@ class StatusVersion(BaseModel):
 class ClusterWaits:
     """The waiter items and the registry's SageMaker status in the state table; SendTask* on tokens."""
 
+    dynamodb: LazyClient[DynamoDBClient] = LazyClient("dynamodb")
+    stepfunctions: LazyClient[SFNClient] = LazyClient("stepfunctions")
+    sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
+
     def __init__(
         self,
         table_name: str,
@@ -67,27 +71,9 @@ class ClusterWaits:
         sagemaker: SageMakerClient | None = None,
     ) -> None:
         self._table = table_name
-        self._ddb = dynamodb
-        self._sfn = stepfunctions
+        self._dynamodb = dynamodb
+        self._stepfunctions = stepfunctions
         self._sagemaker = sagemaker
-
-    @property
-    def dynamodb(self) -> DynamoDBClient:
-        if self._ddb is None:
-            self._ddb = aws.client("dynamodb")
-        return self._ddb
-
-    @property
-    def stepfunctions(self) -> SFNClient:
-        if self._sfn is None:
-            self._sfn = aws.client("stepfunctions")
-        return self._sfn
-
-    @property
-    def sagemaker(self) -> SageMakerClient:
-        if self._sagemaker is None:
-            self._sagemaker = aws.client("sagemaker")
-        return self._sagemaker
 
     # --- waiters ------------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.errors import WorkflowStartError
-from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.events import emit_operation_failed
 from autopilot.logic.dependencies import error_code
-from autopilot.models.records import ClusterStatus, Operation, OperationError, OperationStatus
+from autopilot.models.records import ClusterStatus, Operation, OperationError
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -36,16 +36,6 @@ def start_workflow(
         logger.exception("workflow did not start", operation_id=operation.operation_id)
         error = OperationError(error=f"StepFunctions.{error_code(exc)}", cause=str(exc))
         deps.store.fail_operation(operation.operation_id, operation.cluster_name, failed_status, error)
-        emit_operation_event(
-            OperationEventDetail(
-                operation_id=operation.operation_id,
-                operation_type=operation.operation_type.value,
-                cluster_name=operation.cluster_name,
-                status=OperationStatus.FAILED.value,
-                error=error.error,
-                cause=error.cause,
-            ),
-            client=deps.events,
-        )
+        emit_operation_failed(operation, error, client=deps.events)
         raise WorkflowStartError("the workflow could not be started", operation.operation_id) from exc
     deps.store.set_execution_arn(operation.operation_id, started["executionArn"])
