@@ -19,6 +19,10 @@ from pydantic.alias_generators import to_camel
 class OperationType(StrEnum):
     CREATE_CLUSTER = "CreateCluster"
     DELETE_CLUSTER = "DeleteCluster"
+    # A node repair (reboot and/or replace, or HyperPod's own repair observed): ReplaceNodeStateMachine.
+    REPLACE_NODE = "ReplaceNode"
+    # Budget enforcement: worker groups scaled down to their minimum (UpdateCluster).
+    SCALE_TO_MIN = "ScaleToMin"
 
 
 class OperationStatus(StrEnum):
@@ -60,6 +64,64 @@ class OperationError(_Item):
     cause: str
 
 
+class RepairTrigger(StrEnum):
+    """What started a repair: a Node Health event, the sweep, or an operator through the API."""
+
+    EVENT = "event"
+    SWEEP = "sweep"
+    API = "api"
+
+
+class RepairActor(StrEnum):
+    """Who repairs the node: Autopilot (NodeRecovery None) or HyperPod itself (NodeRecovery Automatic)."""
+
+    AUTOPILOT = "autopilot"
+    HYPERPOD = "hyperpod"
+
+
+class NodeAction(StrEnum):
+    """One step of a repair (docs/operations.md, "Healing policy")."""
+
+    REBOOT = "reboot"
+    REPLACE = "replace"
+    # HyperPod repairs the node itself; Autopilot waits and steps in past HyperPodRepairDeadlineMinutes.
+    OBSERVE = "observe"
+    # Nothing may be done to the node (a Slurm controller): recorded and announced on the alerts topic.
+    ALERT = "alert"
+
+
+class ActionResult(StrEnum):
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    # HyperPod refused the call for this node (InvalidInstanceStatus).
+    REFUSED = "refused"
+    TIMED_OUT = "timed-out"
+
+
+class Fault(_Item):
+    """The fault a repair answers, from the Node Health event's HealthSummary (or the sweep's view)."""
+
+    # The HMA fault type named in HealthStatusReason ("... detected fault type X ..."), if any.
+    fault_type: str | None = None
+    reason: str | None = None
+    # HyperPod's own RepairAction: what HyperPod itself will do ("None" when NodeRecovery is None).
+    repair_action: str | None = None
+    recommendation: str | None = None
+    detected_at: str
+
+
+class RepairAction(_Item):
+    """One action a repair took and how it ended (the ReplaceNode workflow appends them)."""
+
+    action: NodeAction
+    at: str
+    result: ActionResult
+    error_code: str | None = None
+    message: str | None = None
+    successor_node_id: str | None = None
+
+
 class Operation(_Item):
     operation_id: str
     operation_type: OperationType
@@ -78,6 +140,14 @@ class Operation(_Item):
     rolled_back: bool | None = None
     # What went wrong without failing the operation (e.g. cost tags not applied after InService).
     warnings: list[str] | None = None
+    # ReplaceNode: the faulty instance, what started the repair, the fault, who repairs, each action
+    # taken, and the new instance a replace brought.
+    node_id: str | None = None
+    trigger: RepairTrigger | None = None
+    fault: Fault | None = None
+    actor: RepairActor | None = None
+    actions: list[RepairAction] | None = None
+    successor_node_id: str | None = None
 
     @field_validator("leftovers", mode="before")
     @classmethod
@@ -100,6 +170,47 @@ class Cluster(_Item):
     created_by: str | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
     sagemaker_status: str | None = None
+
+
+class NodeHealth(StrEnum):
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+
+
+class NodeRecord(_Item):
+    """A node Autopilot heard of (a Node Health event, the sweep, an API repair): dal/healing.py."""
+
+    cluster_name: str
+    node_id: str
+    health: NodeHealth | None = None
+    health_reason: str | None = None
+    # The event time of the health report held (older reports change nothing).
+    health_since: str | None = None
+    # The event time of the last fault a repair was claimed for (a fault at or before it is a duplicate).
+    last_fault_at: str | None = None
+    # The operation id of the repair in flight; removed when it ends.
+    open_repair: str | None = None
+    instance_group: str | None = None
+
+
+class HealingState(_Item):
+    """A cluster's healing switch, breaker and repair leases (dal/healing.py; the ASL leases slots)."""
+
+    cluster_name: str
+    paused: bool = False
+    paused_reason: str | None = None
+    paused_at: str | None = None
+    # "breaker", or the principal ARN that paused it through the API.
+    paused_by: str | None = None
+    tripped_at: str | None = None
+    resumed_at: str | None = None
+    resumed_by: str | None = None
+    # node id -> ISO time of its latest Unhealthy report inside the breaker window
+    unhealthy_reports: dict[str, str] = Field(default_factory=dict)
+    # operation ids holding a repair slot (MaxConcurrentRepairs)
+    lease_holders: set[str] = Field(default_factory=set)
+    # bumped by every write of the breaker, which is conditioned on it
+    version: int = 0
 
 
 class HistoryEntry(_Item):
