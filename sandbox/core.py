@@ -105,6 +105,7 @@ class Sandbox:
         self.hyperpod: Any = None
         self.ssm: Any = None
         self.budgets: Any = None
+        self.pricing: Any = None
         self._stack: Stack | None = None
         self._runtime: LambdaRuntime | None = None
         self._poller: SqsEventSourcePoller | None = None
@@ -218,7 +219,8 @@ class Sandbox:
         self._saved_env.clear()
 
     def _install_simulators(self) -> None:
-        """Install the HyperPod, SSM sessions and Budgets simulators (each only if its module exists)."""
+        """Install the HyperPod, SSM sessions, Budgets and Price List simulators (each only if its module
+        exists)."""
         hyperpod = _optional_module("sandbox.hyperpod")
         if hyperpod is not None:
             # The home region's simulator; every other region gets one spawned from it on first use.
@@ -246,6 +248,11 @@ class Sandbox:
             )
             self.budgets.install()
             self._undo.append(self.budgets.uninstall)
+        pricing = _optional_module("sandbox.pricing")
+        if pricing is not None:  # the Price List API (moto has no pricing service)
+            self.pricing = pricing.PricingSimulator()
+            self.pricing.install()
+            self._undo.append(self.pricing.uninstall)
 
     def _wall_seconds(self, simulated: float) -> float:
         """A simulated delay in wall seconds, never longer than the real one (frozen clock: real time)."""
@@ -485,6 +492,10 @@ class AwsEndpoint:
             fault = self.sandbox.aws_calls.http_answer(environ) if self.sandbox.aws_calls else None
             if fault is not None:
                 return Response(fault.body, fault.status, fault.headers)(environ, start_response)
+            priced = self.sandbox.pricing.wsgi_answer(environ) if self.sandbox.pricing else None
+            if priced is not None:  # moto's server has no pricing backend
+                status, headers, body = priced
+                return Response(body, status, headers)(environ, start_response)
             return self._moto_app(environ, start_response)
         request = Request(environ)
         try:

@@ -49,6 +49,7 @@ _CODES: Final[dict[str, dict[ErrorKind, ErrorCode]]] = {
     },
     "events": {"server_error": ErrorCode("InternalException", 500, _INTERNAL)},
     "budgets": {"server_error": ErrorCode("InternalErrorException", 500, _INTERNAL)},
+    "pricing": {"server_error": ErrorCode("InternalErrorException", 500, _INTERNAL)},
     "resourcegroupstaggingapi": {
         "throttling": ErrorCode("ThrottledException", 400, _THROTTLED),
         "server_error": ErrorCode("InternalServiceException", 500, _INTERNAL),
