@@ -177,7 +177,15 @@ def _lambda(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
 
 
 def _iam(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
-    return [f"arn:{w.partition}:iam::{w.account}:role/{p['RoleName']}"] if p.get("RoleName") else ["*"]
+    if p.get("RoleName"):
+        return [f"arn:{w.partition}:iam::{w.account}:role/{p['RoleName']}"]
+    # a user's ARN holds its path; ``user/*`` grants, the only form the template uses, match it either way
+    return [f"arn:{w.partition}:iam::{w.account}:user/{p['UserName']}"] if p.get("UserName") else ["*"]
+
+
+def _ssm(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    # TerminateSession / ResumeSession act on session/<id>; the other session calls take no resource
+    return [w.arn("ssm", f"session/{p['SessionId']}")] if p.get("SessionId") else ["*"]
 
 
 _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]]] = {
@@ -191,6 +199,7 @@ _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]
     "sqs": _sqs,
     "lambda": _lambda,
     "iam": _iam,
+    "ssm": _ssm,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from autopilot.api.routes import openapi_document
-from autopilot.settings import ApiSettings, ReconcilerSettings, RecordOutcomeSettings
+from autopilot.settings import ApiSettings, ReconcilerSettings, RecordOutcomeSettings, SessionGuardSettings
 from cfnlint.api import lint_file
 
 from sandbox.deploy import load_template
@@ -249,4 +249,70 @@ def test_the_api_stage_logs_every_request_as_json_and_throttles() -> None:
     assert RESOURCES["AutopilotApi"]["DependsOn"] == "ApiGatewayAccount"
     assert RESOURCES["ApiGatewayAccount"]["Properties"]["CloudWatchRoleArn"] == {
         "Fn::GetAtt": ["ApiGatewayLogsRole", "Arn"]
+    }
+
+
+# ------------------------------------------------------------------ session guard
+
+
+def test_session_guard_runs_on_cloudtrail_start_session_and_on_its_schedule() -> None:
+    rule = of_type("AWS::Events::Rule")["SessionGuardRule"]
+    function = of_type("AWS::Serverless::Function")["SessionGuardFunction"]
+    parameters = TEMPLATE["Parameters"]
+
+    # the pattern docs/AWS-FACTS give for StartSession through a trail
+    assert rule["EventPattern"] == {
+        "source": ["aws.ssm"],
+        "detail-type": ["AWS API Call via CloudTrail"],
+        "detail": {"eventSource": ["ssm.amazonaws.com"], "eventName": ["StartSession"]},
+    }
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["SessionGuardFunction", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["SessionGuardDeadLetterQueue", "Arn"]}
+    assert function["DeadLetterQueue"]["TargetArn"] == {"Fn::GetAtt": ["SessionGuardDeadLetterQueue", "Arn"]}
+    assert any(
+        d["Value"] == {"Fn::GetAtt": ["SessionGuardDeadLetterQueue", "QueueName"]}
+        for a in of_type("AWS::CloudWatch::Alarm").values()
+        if a.get("AlarmActions") == [{"Ref": "AlertsTopic"}]
+        for d in a.get("Dimensions", [])
+    )
+    (event,) = function["Events"].values()
+    assert event["Properties"]["Schedule"] == {"Ref": "SessionGuardScheduleExpression"}
+    assert parameters["SessionGuardScheduleExpression"]["Default"] == "rate(5 minutes)"
+    assert parameters["MaxSessionsPerUser"]["Default"] == 2
+    assert parameters["ForbiddenRunAsUsers"]["Default"] == "root,ssm-user"
+    for value in ("root,ssm-user", "", "ec2-user", "root,ssm-user,admin_1"):
+        assert re.fullmatch(parameters["ForbiddenRunAsUsers"]["AllowedPattern"], value), value
+    assert not re.fullmatch(parameters["ForbiddenRunAsUsers"]["AllowedPattern"], "root, ssm-user")
+
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"])
+    needed = {field.alias for field in SessionGuardSettings.model_fields.values()}
+    assert needed <= environment, needed - environment
+
+
+def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
+    (policy,) = of_type("AWS::Serverless::Function")["SessionGuardFunction"]["Policies"]
+    grants = {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+
+    assert grants["ssm:TerminateSession"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:session/*"
+    }
+    assert grants["ssm:DescribeSessions"] == "*"  # no resource-level permissions exist for it
+    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert set(grants) == {
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "ssm:DescribeSessions",
+        "ssm:TerminateSession",
+        "iam:ListUserTags",
+        "iam:ListRoleTags",
+        "sns:Publish",
+        "events:PutEvents",
     }

@@ -24,6 +24,7 @@ SOURCE = "hyperpod.autopilot"
 OPERATION_SUCCEEDED = "Cluster Operation Succeeded"
 OPERATION_FAILED = "Cluster Operation Failed"
 DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED)
+SESSION_TERMINATED = "Session Terminated"
 
 
 class OperationEventDetail(BaseModel):
@@ -81,3 +82,35 @@ def emit_operation_failed(
         ),
         client=client,
     )
+
+
+class SessionTerminatedEventDetail(BaseModel):
+    """The ``detail`` of a ``Session Terminated`` event (SessionGuard ended an SSM session)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    cluster_name: str
+    session_id: str
+    target: str
+    principal: str
+    reason: str  # over-limit | run-as-missing | run-as-forbidden
+    trigger: str  # event | schedule
+    limit: int | None = None
+    run_as: str | None = None
+
+
+def emit_session_terminated(detail: SessionTerminatedEventDetail, *, client: EventBridgeClient) -> None:
+    """Put one ``Session Terminated`` event on the bus; raises if EventBridge rejects it."""
+    response = client.put_events(
+        Entries=[
+            {
+                "Source": SOURCE,
+                "DetailType": SESSION_TERMINATED,
+                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
+                "Resources": [],
+                "EventBusName": "default",
+            }
+        ]
+    )
+    if response.get("FailedEntryCount", 0):
+        raise RuntimeError(f"EventBridge rejected the session event: {response.get('Entries')}")

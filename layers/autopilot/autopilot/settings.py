@@ -116,3 +116,29 @@ def reconciler_settings() -> ReconcilerSettings:
 @lru_cache(maxsize=1)
 def cluster_events_settings() -> ClusterEventsSettings:
     return load_cluster_events_settings_from(dict(os.environ))
+
+
+class SessionGuardSettings(BaseModel):
+    """What SessionGuardFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    # The template parameter MaxSessionsPerUser: Active sessions a principal may hold on one cluster.
+    max_sessions_per_user: int = Field(alias="MAX_SESSIONS_PER_USER", ge=1)
+    # The template parameter ForbiddenRunAsUsers, comma-separated ("" forbids none).
+    forbidden_run_as_users: str = Field(alias="FORBIDDEN_RUN_AS_USERS")
+
+    @property
+    def forbidden_run_as(self) -> frozenset[str]:
+        return frozenset(user.strip() for user in self.forbidden_run_as_users.split(",") if user.strip())
+
+
+def load_session_guard_settings_from(environ: dict[str, str]) -> SessionGuardSettings:
+    return _load(SessionGuardSettings, environ, "SessionGuardFunction")
+
+
+@lru_cache(maxsize=1)
+def session_guard_settings() -> SessionGuardSettings:
+    return load_session_guard_settings_from(dict(os.environ))

@@ -1,0 +1,32 @@
+"""SessionGuardFunction: CloudTrail's StartSession record (EventBridge) and the schedule →
+autopilot.logic.session_guard (SSM session limits and Run-As checks on registered HyperPod clusters)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from autopilot.logic.session_guard import SessionGuard
+from autopilot.models.sessions import StartSessionEvent
+from autopilot.observability import logger, tracer
+from autopilot.settings import session_guard_settings
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+SCHEDULED = "Scheduled Event"
+
+
+@cache
+def guard() -> SessionGuard:
+    return SessionGuard(session_guard_settings())
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    if event.get("detail-type") == SCHEDULED:
+        outcomes = guard().sweep()
+    else:
+        outcomes = guard().on_start_session(parse(event=event, model=StartSessionEvent).detail)
+    logger.info("sessions checked", trigger=event.get("detail-type"), outcomes=outcomes)
+    return outcomes

@@ -1,0 +1,105 @@
+"""SSM sessions as SessionGuard sees them: HyperPod targets, the CloudTrail StartSession event, and the
+record of a session it terminated (a ``SESSION#`` item of the state table)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+HYPERPOD_TARGET_PREFIX = "sagemaker-cluster:"
+RUN_AS_TAG = "SSMSessionRunAs"
+MAX_SESSIONS_TAG = "autopilot:max-sessions"
+
+
+def hyperpod_cluster_id(target: str) -> str | None:
+    """The cluster id of a HyperPod node's SSM target (``sagemaker-cluster:<id>_<group>-<instance>``),
+    None for any other target. Cluster ids and instance group names hold no ``_``, so the first one
+    ends the id."""
+    if not target.startswith(HYPERPOD_TARGET_PREFIX):
+        return None
+    cluster_id, separator, node = target.removeprefix(HYPERPOD_TARGET_PREFIX).partition("_")
+    return cluster_id if cluster_id and separator and node else None
+
+
+class TerminationReason(StrEnum):
+    OVER_LIMIT = "over-limit"
+    RUN_AS_MISSING = "run-as-missing"  # no SSMSessionRunAs tag: Session Manager would not map the user
+    RUN_AS_FORBIDDEN = "run-as-forbidden"  # mapped to a user ForbiddenRunAsUsers names (root, ssm-user)
+
+
+Trigger = Literal["event", "schedule"]
+
+
+class ActiveSession(BaseModel):
+    """One of DescribeSessions' ``Sessions`` (State Active)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    SessionId: str
+    Target: str
+    Owner: str
+    Status: str
+    StartDate: datetime
+
+
+class _CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class _UserIdentity(_CamelModel):
+    arn: str | None = None
+
+
+class _StartSessionRequest(_CamelModel):
+    target: str
+
+
+class _StartSessionResponse(_CamelModel):
+    session_id: str
+
+
+class StartSessionCall(_CamelModel):
+    """The ``detail`` of CloudTrail's StartSession record; a refused call has an ``errorCode`` and no
+    ``responseElements``."""
+
+    event_name: Literal["StartSession"]
+    user_identity: _UserIdentity
+    request_parameters: _StartSessionRequest | None = None
+    response_elements: _StartSessionResponse | None = None
+    error_code: str | None = None
+
+    @property
+    def started(self) -> tuple[str, str, str] | None:
+        """(principal ARN, target, session id) of a session that started, else None."""
+        if self.error_code or not (
+            self.user_identity.arn and self.request_parameters and self.response_elements
+        ):
+            return None
+        return self.user_identity.arn, self.request_parameters.target, self.response_elements.session_id
+
+
+class StartSessionEvent(EventBridgeModel):
+    detail: StartSessionCall
+
+
+class SessionTermination(_CamelModel):
+    """A session SessionGuard terminated: who, which session, where, why (item ``SESSION#<id>`` under
+    the cluster). ``claimedAt`` is written when the guard claims the session, ``terminatedAt`` once
+    TerminateSession answered."""
+
+    cluster_name: str
+    session_id: str
+    target: str
+    principal: str
+    reason: TerminationReason
+    trigger: Trigger
+    session_started_at: str
+    claimed_at: str
+    limit: int | None = None  # over-limit: the principal's limit on this cluster
+    run_as: str | None = None  # run-as-forbidden: the user the principal is mapped to
+    terminated_at: str | None = None

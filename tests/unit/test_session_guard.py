@@ -1,0 +1,517 @@
+"""SessionGuard's rules (pure), and its use cases on moto with the SSM sessions simulator: limits kept
+oldest-first, Run-As refusals with an alert, one record and one event per termination whatever the
+number of deliveries, only HyperPod targets of registered clusters touched."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from autopilot.dal.session_terminations import SessionTerminations
+from autopilot.dal.state_table import StateTable
+from autopilot.logic import session_guard
+from autopilot.logic.session_guard import (
+    ALREADY_RECORDED,
+    ENDING,
+    KEPT,
+    NOT_HYPERPOD,
+    NOT_STARTED,
+    TERMINATED,
+    UNREGISTERED_CLUSTER,
+    SessionGuard,
+    Verdict,
+    iam_entity,
+    judge,
+    over_limit,
+)
+from autopilot.models.records import Cluster, ClusterStatus, Operation, OperationStatus, OperationType
+from autopilot.models.sessions import (
+    ActiveSession,
+    SessionTermination,
+    StartSessionCall,
+    StartSessionEvent,
+    TerminationReason,
+    hyperpod_cluster_id,
+)
+from autopilot.settings import SessionGuardSettings
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from sandbox.clock import SandboxClock
+from sandbox.deploy import load_template
+from sandbox.ssm_sessions import SsmSessionsSimulator
+from tests.events import load_event
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TABLE = "state"
+START = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+CLUSTER_ID = "abcd1234efgh"
+CLUSTER_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{CLUSTER_ID}"
+NODES = [f"sagemaker-cluster:{CLUSTER_ID}_worker-group-1-i-0{n:016x}" for n in range(1, 5)]
+UNREGISTERED_NODE = "sagemaker-cluster:zzzz9999yyyy_worker-group-1-i-0aaaaaaaaaaaaaaaa"
+EC2_INSTANCE = "i-0bbbbbbbbbbbbbbbb"
+TEMPLATE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")
+
+
+def user_arn(name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT}:user/{name}"
+
+
+# -- the rules, pure ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("target", "cluster_id"),
+    [
+        (NODES[0], CLUSTER_ID),
+        ("sagemaker-cluster:p1q2r3s4t5u6_login-group-i-0123456789abcdef0", "p1q2r3s4t5u6"),
+        (EC2_INSTANCE, None),
+        ("mi-0123456789abcdef0", None),
+        ("sagemaker-cluster:", None),
+        ("sagemaker-cluster:abcd1234efgh", None),
+    ],
+)
+def test_only_hyperpod_targets_have_a_cluster(target: str, cluster_id: str | None) -> None:
+    assert hyperpod_cluster_id(target) == cluster_id
+
+
+@pytest.mark.parametrize(
+    ("tags", "verdict"),
+    [
+        ({}, Verdict(2, None, TerminationReason.RUN_AS_MISSING)),
+        ({"SSMSessionRunAs": " "}, Verdict(2, None, TerminationReason.RUN_AS_MISSING)),
+        ({"SSMSessionRunAs": "root"}, Verdict(2, "root", TerminationReason.RUN_AS_FORBIDDEN)),
+        ({"SSMSessionRunAs": "ssm-user"}, Verdict(2, "ssm-user", TerminationReason.RUN_AS_FORBIDDEN)),
+        ({"SSMSessionRunAs": "alice"}, Verdict(2, "alice", None)),
+        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "5"}, Verdict(5, "alice", None)),
+        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "0"}, Verdict(0, "alice", None)),
+        # a malformed override neither lifts nor zeroes the limit
+        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "lots"}, Verdict(2, "alice", None)),
+        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "-1"}, Verdict(2, "alice", None)),
+    ],
+)
+def test_a_principal_is_judged_by_its_tags(tags: dict[str, str], verdict: Verdict) -> None:
+    assert judge(tags, default_limit=2, forbidden_run_as=frozenset({"root", "ssm-user"})) == verdict
+
+
+def active(session_id: str, minute: int, status: str = "Connected") -> ActiveSession:
+    return ActiveSession(
+        SessionId=session_id,
+        Target=NODES[0],
+        Owner=user_arn("alice"),
+        Status=status,
+        StartDate=START + timedelta(minutes=minute),
+    )
+
+
+def test_the_newest_sessions_beyond_the_limit_go_newest_first() -> None:
+    sessions = [active("s3", 3), active("s1", 1), active("s4", 4), active("s2", 2)]
+
+    doomed = over_limit(sessions, Verdict(2, "alice", None))
+
+    assert [(s.SessionId, reason) for s, reason in doomed] == [
+        ("s4", TerminationReason.OVER_LIMIT),
+        ("s3", TerminationReason.OVER_LIMIT),
+    ]
+    assert over_limit(sessions, Verdict(4, "alice", None)) == []
+    assert [s.SessionId for s, _ in over_limit(sessions, Verdict(0, "alice", None))] == [
+        "s4",
+        "s3",
+        "s2",
+        "s1",
+    ]
+
+
+def test_terminating_sessions_count_for_nothing() -> None:
+    sessions = [
+        active("s1", 1),
+        active("s2", 2, "Terminating"),
+        active("s3", 3),
+        active("s4", 4, "Disconnected"),
+    ]
+
+    doomed = over_limit(sessions, Verdict(2, "alice", None))
+
+    assert [s.SessionId for s, _ in doomed] == ["s4"]
+
+
+def test_a_refused_principal_loses_every_live_session() -> None:
+    sessions = [active("s1", 1), active("s2", 2, "Terminating"), active("s3", 3)]
+
+    doomed = over_limit(sessions, Verdict(2, None, TerminationReason.RUN_AS_MISSING))
+
+    assert [(s.SessionId, r) for s, r in doomed] == [
+        ("s3", TerminationReason.RUN_AS_MISSING),
+        ("s1", TerminationReason.RUN_AS_MISSING),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arn", "entity"),
+    [
+        (user_arn("alice"), ("user", "alice")),
+        (f"arn:aws:iam::{ACCOUNT}:user/team/a/bob", ("user", "bob")),
+        (f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave", ("role", "Researcher")),
+        (f"arn:aws:iam::{ACCOUNT}:role/service/Researcher", ("role", "Researcher")),
+        (f"arn:aws:iam::{ACCOUNT}:root", None),
+        ("not-an-arn", None),
+    ],
+)
+def test_the_iam_entity_whose_tags_apply(arn: str, entity: tuple[str, str] | None) -> None:
+    assert iam_entity(arn) == entity
+
+
+def start_session_call(**detail: Any) -> StartSessionCall:
+    event = copy.deepcopy(load_event("ssm/start_session.json"))
+    event["detail"].update(detail)
+    return StartSessionEvent.model_validate(event).detail
+
+
+def test_the_cloudtrail_record_names_principal_target_and_session() -> None:
+    call = start_session_call()
+    assert call.started == (
+        user_arn("alice"),
+        "sagemaker-cluster:abcd1234efgh_worker-group-1-i-0123456789abcdef0",
+        "alice-0a1b2c3d4e5f67890",
+    )
+    # a refused StartSession started nothing
+    assert start_session_call(errorCode="TargetNotConnected", responseElements=None).started is None
+
+
+# -- the use cases on moto ------------------------------------------------------------------------
+@dataclass
+class World:
+    sim: SsmSessionsSimulator
+    clock: SandboxClock
+    guard: SessionGuard
+    records: SessionTerminations
+    alerts_queue: str
+    events_queue: str
+    terminate_calls: list[str] = field(default_factory=list)
+
+    def user(self, name: str, tags: dict[str, str] | None = None) -> str:
+        iam = boto3.client("iam", region_name=REGION)
+        iam.create_user(UserName=name, Tags=[{"Key": k, "Value": v} for k, v in (tags or {}).items()])
+        return user_arn(name)
+
+    def start(self, owner: str, target: str = NODES[0], *, minutes_later: float = 1) -> str:
+        session_id = self.sim.start_session_as(owner, target)
+        self.clock.advance(minutes_later * 60)
+        return session_id
+
+    def call_for(self, session_id: str) -> StartSessionCall:
+        """The CloudTrail record the simulator queued for this session (as the rule would deliver it)."""
+        session = next(s for s in self.sim.sessions() if s.session_id == session_id)
+        return start_session_call(
+            userIdentity={"type": "IAMUser", "arn": session.owner},
+            requestParameters={"target": session.target},
+            responseElements={"sessionId": session_id},
+        )
+
+    def active_ids(self, owner: str) -> list[str]:
+        return [s.session_id for s in self.sim.active_sessions_of(owner) if s.status != "Terminating"]
+
+    @staticmethod
+    def drain(queue_url: str) -> list[str]:
+        sqs = boto3.client("sqs", region_name=REGION)
+        found: list[str] = []
+        while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+            found += [m["Body"] for m in messages]
+            for m in messages:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return found
+
+    def alerts(self) -> list[str]:
+        """The alert texts published to the alerts topic (raw delivery to a queue)."""
+        return self.drain(self.alerts_queue)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The Autopilot events put on the default bus."""
+        return [json.loads(body) for body in self.drain(self.events_queue)]
+
+
+def _queue(name: str) -> tuple[str, str]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def _register_cluster(store: StateTable, name: str, arn: str) -> None:
+    at = "2026-03-10T08:00:00.000Z"
+    store.start_create(
+        Cluster(
+            cluster_name=name,
+            status=ClusterStatus.ACTIVE,
+            created_at=at,
+            updated_at=at,
+            last_operation_id="op-1",
+            cluster_arn=arn,
+        ),
+        Operation(
+            operation_id=f"op-{name}",
+            operation_type=OperationType.CREATE_CLUSTER,
+            cluster_name=name,
+            status=OperationStatus.SUCCEEDED,
+            created_at=at,
+            updated_at=at,
+        ),
+    )
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    clock = SandboxClock(speed=0, start=START)
+    connected = [*NODES, UNREGISTERED_NODE, EC2_INSTANCE]
+    with (
+        mock_aws(),
+        SsmSessionsSimulator(clock, REGION, ACCOUNT, connected_targets=lambda *_: connected) as sim,
+    ):
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        props = TEMPLATE["Resources"]["StateTable"]["Properties"]
+        ddb.create_table(
+            TableName=TABLE,
+            BillingMode=props["BillingMode"],
+            AttributeDefinitions=props["AttributeDefinitions"],
+            KeySchema=props["KeySchema"],
+            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
+        )
+        _register_cluster(StateTable(TABLE, client=ddb), "research", CLUSTER_ARN)
+
+        sns = boto3.client("sns", region_name=REGION)
+        topic = sns.create_topic(Name="alerts")["TopicArn"]
+        alerts_url, alerts_arn = _queue("alerts")
+        sns.subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=alerts_arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        events = boto3.client("events", region_name=REGION)
+        events_url, events_arn = _queue("autopilot-events")
+        events.put_rule(Name="autopilot", EventPattern=json.dumps({"source": ["hyperpod.autopilot"]}))
+        events.put_targets(Rule="autopilot", Targets=[{"Id": "q", "Arn": events_arn}])
+
+        ssm = boto3.client("ssm", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
+        calls: list[str] = []
+        ssm.meta.events.register(
+            "provide-client-params.ssm.TerminateSession", lambda params, **_: calls.append(params["SessionId"])
+        )
+        settings = SessionGuardSettings.model_validate(
+            {
+                "STATE_TABLE_NAME": TABLE,
+                "ALERTS_TOPIC_ARN": topic,
+                "MAX_SESSIONS_PER_USER": TEMPLATE["Parameters"]["MaxSessionsPerUser"]["Default"],
+                "FORBIDDEN_RUN_AS_USERS": TEMPLATE["Parameters"]["ForbiddenRunAsUsers"]["Default"],
+            }
+        )
+        records = SessionTerminations(TABLE, ddb)
+        guard = SessionGuard(
+            settings,
+            registry=StateTable(TABLE, client=ddb),
+            terminations=records,
+            ssm=ssm,
+            iam=boto3.client("iam", region_name=REGION),
+            sns=sns,
+            events=events,
+            now=clock.now,
+        )
+        yield World(sim, clock, guard, records, alerts_url, events_url, calls)
+
+
+def test_four_sessions_and_a_limit_of_two_keep_the_two_oldest(world: World) -> None:
+    alice = world.user("alice", {"SSMSessionRunAs": "alice"})
+    s1, s2, s3, s4 = (world.start(alice, node) for node in NODES)
+
+    outcomes = world.guard.on_start_session(world.call_for(s4))
+
+    assert outcomes == {TERMINATED: 2, KEPT: 2, ENDING: 0}
+    assert world.terminate_calls == [s4, s3]  # newest first
+    assert world.active_ids(alice) == [s1, s2]
+    records = {r.session_id: r for r in world.records.list_for_cluster("research")}
+    assert set(records) == {s3, s4}
+    assert records[s4].reason is TerminationReason.OVER_LIMIT
+    assert (records[s4].principal, records[s4].target, records[s4].limit) == (alice, NODES[3], 2)
+    assert (records[s4].trigger, records[s4].run_as) == ("event", "alice")
+    assert records[s4].terminated_at is not None
+    events = world.events()
+    assert sorted(e["detail"]["sessionId"] for e in events) == sorted([s3, s4])
+    assert {e["detail-type"] for e in events} == {"Session Terminated"}
+    assert events[0]["detail"]["reason"] == "over-limit"
+    assert events[0]["detail"]["clusterName"] == "research"
+    assert world.alerts() == []  # a limit is routine: the event tells, no alert
+
+
+def test_a_duplicated_event_terminates_nothing_twice_and_records_once(world: World) -> None:
+    alice = world.user("alice", {"SSMSessionRunAs": "alice"})
+    sessions = [world.start(alice, node) for node in NODES[:3]]
+    call = world.call_for(sessions[-1])
+
+    world.guard.on_start_session(call)
+    again = world.guard.on_start_session(call)
+    world.clock.advance(600)  # the termination finished: the session is History now
+    once_more = world.guard.on_start_session(call)
+
+    assert world.terminate_calls == [sessions[-1]]
+    assert again == {KEPT: 2, ENDING: 1}
+    assert once_more == {KEPT: 2, ENDING: 0}
+    assert [r.session_id for r in world.records.list_for_cluster("research")] == [sessions[-1]]
+    assert len(world.events()) == 1
+
+
+def test_a_session_claimed_by_another_delivery_is_left_to_it(world: World) -> None:
+    alice = world.user("alice", {"SSMSessionRunAs": "alice"})
+    sessions = [world.start(alice, node) for node in NODES[:3]]
+    # Another invocation claimed the newest a moment ago and has not terminated it yet.
+    claim = SessionTermination(
+        cluster_name="research",
+        session_id=sessions[-1],
+        target=NODES[2],
+        principal=alice,
+        reason=TerminationReason.OVER_LIMIT,
+        trigger="event",
+        session_started_at="2026-03-10T09:02:00.000Z",
+        claimed_at=session_guard.iso(world.clock.now()),
+    )
+    assert world.records.claim(
+        claim, stale_before=session_guard.iso(world.clock.now() - timedelta(minutes=5))
+    )
+
+    assert world.guard.on_start_session(world.call_for(sessions[-1]))[ALREADY_RECORDED] == 1
+    assert world.terminate_calls == []
+
+    # That invocation died: once its claim is older than the lease, the schedule takes over.
+    world.clock.advance(6 * 60)
+    assert world.guard.sweep()[TERMINATED] == 1
+    assert world.terminate_calls == [sessions[-1]]
+    [record] = world.records.list_for_cluster("research")
+    assert (record.trigger, record.terminated_at is not None) == ("schedule", True)
+
+
+def test_a_principal_without_run_as_is_refused_with_an_alert(world: World) -> None:
+    mallory = world.user("mallory")
+    session = world.start(mallory)
+
+    outcomes = world.guard.on_start_session(world.call_for(session))
+
+    assert outcomes[TERMINATED] == 1
+    assert world.active_ids(mallory) == []
+    [record] = world.records.list_for_cluster("research")
+    assert (record.reason, record.run_as, record.limit) == (TerminationReason.RUN_AS_MISSING, None, None)
+    [alert] = world.alerts()
+    assert "mallory has no SSMSessionRunAs tag" in alert
+    assert f"session: {session} (terminated)" in alert
+    assert f"target: {NODES[0]}" in alert
+    assert "cluster: research" in alert
+    [event] = world.events()
+    assert event["detail"] == {
+        "clusterName": "research",
+        "sessionId": session,
+        "target": NODES[0],
+        "principal": mallory,
+        "reason": "run-as-missing",
+        "trigger": "event",
+    }
+
+
+def test_a_principal_mapped_to_root_is_refused_with_an_alert(world: World) -> None:
+    eve = world.user("eve", {"SSMSessionRunAs": "root"})
+    session = world.start(eve)
+
+    world.guard.on_start_session(world.call_for(session))
+
+    [record] = world.records.list_for_cluster("research")
+    assert (record.reason, record.run_as) == (TerminationReason.RUN_AS_FORBIDDEN, "root")
+    [event] = world.events()
+    assert (event["detail"]["reason"], event["detail"]["runAs"]) == ("run-as-forbidden", "root")
+
+
+def test_the_max_sessions_tag_on_a_role_limits_each_of_its_sessions(world: World) -> None:
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(
+        RoleName="Researcher",
+        AssumeRolePolicyDocument="{}",
+        Tags=[
+            {"Key": "SSMSessionRunAs", "Value": "research"},
+            {"Key": "autopilot:max-sessions", "Value": "1"},
+        ],
+    )["Role"]["Arn"]
+    dave = [world.sim.start_session_as(role, node, role_session_name="dave") for node in NODES[:2]]
+    erin = world.sim.start_session_as(role, NODES[2], role_session_name="erin")
+    dave_arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave"
+
+    outcomes = world.guard.sweep()
+
+    assert outcomes == {TERMINATED: 1, KEPT: 2, ENDING: 0}
+    # both were started at the same instant; the order of their ids decides, the same way every run
+    assert world.terminate_calls == [max(dave)]
+    [record] = world.records.list_for_cluster("research")
+    assert (record.principal, record.limit) == (dave_arn, 1)
+    assert erin in [s.session_id for s in world.sim.sessions("Active")]
+
+
+def test_non_hyperpod_and_unregistered_targets_are_never_touched(world: World) -> None:
+    mallory = world.user("mallory")  # would be refused on a registered cluster
+    on_ec2 = world.start(mallory, EC2_INSTANCE)
+    elsewhere = world.start(mallory, UNREGISTERED_NODE)
+
+    assert world.guard.on_start_session(world.call_for(on_ec2)) == {NOT_HYPERPOD: 1}
+    assert world.guard.on_start_session(world.call_for(elsewhere)) == {UNREGISTERED_CLUSTER: 1}
+    assert world.guard.sweep() == {NOT_HYPERPOD: 1, UNREGISTERED_CLUSTER: 1}
+    assert world.terminate_calls == []
+    assert world.active_ids(mallory) == [on_ec2, elsewhere]
+
+
+def test_a_failed_start_session_is_nothing_to_check(world: World) -> None:
+    call = start_session_call(errorCode="TargetNotConnected", responseElements=None)
+    assert world.guard.on_start_session(call) == {NOT_STARTED: 1}
+
+
+def test_the_schedule_catches_every_principal_over_every_page(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_guard, "_PAGE_SIZE", 2)  # five sessions: three DescribeSessions pages
+    alice = world.user("alice", {"SSMSessionRunAs": "alice"})
+    mallory = world.user("mallory")
+    kept = [world.start(alice, node) for node in NODES[:2]]
+    newest = world.start(alice, NODES[2])
+    refused = [world.start(mallory, node) for node in NODES[:2]]
+
+    outcomes = world.guard.sweep()
+
+    assert outcomes == {TERMINATED: 3, KEPT: 2, ENDING: 0}
+    assert world.active_ids(alice) == kept
+    assert world.active_ids(mallory) == []
+    reasons = {r.session_id: r.reason for r in world.records.list_for_cluster("research")}
+    assert reasons == {
+        newest: TerminationReason.OVER_LIMIT,
+        refused[0]: TerminationReason.RUN_AS_MISSING,
+        refused[1]: TerminationReason.RUN_AS_MISSING,
+    }
+    assert {r.trigger for r in world.records.list_for_cluster("research")} == {"schedule"}
+    assert len(world.alerts()) == 2
+
+
+def test_a_failed_termination_leaves_no_record_and_the_next_run_retries(world: World) -> None:
+    mallory = world.user("mallory")
+    session = world.start(mallory)
+    world.sim.inject_fault("TerminateSession", "InternalServerError", "try again")
+
+    with pytest.raises(ClientError):
+        world.guard.on_start_session(world.call_for(session))
+
+    assert world.records.list_for_cluster("research") == []
+    assert world.alerts() == []
+    assert world.guard.sweep()[TERMINATED] == 1
+    assert world.active_ids(mallory) == []
+    assert len(world.alerts()) == 1
