@@ -29,6 +29,9 @@ It computes no spend and sends no alerts; that is this module:
   sandbox Lambda runtime) get it; the topic policy must allow ``budgets.amazonaws.com`` to
   ``SNS:Publish``, as in AWS, or the delivery is recorded as failed. EMAIL subscribers are only
   recorded (:attr:`BudgetsSimulator.deliveries`).
+- ``duplicate_deliveries`` (a share, 0 to 1; seeded by ``seed``) publishes that share of SNS alerts
+  twice, each with its own MessageId, as AWS Budgets does now and then (the same crossing notified
+  twice); subscribers must alert once anyway.
 - :func:`_patch_moto_budgets_backend` (the seam) validates CreateBudget / CreateNotification
   where moto does not: subscriber limits, FORECASTED on a DAILY budget, and anything the
   simulator could not attribute spend for (a non-COST budget, a filter dimension it does not
@@ -70,6 +73,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import random
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -476,9 +480,13 @@ class BudgetsSimulator:
         prices: Mapping[str, Decimal] = DEFAULT_PRICES,
         enforce_topic_policy: bool = True,
         refresh_hours: float = DEFAULT_REFRESH_HOURS,
+        duplicate_deliveries: float = 0.0,
+        seed: int | None = None,
     ) -> None:
         if not 0 < refresh_hours <= 24:
             raise ValueError("refresh_hours must be more than 0 and at most 24")
+        if not 0.0 <= duplicate_deliveries <= 1.0:
+            raise ValueError("duplicate_deliveries must be between 0 and 1")
         self.clock = clock
         self.fleet = fleet
         self.region = region
@@ -486,6 +494,8 @@ class BudgetsSimulator:
         self.prices = prices
         self.enforce_topic_policy = enforce_topic_policy
         self.refresh_interval = timedelta(hours=refresh_hours)
+        self.duplicate_deliveries = duplicate_deliveries  # share of SNS alerts published twice
+        self._duplicates = random.Random(None if seed is None else f"{seed}/budget-duplicates")
         self.deliveries: list[BudgetDelivery] = []
         self._ledger: dict[CostLine, Decimal] = {}
         self._burn: dict[CostLine, Decimal] = {}  # the last sample: $/hour by (undated) cost line
@@ -591,9 +601,11 @@ class BudgetsSimulator:
                 at=now,
             )
             for subscriber in subscribers:
-                sent.append(
+                copies = 1 + (subscriber["SubscriptionType"] == "SNS" and self._duplicate())
+                sent += [
                     self._deliver(name, notification, subscriber, subject=subject, message=message, now=now)
-                )
+                    for _ in range(copies)
+                ]
         with self._lock:
             self.deliveries.extend(sent)
         return sent
@@ -648,6 +660,9 @@ class BudgetsSimulator:
             self._next_refresh = self._refresh_after(self._last_tick)
 
     # -- internals -------------------------------------------------------------------------------
+    def _duplicate(self) -> bool:
+        return bool(self.duplicate_deliveries) and self._duplicates.random() < self.duplicate_deliveries
+
     def _refresh_after(self, moment: datetime) -> datetime:
         """The first refresh time after ``moment``: UTC midnight + k x refresh_interval, each day."""
         midnight = moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)

@@ -349,6 +349,40 @@ def test_actual_threshold_crossing_publishes_once_to_sns(
     assert delivery.message_id == envelope["MessageId"]
 
 
+@pytest.mark.parametrize(("share", "copies"), [(1.0, 2), (0.0, 1)])
+def test_duplicate_deliveries_publish_the_same_alert_twice(
+    budgets: Any,
+    budgets_sim: BudgetsSimulator,
+    budgets_clock: SandboxClock,
+    alerts_topic: Topic,
+    share: float,
+    copies: int,
+) -> None:
+    topic_arn, drain = alerts_topic
+    budgets_sim.duplicate_deliveries = share
+    create_budget(
+        budgets,
+        notifications=[
+            notification(80, [*sns(topic_arn), {"SubscriptionType": "EMAIL", "Address": "ann@example.com"}])
+        ],
+    )
+
+    sent = run_hours(budgets_sim, budgets_clock, 5)  # $997.00 > $800.00
+    assert run_hours(budgets_sim, budgets_clock, 1) == []  # one crossing, however many copies
+
+    envelopes = drain()
+    assert len(envelopes) == copies
+    assert len({e["Message"] for e in envelopes}) == 1
+    assert len({e["MessageId"] for e in envelopes}) == copies
+    assert [d.subscription_type for d in sent].count("SNS") == copies
+    assert len(budgets_sim.emails("ann@example.com")) == 1  # e-mail is not duplicated
+
+
+def test_duplicate_deliveries_is_a_share() -> None:
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        BudgetsSimulator(SandboxClock(speed=0, start=START), list, duplicate_deliveries=1.5)
+
+
 def test_absolute_value_and_percentage_thresholds(
     budgets: Any,
     budgets_sim: BudgetsSimulator,
