@@ -142,3 +142,52 @@ def load_session_guard_settings_from(environ: dict[str, str]) -> SessionGuardSet
 @lru_cache(maxsize=1)
 def session_guard_settings() -> SessionGuardSettings:
     return load_session_guard_settings_from(dict(os.environ))
+
+
+class HealingSettings(BaseModel):
+    """How repairs start and are bounded: the healing template parameters (docs/operations.md,
+    "Healing policy"), for every function that starts or shows repairs (env var names are the aliases).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    replace_node_state_machine_arn: str = Field(alias="REPLACE_NODE_STATE_MACHINE_ARN", min_length=1)
+    alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    max_concurrent_repairs: int = Field(alias="MAX_CONCURRENT_REPAIRS", ge=1)
+    max_unhealthy_percent: int = Field(alias="MAX_UNHEALTHY_PERCENT", ge=1, le=100)
+    breaker_window_minutes: int = Field(alias="BREAKER_WINDOW_MINUTES", ge=1)
+    reboot_deadline_minutes: int = Field(alias="REBOOT_DEADLINE_MINUTES", ge=1)
+    hyperpod_repair_deadline_minutes: int = Field(alias="HYPERPOD_REPAIR_DEADLINE_MINUTES", ge=1)
+    replace_deadline_minutes: int = Field(alias="REPLACE_DEADLINE_MINUTES", ge=1)
+    # "true" | "false", as the template parameter AllowLoginReplace spells it
+    allow_login_replace: bool = Field(alias="ALLOW_LOGIN_REPLACE")
+
+
+def load_healing_settings_from(environ: dict[str, str]) -> HealingSettings:
+    return _load(HealingSettings, environ, "healing")
+
+
+@lru_cache(maxsize=1)
+def healing_settings() -> HealingSettings:
+    return load_healing_settings_from(dict(os.environ))
+
+
+class SpendMeterSettings(BaseModel):
+    """What SpendMeterFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    # The stack's region (Lambda sets AWS_REGION): its clusters' nodes are priced at its list prices.
+    region: str = Field(alias="AWS_REGION", min_length=1)
+
+
+def load_spend_meter_settings_from(environ: dict[str, str]) -> SpendMeterSettings:
+    return _load(SpendMeterSettings, environ, "SpendMeterFunction")
+
+
+@lru_cache(maxsize=1)
+def spend_meter_settings() -> SpendMeterSettings:
+    return load_spend_meter_settings_from(dict(os.environ))

@@ -99,6 +99,40 @@ def _is_condition_failure(exc: ClientError) -> bool:
     return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
+def operation_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
+    """The transaction item that records a new operation (never over an existing one)."""
+    item = {
+        **operation_key(operation.operation_id),
+        "kind": OPERATION_KIND,
+        **operation.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": _to_attributes(item),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+def history_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
+    """The transaction item that lists a new operation in its cluster's history."""
+    entry = HistoryEntry(
+        cluster_name=operation.cluster_name,
+        at=operation.created_at,
+        operation_id=operation.operation_id,
+        operation_type=operation.operation_type,
+        requested_by=operation.requested_by,
+    )
+    item = {
+        "pk": cluster_key(operation.cluster_name)["pk"],
+        "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
+        "kind": HISTORY_KIND,
+        **entry.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
+    return {"Put": {"TableName": table, "Item": _to_attributes(item)}}
+
+
 class StateTable:
     """The StateStore in DynamoDB (autopilot.dal.state_store)."""
 
@@ -114,36 +148,6 @@ class StateTable:
         return ddb
 
     # --- writes -----------------------------------------------------------------------------
-
-    def _operation_put(self, operation: Operation) -> TransactWriteItemTypeDef:
-        item = {
-            **operation_key(operation.operation_id),
-            "kind": OPERATION_KIND,
-            **operation.model_dump(by_alias=True, mode="json", exclude_none=True),
-        }
-        return {
-            "Put": {
-                "TableName": self._table,
-                "Item": _to_attributes(item),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
-
-    def _history_put(self, operation: Operation) -> TransactWriteItemTypeDef:
-        entry = HistoryEntry(
-            cluster_name=operation.cluster_name,
-            at=operation.created_at,
-            operation_id=operation.operation_id,
-            operation_type=operation.operation_type,
-            requested_by=operation.requested_by,
-        )
-        item = {
-            "pk": cluster_key(operation.cluster_name)["pk"],
-            "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
-            "kind": HISTORY_KIND,
-            **entry.model_dump(by_alias=True, mode="json", exclude_none=True),
-        }
-        return {"Put": {"TableName": self._table, "Item": _to_attributes(item)}}
 
     def start_create(self, cluster: Cluster, operation: Operation) -> None:
         """Register a new cluster and its CreateCluster operation, atomically.
@@ -164,7 +168,11 @@ class StateTable:
         }
         try:
             self._ddb.transact_write_items(
-                TransactItems=[cluster_put, self._operation_put(operation), self._history_put(operation)]
+                TransactItems=[
+                    cluster_put,
+                    operation_put(self._table, operation),
+                    history_put(self._table, operation),
+                ]
             )
         except ClientError as exc:
             if _is_condition_failure(exc):
@@ -207,7 +215,11 @@ class StateTable:
             }
         try:
             self._ddb.transact_write_items(
-                TransactItems=[cluster_write, self._operation_put(operation), self._history_put(operation)]
+                TransactItems=[
+                    cluster_write,
+                    operation_put(self._table, operation),
+                    history_put(self._table, operation),
+                ]
             )
         except ClientError as exc:
             if _is_condition_failure(exc):

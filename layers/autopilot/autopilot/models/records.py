@@ -226,8 +226,13 @@ class Page[T](BaseModel):
     next_token: str | None = None
 
 
+def iso(moment: datetime) -> str:
+    """One spelling of a time in the table (ms, UTC, "Z"): times compared as strings order correctly."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso(datetime.now(UTC))
 
 
 def new_operation_id(now: datetime | None = None) -> str:
