@@ -102,6 +102,7 @@ def _create_cluster(
         owner=body.owner,
         project=body.project,
         budget_name=budget.budget_name if budget else None,
+        budget_limit_usd=budget.limit_amount if budget else None,
         created_by=requested_by,
     )
     try:

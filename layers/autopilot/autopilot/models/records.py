@@ -166,6 +166,8 @@ class Cluster(_Item):
     project: str | None = None
     cluster_arn: str | None = None
     budget_name: str | None = None
+    # The budget's monthly limit in USD ("2500.00", as CreateBudget got it): the spend meter's reference.
+    budget_limit_usd: str | None = None
     # The IAM identity ARN that created it through the API: it (and the admins) may delete it.
     created_by: str | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
