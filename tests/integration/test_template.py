@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 from autopilot.api.routes import openapi_document
-from autopilot.settings import ApiSettings, ReconcilerSettings, RecordOutcomeSettings, SessionGuardSettings
+from autopilot.settings import (
+    ApiSettings,
+    ReconcilerSettings,
+    RecordOutcomeSettings,
+    SessionGuardSettings,
+    SpendMeterSettings,
+)
 from cfnlint.api import lint_file
 
 from sandbox.deploy import load_template
@@ -315,4 +321,39 @@ def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
         "iam:ListRoleTags",
         "sns:Publish",
         "events:PutEvents",
+    }
+
+
+# ------------------------------------------------------------------ spend meter
+
+
+def test_spend_meter_runs_every_spend_meter_minutes_with_least_privilege() -> None:
+    function = of_type("AWS::Serverless::Function")["SpendMeterFunction"]
+    assert TEMPLATE["Parameters"]["SpendMeterMinutes"]["Default"] == 15
+    (event,) = function["Events"].values()
+    assert event["Type"] == "Schedule"
+    assert event["Properties"]["Schedule"] == {"Fn::Sub": "rate(${SpendMeterMinutes} minutes)"}
+
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"]) | {"AWS_REGION"}  # Lambda sets the region
+    needed = {field.alias for field in SpendMeterSettings.model_fields.values()}
+    assert needed <= environment, needed - environment
+
+    (policy,) = function["Policies"]
+    grants = {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert grants["pricing:GetProducts"] == "*"  # the Price List API has no resource-level permissions
+    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    # metrics are embedded in the log (EMF): no cloudwatch:PutMetricData
+    assert set(grants) == {
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "sagemaker:ListClusterNodes",
+        "pricing:GetProducts",
+        "sns:Publish",
     }
