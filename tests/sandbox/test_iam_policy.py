@@ -225,6 +225,19 @@ def test_resources_come_from_the_parameters() -> None:
     assert requests_of("sts", "GetCallerIdentity") == []
 
 
+def test_session_calls_act_on_the_session_and_tag_reads_on_the_principal() -> None:
+    assert requests_of("ssm", "TerminateSession", SessionId="alice-0a1b2c3d4e5f67890") == [
+        ("ssm:TerminateSession", f"arn:aws:ssm:us-east-1:{ACCOUNT}:session/alice-0a1b2c3d4e5f67890")
+    ]
+    assert requests_of("ssm", "DescribeSessions", State="Active") == [("ssm:DescribeSessions", "*")]
+    assert requests_of("iam", "ListUserTags", UserName="alice") == [
+        ("iam:ListUserTags", f"arn:aws:iam::{ACCOUNT}:user/alice")
+    ]
+    assert requests_of("iam", "ListRoleTags", RoleName="Researcher") == [
+        ("iam:ListRoleTags", f"arn:aws:iam::{ACCOUNT}:role/Researcher")
+    ]
+
+
 def test_a_transaction_is_authorized_item_by_item() -> None:
     items = [{"Put": {"TableName": "state"}}, {"ConditionCheck": {"TableName": "locks"}}]
     assert requests_of("dynamodb", "TransactWriteItems", TransactItems=items) == [
