@@ -114,3 +114,40 @@ def emit_session_terminated(detail: SessionTerminatedEventDetail, *, client: Eve
     )
     if response.get("FailedEntryCount", 0):
         raise RuntimeError(f"EventBridge rejected the session event: {response.get('Entries')}")
+
+
+HEALING_PAUSED = "Healing Paused"
+
+
+class HealingPausedEventDetail(BaseModel):
+    """The ``detail`` of a ``Healing Paused`` event: the breaker stopped automatic repairs on a cluster
+    (autopilot.logic.healing.breaker); an operator resumes them with PUT /clusters/{name}/healing."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    cluster_name: str
+    paused_by: str  # "breaker"
+    reason: str
+    paused_at: str
+    # the nodes reported Unhealthy within the window, out of node_count
+    unhealthy_nodes: list[str]
+    node_count: int
+    max_unhealthy_percent: int
+    window_minutes: int
+
+
+def emit_healing_paused(detail: HealingPausedEventDetail, *, client: EventBridgeClient) -> None:
+    """Put one ``Healing Paused`` event on the bus; raises if EventBridge rejects it."""
+    response = client.put_events(
+        Entries=[
+            {
+                "Source": SOURCE,
+                "DetailType": HEALING_PAUSED,
+                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
+                "Resources": [],
+                "EventBusName": "default",
+            }
+        ]
+    )
+    if response.get("FailedEntryCount", 0):
+        raise RuntimeError(f"EventBridge rejected the healing event: {response.get('Entries')}")

@@ -32,6 +32,7 @@ from autopilot.dal.state_table import (
     operation_put,
 )
 from autopilot.models.records import (
+    Cluster,
     HealingState,
     NodeHealth,
     NodeRecord,
@@ -202,6 +203,9 @@ class HealingTable:
 
     def get_operation(self, operation_id: str) -> Operation | None:
         return StateTable(self._table, client=self.dynamodb).get_operation(operation_id)
+
+    def get_cluster(self, cluster_name: str) -> Cluster | None:
+        return StateTable(self._table, client=self.dynamodb).get_cluster(cluster_name)
 
     def fail_unstarted_repair(
         self, operation: Operation, error: OperationError, *, previous_fault_at: str | None, now: str

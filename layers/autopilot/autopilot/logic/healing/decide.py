@@ -1,0 +1,112 @@
+"""What a node's fault needs: reboot, replace, watch HyperPod repair it, or only alert.
+
+The policy (docs/operations.md, "Healing policy", holds the same table), the first rule that applies:
+1. a Slurm controller node → ``alert`` (never replaced, nothing done to it; HyperPod may repair it);
+2. HyperPod's RepairAction ``Reboot`` / ``Replace`` (NodeRecovery Automatic) → ``observe``: HyperPod
+   repairs it; Autopilot steps in past HyperPodRepairDeadlineMinutes;
+3. HMA fault type ``NvidiaErrorReboot``, ``NvidiaGpuCountMismatch``, ``NeuronErrorReboot`` → ``reboot``;
+4. HMA fault type ``NvidiaErrorTerminate``, ``NeuronErrorTerminate`` → ``replace``;
+5. another fault type: the Recommendation's "Reboot" / "Replace" → ``reboot`` / ``replace``;
+6. nothing known → ``replace``;
+then a login node's ``replace`` becomes ``reboot`` with no escalation, unless AllowLoginReplace=true.
+
+Sources:
+- Fault types: HMA names its node conditions after the action they need. AWS's Node Health Event
+  sample ("Events that Amazon SageMaker AI sends to Amazon EventBridge") pairs ``NvidiaErrorTerminate``
+  with "Please Replace the Faulty Node."; the developer guide's "SageMaker HyperPod health-monitoring
+  agent" shows ``NvidiaErrorReboot`` for an NVLink Xid and says HMA reboots a node whose GPU / Neuron
+  device count does not match its instance type. ``...Terminate`` (the instance must go) → replace,
+  ``...Reboot`` and count mismatches → reboot.
+- Unknown → replace (the issue's rule): a replace clears any fault of the instance, a reboot only
+  some, and a reboot that does not heal is escalated to a replace after RebootDeadlineMinutes anyway.
+- Controller: BatchReplaceClusterNodes is not allowed on a Slurm controller node (API reference), and
+  a reboot interrupts every job of the cluster, so a person decides.
+- Login: a replace destroys the instance's root and secondary volumes (API reference), where users of
+  a login node keep their work; a reboot does not.
+- RepairAction Reboot/Replace: HyperPod acts itself (NodeRecovery Automatic); one actor per node.
+  Reading RepairAction as what HyperPod will do is an inference (AWS does not spell it out).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from autopilot.models.records import Fault, NodeAction, RepairActor
+
+# HMA fault types a reboot clears, and those that need new hardware.
+REBOOT_FAULTS = frozenset({"NvidiaErrorReboot", "NvidiaGpuCountMismatch", "NeuronErrorReboot"})
+REPLACE_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate"})
+# HyperPod's own repairs (RepairAction when NodeRecovery is Automatic).
+HYPERPOD_REPAIRS = frozenset({"Reboot", "Replace"})
+_FAULT_TYPE = re.compile(r"\bfault type (\w+)")
+_RECOMMENDS = re.compile(r"\b(reboot|replace)\b", re.IGNORECASE)
+
+
+class NodeRole(StrEnum):
+    """A node's part in its Slurm cluster, from its instance group."""
+
+    CONTROLLER = "controller"
+    LOGIN = "login"
+    WORKER = "worker"
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: NodeAction
+    actor: RepairActor
+    # False when the node must not be replaced, even by the escalation of a reboot that did not heal.
+    allow_replace: bool
+    why: str
+
+
+def fault_type_of(reason: str | None) -> str | None:
+    """The HMA fault type named in a HealthStatusReason ("... detected fault type X on this node ...")."""
+    found = _FAULT_TYPE.search(reason or "")
+    return found.group(1) if found else None
+
+
+def decide(fault: Fault, role: NodeRole, *, allow_login_replace: bool) -> Decision:
+    """The action for ``fault`` on a node of ``role`` (the table above)."""
+    hyperpod_repairs = fault.repair_action in HYPERPOD_REPAIRS
+    actor = RepairActor.HYPERPOD if hyperpod_repairs else RepairActor.AUTOPILOT
+    if role is NodeRole.CONTROLLER:
+        return Decision(
+            action=NodeAction.ALERT,
+            actor=actor,
+            allow_replace=False,
+            why="a Slurm controller is never replaced",
+        )
+    allow_replace = role is not NodeRole.LOGIN or allow_login_replace
+    if hyperpod_repairs:
+        return Decision(
+            action=NodeAction.OBSERVE,
+            actor=actor,
+            allow_replace=allow_replace,
+            why=f"HyperPod repairs the node itself (RepairAction {fault.repair_action})",
+        )
+    action, why = _autopilot_action(fault)
+    if action is NodeAction.REPLACE and not allow_replace:
+        return Decision(
+            action=NodeAction.REBOOT,
+            actor=actor,
+            allow_replace=False,
+            why=f"{why}; a login node is only rebooted (AllowLoginReplace=false)",
+        )
+    return Decision(action=action, actor=actor, allow_replace=allow_replace, why=why)
+
+
+def _autopilot_action(fault: Fault) -> tuple[NodeAction, str]:
+    fault_type = fault.fault_type or fault_type_of(fault.reason)
+    if fault_type in REBOOT_FAULTS:
+        return NodeAction.REBOOT, f"fault type {fault_type} is cleared by a reboot"
+    if fault_type in REPLACE_FAULTS:
+        return NodeAction.REPLACE, f"fault type {fault_type} needs new hardware"
+    recommended = _RECOMMENDS.search(fault.recommendation or "")
+    if recommended:
+        word = recommended.group(1).lower()
+        return NodeAction(word), f"HyperPod recommends: {fault.recommendation}"
+    return NodeAction.REPLACE, "an unknown fault is replaced"
