@@ -98,18 +98,30 @@ class Site:
         return started
 
     def just_after_a_scheduled_run(self) -> None:
-        """Step the clock until the session guard's schedule fires (then 5 simulated minutes are ours)."""
+        """Step the clock until the session guard's schedule fires (then 5 simulated minutes are ours);
+        the run it started is over on return."""
         fired = self.scheduled_runs()
         wait_for(lambda: self.scheduled_runs() > fired or None, what="scheduled run", advance=self.sandbox)
-        assert self.sandbox.settle()
+        assert self.sandbox.settle(DEADLINE_S)
 
     def scheduled_runs(self) -> int:
         return int(self.sandbox.metrics()["scheduled_events"].get(SCHEDULE, 0))
 
-    def deliver_cloudtrail(self) -> None:
-        """CloudTrail's delay passes: the StartSession records reach the bus and their rule targets."""
+    def deliver_cloudtrail(self, started: list[str]) -> dict[str, dict[str, Any]]:
+        """CloudTrail's delay passes: the StartSession records of ``started`` reach the bus (an audit
+        rule sees each) and their rule targets ran. Returns the records by session id."""
         self.sandbox.advance(self.sandbox.ssm.cloudtrail_delay_seconds)
-        assert self.sandbox.settle()
+        seen: dict[str, dict[str, Any]] = {}
+
+        def all_seen() -> dict[str, dict[str, Any]] | None:
+            for body in self.drain(self.cloudtrail_queue):
+                event = json.loads(body)
+                seen[event["detail"]["responseElements"]["sessionId"]] = event
+            return seen if set(started) <= set(seen) else None
+
+        wait_for(all_seen, what="CloudTrail records of the sessions")
+        assert self.sandbox.settle(DEADLINE_S)
+        return seen
 
     def live_sessions(self, ssm: Any, owner: str) -> list[str]:
         """The owner's Active sessions not being terminated, oldest first."""
@@ -123,6 +135,16 @@ class Site:
         table = self.sandbox.stack.resources["StateTable"].physical_id
         found = SessionTerminations(table, self.sandbox.client("dynamodb")).list_for_cluster(CLUSTER)
         return {r.session_id: r for r in found if r.principal == principal}
+
+    def terminated(self, principal: str, count: int) -> dict[str, SessionTermination]:
+        """The principal's termination records, once ``count`` of them are final."""
+
+        def final() -> dict[str, SessionTermination] | None:
+            records = self.records(principal)
+            done = [r for r in records.values() if r.terminated_at is not None]
+            return records if len(done) >= count else None
+
+        return wait_for(final, what=f"{count} terminations of {principal}")
 
     def drain(self, queue_url: str) -> list[str]:
         sqs = self.sandbox.client("sqs")
@@ -138,16 +160,18 @@ class Site:
         events = [json.loads(body) for body in self.drain(self.notifications_queue)]
         return [e for e in events if e.get("detail-type") == "Session Terminated"]
 
+    def collect[T](self, read: Callable[[], list[T]], count: int, what: str) -> list[T]:
+        """Read until ``count`` items came (deliveries through SNS are asynchronous)."""
+        got: list[T] = []
+
+        def enough() -> list[T] | None:
+            got.extend(read())
+            return got if len(got) >= count else None
+
+        return wait_for(enough, what=what)
+
     def alerts(self) -> list[str]:
         return self.drain(self.alerts_queue)
-
-    def cloudtrail_record(self, session_id: str) -> dict[str, Any]:
-        """The StartSession record the bus carried for this session (seen by an audit rule)."""
-        for body in self.drain(self.cloudtrail_queue):
-            event = json.loads(body)
-            if event["detail"]["responseElements"]["sessionId"] == session_id:
-                return dict(event)
-        raise AssertionError(f"no CloudTrail record of {session_id}")
 
     def terminate_calls(self) -> int:
         return int(self.sandbox.metrics()["aws_calls"].get("ssm:TerminateSession", 0))
@@ -196,17 +220,16 @@ def test_a_user_with_four_sessions_and_a_limit_of_two_keeps_the_two_oldest(site:
     site.session_events()  # what came before is not this test's
 
     started = site.start_sessions(ssm, 4)
-    site.deliver_cloudtrail()
+    site.deliver_cloudtrail(started)
 
-    assert site.live_sessions(ssm, alice) == started[:2]
-    records = site.records(alice)
+    records = site.terminated(alice, 2)
     assert set(records) == set(started[2:])
+    assert site.live_sessions(ssm, alice) == started[:2]
     for session_id in started[2:]:
         record = records[session_id]
         assert (record.reason, record.limit, record.run_as) == (TerminationReason.OVER_LIMIT, 2, "alice")
         assert record.trigger == "event"  # the CloudTrail record did it, not the schedule
-        assert record.terminated_at is not None
-    events = site.session_events()
+    events = site.collect(site.session_events, 2, "two Session Terminated events")
     assert sorted(e["detail"]["sessionId"] for e in events) == sorted(started[2:])
     assert {e["detail"]["reason"] for e in events} == {"over-limit"}
     assert {e["detail"]["clusterName"] for e in events} == {CLUSTER}
@@ -221,16 +244,14 @@ def test_an_unmapped_principal_is_refused_with_an_alert(site: Site) -> None:
 
     [refused] = site.start_sessions(ssm, 1)
     [as_root] = site.start_sessions(root_ssm, 1)
-    site.deliver_cloudtrail()
+    site.deliver_cloudtrail([refused, as_root])
 
+    assert site.terminated(mallory, 1)[refused].reason is TerminationReason.RUN_AS_MISSING
+    record = site.terminated(eve, 1)[as_root]
+    assert (record.reason, record.run_as) == (TerminationReason.RUN_AS_FORBIDDEN, "root")
     assert site.live_sessions(ssm, mallory) == []
     assert site.live_sessions(root_ssm, eve) == []
-    assert site.records(mallory)[refused].reason is TerminationReason.RUN_AS_MISSING
-    assert (site.records(eve)[as_root].reason, site.records(eve)[as_root].run_as) == (
-        TerminationReason.RUN_AS_FORBIDDEN,
-        "root",
-    )
-    alerts = site.alerts()
+    alerts = site.collect(site.alerts, 2, "two alerts")
     [about_mallory] = [a for a in alerts if mallory in a]
     assert "no SSMSessionRunAs tag" in about_mallory
     assert refused in about_mallory
@@ -242,16 +263,15 @@ def test_an_unmapped_principal_is_refused_with_an_alert(site: Site) -> None:
 def test_a_duplicated_event_terminates_nothing_extra(site: Site) -> None:
     ssm, bob = site.researcher("bob", {"SSMSessionRunAs": "bob", "autopilot:max-sessions": "1"})
     site.just_after_a_scheduled_run()
-    site.drain(site.cloudtrail_queue)  # earlier records are not this test's
-    started = site.start_sessions(ssm, 2)
-    site.deliver_cloudtrail()
-    assert site.live_sessions(ssm, bob) == started[:1]
-    assert list(site.records(bob)) == [started[1]]
     site.session_events()
+    started = site.start_sessions(ssm, 2)
+    records = site.deliver_cloudtrail(started)
+    assert list(site.terminated(bob, 1)) == [started[1]]
+    site.collect(site.session_events, 1, "the Session Terminated event")
     calls = site.terminate_calls()
 
     # EventBridge delivers at least once: the same record arrives twice more.
-    record = site.cloudtrail_record(started[1])
+    record = records[started[1]]
     for _ in range(2):
         bus.emit(
             record["source"],
@@ -260,7 +280,7 @@ def test_a_duplicated_event_terminates_nothing_extra(site: Site) -> None:
             region=record["region"],
             account_id=record["account"],
         )
-    assert site.sandbox.settle()
+    assert site.sandbox.settle(DEADLINE_S)  # emit queued both deliveries before it returned
 
     assert site.terminate_calls() == calls
     assert site.live_sessions(ssm, bob) == started[:1]
@@ -278,7 +298,7 @@ def test_the_schedule_catches_a_session_whose_event_was_lost(site: Site) -> None
     events.disable_rule(Name=rule)
     try:
         started = site.start_sessions(ssm, 3)
-        site.deliver_cloudtrail()
+        site.deliver_cloudtrail(started)
         assert site.live_sessions(ssm, carol) == started
         assert site.records(carol) == {}
     finally:
@@ -286,11 +306,11 @@ def test_the_schedule_catches_a_session_whose_event_was_lost(site: Site) -> None
 
     site.just_after_a_scheduled_run()
 
-    assert site.live_sessions(ssm, carol) == started[:2]
-    [(session_id, record)] = site.records(carol).items()
+    [(session_id, record)] = site.terminated(carol, 1).items()
     assert (session_id, record.trigger, record.reason) == (
         started[2],
         "schedule",
         TerminationReason.OVER_LIMIT,
     )
+    assert site.live_sessions(ssm, carol) == started[:2]
     assert site.sandbox.metrics()["iam_denials"] == []
