@@ -305,7 +305,8 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         ssm = boto3.client("ssm", region_name=REGION, config=Config(retries={"total_max_attempts": 1}))
         calls: list[str] = []
         ssm.meta.events.register(
-            "provide-client-params.ssm.TerminateSession", lambda params, **_: calls.append(params["SessionId"])
+            "provide-client-params.ssm.TerminateSession",
+            lambda params, **_: calls.append(params["SessionId"]),
         )
         settings = SessionGuardSettings.model_validate(
             {
@@ -515,3 +516,16 @@ def test_a_failed_termination_leaves_no_record_and_the_next_run_retries(world: W
     assert world.guard.sweep()[TERMINATED] == 1
     assert world.active_ids(mallory) == []
     assert len(world.alerts()) == 1
+
+
+def test_a_principal_whose_role_is_gone_is_refused(world: World) -> None:
+    # The role was deleted after its session started: nothing maps the session to a user any more.
+    ghost = f"arn:aws:sts::{ACCOUNT}:assumed-role/Departed/frank"
+    session = world.sim.start_session_as(ghost, NODES[0])
+
+    assert world.guard.sweep()[TERMINATED] == 1
+
+    [record] = world.records.list_for_cluster("research")
+    assert (record.session_id, record.reason) == (session, TerminationReason.RUN_AS_MISSING)
+    [alert] = world.alerts()
+    assert ghost in alert
