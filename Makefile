@@ -20,12 +20,14 @@ help:
 	@echo "make build   sam build"
 	@echo "make sandbox python -m sandbox up"
 
-$(STAMP): requirements/dev.lock pyproject.toml
+$(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
 	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements/dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	# the `autopilot` command line (its own distribution, cli/; its dependencies are in the lock)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e ./cli
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -39,7 +41,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/autopilot/autopilot sandbox
+	$(BIN)/mypy layers/autopilot/autopilot cli/src/autopilot_cli sandbox
 	# every handler is a module named app: one mypy run per function folder
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol, TextIO, TypeVar
 
 import boto3
-from autopilot.client import ApiError, AutopilotClient
+from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
 T = TypeVar("T")

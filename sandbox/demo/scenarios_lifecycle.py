@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from autopilot.client import ApiError, new_idempotency_key
+from autopilot_cli.client import ApiError, new_idempotency_key
 from botocore.exceptions import ClientError
 
 from sandbox.demo.runner import DemoContext, scenario

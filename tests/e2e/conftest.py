@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autopilot.client import AutopilotClient
+from autopilot_cli.client import AutopilotClient
 
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from autopilot.client import ApiError, AutopilotClient
+from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
 from sandbox.core import Sandbox

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from autopilot.client import ApiError, AutopilotClient, new_idempotency_key
 from autopilot.dal.state_table import StateTable
+from autopilot_cli.client import ApiError, AutopilotClient, new_idempotency_key
 
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from autopilot.client import ApiError, AutopilotClient
+from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.exceptions import ClientError
 
 from sandbox.core import Sandbox

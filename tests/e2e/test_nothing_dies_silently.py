@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from autopilot.client import AutopilotClient
 from autopilot.dal.state_table import StateTable
 from autopilot.models.records import (
     Cluster,
@@ -24,6 +23,7 @@ from autopilot.models.records import (
     new_operation_id,
     now_iso,
 )
+from autopilot_cli.client import AutopilotClient
 
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS

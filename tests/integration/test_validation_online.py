@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 from autopilot import aws
-from autopilot.cli import main
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
@@ -20,6 +19,7 @@ from autopilot.validation import (
     validate_config,
 )
 from autopilot.validation.rules import AUTOPILOT_NEEDS_VPC
+from autopilot_cli.main import main
 from botocore.stub import Stubber
 from moto import mock_aws
 

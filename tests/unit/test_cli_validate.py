@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autopilot.cli import main
+from autopilot_cli.main import main
 
 from tests.unit.validation.builders import (
     INVALID_SYNTAX,
@@ -181,10 +181,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 def test_an_unreadable_file_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--cluster-config", "nope.json"]) == 2
-    assert (
-        "autopilot validate: error: cannot read nope.json: No such file or directory"
-        in capsys.readouterr().err
-    )
+    assert "error: cannot read nope.json: No such file or directory" in capsys.readouterr().err
 
 
 def test_aws_checks_need_a_region(

@@ -1,17 +1,19 @@
 """HTTP client for the Autopilot REST API, signing every request with SigV4 (service execute-api).
 
 Credentials come from the standard chain (environment, profile, SSO, instance role...) through
-botocore; nothing is read from files of our own.
+botocore. The region to sign for is the one in the endpoint's ``execute-api.<region>`` host when it
+has one: API Gateway refuses a signature scoped to any other region, whatever the profile says.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
 from botocore.auth import SigV4Auth
@@ -22,6 +24,10 @@ from botocore.session import Session as BotocoreSession
 SERVICE = "execute-api"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 TERMINAL_STATUSES = ("SUCCEEDED", "FAILED")
+# https://{api-id}.execute-api.{region}.amazonaws.com[.cn]/{stage}
+_EXECUTE_API_HOST = re.compile(
+    r"^[a-z0-9]+\.execute-api\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$"
+)
 
 
 class ClientError(Exception):
@@ -57,6 +63,12 @@ def new_idempotency_key() -> str:
     return str(uuid.uuid4())
 
 
+def region_from_endpoint(endpoint: str) -> str | None:
+    """The region of an ``execute-api`` endpoint; None for a custom domain or a local API."""
+    found = _EXECUTE_API_HOST.match(urlsplit(endpoint).hostname or "")
+    return found.group(1) if found else None
+
+
 class AutopilotClient:
     def __init__(
         self,
@@ -70,7 +82,9 @@ class AutopilotClient:
     ) -> None:
         self._endpoint = endpoint.rstrip("/")
         botocore_session = session or BotocoreSession()
-        resolved_region = region or botocore_session.get_config_variable("region")
+        resolved_region = (
+            region or region_from_endpoint(endpoint) or botocore_session.get_config_variable("region")
+        )
         if not resolved_region:
             raise ClientError("no AWS region: pass --region or set AWS_REGION / a profile region")
         self.region: str = str(resolved_region)
@@ -79,7 +93,8 @@ class AutopilotClient:
             raise ClientError("no AWS credentials found (environment, profile, SSO or instance role)")
         self._credentials: Credentials = found
         # POST is retried too: every POST this client sends is safe to repeat (POST /clusters carries
-        # an Idempotency-Key, POST /validate changes nothing).
+        # an Idempotency-Key, POST /validate changes nothing, a second reboot/replace of a node finds
+        # the first one's repair open and is refused).
         retries = urllib3.Retry(
             total=2, backoff_factor=0.5, allowed_methods=urllib3.Retry.DEFAULT_ALLOWED_METHODS | {"POST"}
         )
@@ -177,6 +192,39 @@ class AutopilotClient:
         result: dict[str, Any] = self.call(
             "DELETE", f"/clusters/{quote(name, safe='')}", query=query, headers=headers
         )
+        return result
+
+    def reboot_node(self, name: str, node_id: str) -> dict[str, Any]:
+        """POST /clusters/{name}/nodes/{nodeId}/reboot: a repair operation, as healing starts one."""
+        return self._node_action(name, node_id, "reboot")
+
+    def replace_node(self, name: str, node_id: str) -> dict[str, Any]:
+        """POST /clusters/{name}/nodes/{nodeId}/replace."""
+        return self._node_action(name, node_id, "replace")
+
+    def _node_action(self, name: str, node_id: str, action: str) -> dict[str, Any]:
+        path = f"/clusters/{quote(name, safe='')}/nodes/{quote(node_id, safe='')}/{action}"
+        result: dict[str, Any] = self.call("POST", path)
+        return result
+
+    def list_operations(self, name: str, *, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        """GET /clusters/{name}/operations, newest first."""
+        query = {"kind": kind} if kind else {}
+        yield from self._pages(f"/clusters/{quote(name, safe='')}/operations", "operations", query)
+
+    def get_healing(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}/healing")
+        return result
+
+    def set_healing(self, name: str, *, paused: bool) -> dict[str, Any]:
+        """PUT /clusters/{name}/healing: pause or resume the cluster's self-healing."""
+        result: dict[str, Any] = self.call(
+            "PUT", f"/clusters/{quote(name, safe='')}/healing", body={"paused": paused}
+        )
+        return result
+
+    def get_cost(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}/cost")
         return result
 
     def get_operation(self, operation_id: str) -> dict[str, Any]:

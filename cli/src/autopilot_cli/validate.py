@@ -1,20 +1,19 @@
-"""The ``autopilot`` command line.
+"""``autopilot validate``: check cluster-config.json (and provisioning-parameters.json) before creating.
 
-Each subcommand module contributes ``add_parsers(subparsers)``; each subparser sets ``func``
-(``args -> exit code``). Exit codes: 0 success, 1 the input is invalid, 2 usage error, 3 (validate
---aws) valid as far as checked, but some checks could not run.
+Locally with the API's own rules (``autopilot.validation``, the same package the Lambda layer runs),
+or with ``--remote`` through ``POST /validate`` (the deployed stack's rules and region).
+Exit codes: 0 valid, 1 invalid, 2 usage error, 3 valid as far as checked but an ``--aws`` check could
+not run; ``--remote`` fails as every API command does (3 on a service or network failure).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from autopilot import client_cli
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
@@ -27,32 +26,44 @@ from autopilot.validation import (
     validate_config,
 )
 from autopilot.validation.execution_roles import DEFAULT_NAME_PATTERNS
+from botocore.session import Session as BotocoreSession
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
+from autopilot_cli.common import UsageError, add_command, api_options, connect, guarded
+from autopilot_cli.output import Output
+
+if TYPE_CHECKING:
+    from autopilot_cli.common import SubParsers
+
+EXIT_OK, EXIT_INVALID, EXIT_UNCHECKED = 0, 1, 3
 
 
-class UsageError(Exception):
-    """Bad invocation (missing file, unusable flags): exit 2 with the message."""
-
-
-def add_validate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def add_parsers(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
         "validate",
-        help="check cluster-config.json (and provisioning-parameters.json) before creating a cluster",
-        description="Check a HyperPod CreateCluster request and its Slurm provisioning parameters. "
-        "Exit 0 when valid (warnings may be printed), 1 when invalid, 2 on a usage error, 3 when valid "
-        "as far as checked but an --aws check could not run (no credentials, access denied, unreachable).",
+        "check cluster-config.json (and provisioning-parameters.json) before creating a cluster",
+        [api_options(region_help="the region the cluster will be created in (default: the AWS profile's)")],
     )
-    parser.add_argument("--cluster-config", required=True, type=Path, metavar="FILE")
-    parser.add_argument("--provisioning-parameters", type=Path, metavar="FILE")
+    parser.description = (
+        "Check a HyperPod CreateCluster request and its Slurm provisioning parameters, here with the "
+        "API's own rules or with --remote through the API. Exit 0 when valid (warnings may be printed), "
+        "1 when invalid, 2 on a usage error, 3 when valid as far as checked but an --aws check could not "
+        "run (no credentials, access denied, unreachable)."
+    )
+    parser.add_argument("--cluster-config", required=True, type=Path, metavar="FILE", help="required")
     parser.add_argument(
+        "--provisioning-parameters", type=Path, metavar="FILE", help="Slurm's (default: none)"
+    )
+    place = parser.add_mutually_exclusive_group()
+    place.add_argument(
         "--aws",
         action="store_true",
         help="also check against your AWS account: subnets, security groups, FSx, S3 scripts, IAM roles",
     )
-    parser.add_argument(
-        "--region",
-        help="the region the cluster will be created in (the API validates with its stack's region)",
+    place.add_argument(
+        "--remote",
+        action="store_true",
+        help="validate through the API (POST /validate): the deployed stack's rules, region and patterns",
     )
     parser.add_argument(
         "--execution-role-name-patterns",
@@ -60,41 +71,14 @@ def add_validate_parser(subparsers: argparse._SubParsersAction[argparse.Argument
         metavar="PATTERNS",
         help="the Autopilot stack's ExecutionRoleNamePatterns (default: %(default)s)",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run_validate)
 
 
-# One entry per subcommand module: adding a command group is an import and an entry here.
-PARSER_ADDERS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
-    add_validate_parser,
-    client_cli.add_parsers,
-)
+def run_validate(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    return guarded(args, out, err, lambda output: _validate(args, output))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autopilot", description="HyperPod Autopilot command line")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add_parsers in PARSER_ADDERS:
-        add_parsers(subparsers)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        func: Callable[[argparse.Namespace], int] = args.func
-        return func(args)
-    except SystemExit as exc:  # argparse exits on --help and on bad flags; callers want a code
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    except UsageError as exc:
-        parser.print_usage(sys.stderr)
-        print(f"{parser.prog} {getattr(args, 'command', '')}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-
-# -- validate ----------------------------------------------------------------------------------------
-def run_validate(args: argparse.Namespace) -> int:
+def _validate(args: argparse.Namespace, output: Output) -> int:
     names = {CLUSTER_CONFIG: args.cluster_config.name}
     documents: dict[str, dict[str, Any]] = {}
     syntax_errors: list[Problem] = []
@@ -110,19 +94,35 @@ def run_validate(args: argparse.Namespace) -> int:
             documents[role] = loaded
     if syntax_errors:
         report = ValidationReport(errors=syntax_errors)
+    elif args.remote:
+        report = _remote(args, documents)
     else:
-        online = OnlineChecker(region=_aws_region(args.region)) if args.aws else None
         report = validate_config(
             documents[CLUSTER_CONFIG],
             documents.get(PROVISIONING_PARAMETERS),
-            online=online,
+            online=_online_checker(args) if args.aws else None,
             region=args.region,
             execution_roles=ExecutionRolePolicy(split_patterns(args.execution_role_name_patterns)),
         )
-    _print_report(report, names, args.format, sys.stdout)
+    _print_report(report, names, output)
     if not report.valid:
         return EXIT_INVALID
     return EXIT_OK if report.complete else EXIT_UNCHECKED
+
+
+def _remote(args: argparse.Namespace, documents: dict[str, dict[str, Any]]) -> ValidationReport:
+    body: dict[str, Any] = {"clusterConfig": documents[CLUSTER_CONFIG]}
+    if PROVISIONING_PARAMETERS in documents:
+        body["provisioningParameters"] = documents[PROVISIONING_PARAMETERS]
+    result = connect(args).validate(body)
+
+    def problems(key: str) -> list[Problem]:
+        return [
+            Problem(file=p.get("file") or p.get("location") or "", path=p["path"], message=p["message"])
+            for p in result.get(key) or []
+        ]
+
+    return ValidationReport(errors=problems("errors"), warnings=problems("warnings"))
 
 
 def _load(path: Path, role: str) -> dict[str, Any] | Problem:
@@ -135,36 +135,41 @@ def _load(path: Path, role: str) -> dict[str, Any] | Problem:
     return load_document(text, role)
 
 
-def _aws_region(region: str | None) -> str:
-    if region:
-        return region
-    import boto3  # noqa: PLC0415  (only --aws pays for importing boto3)
-
-    configured = boto3.session.Session().region_name
-    if not configured:
+def _online_checker(args: argparse.Namespace) -> OnlineChecker:
+    session = BotocoreSession(profile=args.profile)
+    region = args.region or session.get_config_variable("region")
+    if not region:
         raise UsageError("--aws needs a region: pass --region or configure a default region")
-    return configured
+
+    def client(service: str) -> Any:
+        return session.create_client(service, region_name=region)
+
+    return OnlineChecker(
+        region=region, ec2=client("ec2"), s3=client("s3"), iam=client("iam"), fsx=client("fsx")
+    )
 
 
-def _print_report(report: ValidationReport, names: dict[str, str], output: str, stream: TextIO) -> None:
+def _print_report(report: ValidationReport, names: dict[str, str], output: Output) -> None:
     def renamed(problems: Sequence[Problem]) -> list[Problem]:
         return [
             problem.model_copy(update={"file": names.get(problem.file, problem.file)}) for problem in problems
         ]
 
-    errors, warnings, unchecked = renamed(report.errors), renamed(report.warnings), renamed(report.unchecked)
-    if output == "json":
-        shown = ValidationReport(errors=errors, warnings=warnings, unchecked=unchecked)
-        print(json.dumps(shown.to_dict(), indent=2), file=stream)
-        return
-    for problem in errors:
-        print(problem, file=stream)
-    for problem in warnings:
-        print(f"warning: {problem}", file=stream)
-    for problem in unchecked:
-        print(f"unchecked: {problem}", file=stream)
-    verdict = "valid" if report.valid else "invalid"
-    summary = f"{verdict}: {len(errors)} error(s), {len(warnings)} warning(s)"
-    if unchecked:
-        summary += f", {len(unchecked)} check(s) could not run"
-    print(summary, file=sys.stderr)
+    shown = ValidationReport(
+        errors=renamed(report.errors), warnings=renamed(report.warnings), unchecked=renamed(report.unchecked)
+    )
+
+    def view(_: Any, out: TextIO) -> None:
+        for problem in shown.errors:
+            print(problem, file=out)
+        for problem in shown.warnings:
+            print(f"warning: {problem}", file=out)
+        for problem in shown.unchecked:
+            print(f"unchecked: {problem}", file=out)
+
+    output.result(shown.to_dict(), view)
+    verdict = "valid" if shown.valid else "invalid"
+    summary = f"{verdict}: {len(shown.errors)} error(s), {len(shown.warnings)} warning(s)"
+    if shown.unchecked:
+        summary += f", {len(shown.unchecked)} check(s) could not run"
+    print(summary, file=output.err)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autopilot.cli import main
+from autopilot_cli.main import main
 
 from tests.events import api_event, create_body
 from tests.events.stack import Deployed

@@ -262,3 +262,30 @@ class NodeView(BaseModel):
 class NodeList(ApiModel):
     nodes: list[NodeView]
     next_token: str | None = None
+
+
+class CostView(ApiModel):
+    """A cluster's spend at list prices, as the spend meter last computed it (docs/operations.md,
+    "Spend meter"). Before its first run: zeros and ``asOf`` null."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "hourlyRateUsd": 199.4,
+                    "monthToDateUsd": 4785.6,
+                    "forecastUsd": 31907.84,
+                    "budgetUsd": 25000.0,
+                    "asOf": "2026-11-22T12:15:00.000000Z",
+                }
+            ]
+        }
+    )
+
+    hourly_rate_usd: float = Field(description="USD per hour of the cluster's billable nodes at list prices.")
+    month_to_date_usd: float = Field(description="Estimated spend of this calendar month (UTC) so far.")
+    forecast_usd: float = Field(description="Month to date + the hourly rate until the month's end.")
+    budget_usd: float | None = Field(description="The cluster's monthly budget; null when it has none.")
+    as_of: str | None = Field(
+        description="When the spend meter computed these figures; null before its first run."
+    )

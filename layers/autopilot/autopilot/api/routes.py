@@ -38,6 +38,7 @@ from autopilot.api.body import (
 from autopilot.api.models import (
     ClusterList,
     ClusterView,
+    CostView,
     CreateClusterBody,
     ErrorBody,
     ErrorDetail,
@@ -66,6 +67,7 @@ from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
 from autopilot.logic.dependencies import Dependencies
+from autopilot.logic.read_cost import read_cost
 from autopilot.logic.validate_config import validate_config
 from autopilot.observability import logger
 from autopilot.settings import api_settings
@@ -286,6 +288,21 @@ def list_nodes(
         if next_token and exc.response.get("Error", {}).get("Code") == "ValidationException":
             raise InvalidPageTokenError(next_token) from exc
         raise
+
+
+@app.get(
+    "/clusters/<name>/cost",
+    summary="A cluster's spend",
+    description="Hourly rate, month-to-date spend and forecast to the month's end at on-demand list "
+    "prices, as the spend meter last computed them (every SpendMeterMinutes); zeros and `asOf` null "
+    "before its first run. An estimate: no discounts, savings plans or reserved capacity, no storage or "
+    "data transfer.",
+    tags=["clusters"],
+    operation_id="getClusterCost",
+    responses=_responses(HTTPStatus.OK, CostView, "The cluster's spend.", HTTPStatus.NOT_FOUND),
+)
+def get_cluster_cost(name: CLUSTER_NAME) -> CostView:
+    return read_cost(get_dependencies(), name)
 
 
 @app.delete(

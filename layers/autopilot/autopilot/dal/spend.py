@@ -43,6 +43,9 @@ def iso(moment: datetime) -> str:
 class SpendStore(Protocol):
     def get_meter(self, cluster_name: str, month: str) -> SpendMeter | None: ...
 
+    def latest_meter(self, cluster_name: str) -> SpendMeter | None:
+        """The cluster's most recent month's figures, None before the meter's first run."""
+
     def put_meter(self, meter: SpendMeter) -> bool:
         """Write the figures unless the stored ones are as recent (False: a retried run already did)."""
 
@@ -76,6 +79,20 @@ class SpendTable:
             TableName=self._table, Key=meter_key(cluster_name, month), ConsistentRead=True
         ).get("Item")
         return SpendMeter.model_validate(_plain(item)) if item else None
+
+    def latest_meter(self, cluster_name: str) -> SpendMeter | None:
+        items = self.dynamodb.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :spend)",
+            ExpressionAttributeValues={
+                ":pk": meter_key(cluster_name, "")["pk"],
+                ":spend": {"S": "SPEND#"},
+            },
+            ScanIndexForward=False,  # SPEND#<YYYY-MM> sorts by month
+            Limit=1,
+            ConsistentRead=True,
+        ).get("Items", [])
+        return SpendMeter.model_validate(_plain(items[0])) if items else None
 
     def put_meter(self, meter: SpendMeter) -> bool:
         values: dict[str, Any] = {
@@ -187,6 +204,10 @@ class InMemorySpendStore:
     def get_meter(self, cluster_name: str, month: str) -> SpendMeter | None:
         found = self.meters.get((cluster_name, month))
         return found.model_copy(deep=True) if found else None
+
+    def latest_meter(self, cluster_name: str) -> SpendMeter | None:
+        months = sorted(month for name, month in self.meters if name == cluster_name)
+        return self.get_meter(cluster_name, months[-1]) if months else None
 
     def put_meter(self, meter: SpendMeter) -> bool:
         key = (meter.cluster_name, meter.month)

@@ -1,0 +1,238 @@
+"""What every API command shares: its options, finding the API, exit codes, errors, ``--wait``.
+
+Exit codes: 0 success; 1 the API rejected the request (4xx) or the operation FAILED; 2 usage error;
+3 the service or the network failed (5xx, unreachable, no credentials) or ``--wait`` hit its deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ProfileNotFound
+from botocore.session import Session as BotocoreSession
+
+from autopilot_cli.client import (
+    ApiError,
+    AutopilotClient,
+    ClientError,
+    WaitTimeoutError,
+    region_from_endpoint,
+)
+from autopilot_cli.config import ENDPOINT_ENV, ConfigError, load_config
+from autopilot_cli.output import DEFAULT_OUTPUT, OUTPUTS, Output, QueryError, compile_query
+from autopilot_cli.progress import WaitProgress
+from autopilot_cli.views import print_operation
+
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_SERVICE = 0, 1, 2, 3
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+# A command: (args, stdout, stderr) -> exit code; set as the subparser's ``func``.
+Command = Callable[[argparse.Namespace, TextIO, TextIO], int]
+
+
+class UsageError(Exception):
+    """Bad invocation: exit 2."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (``--help`` is the reference, so none is implicit)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is argparse.SUPPRESS:  # --help, --version
+            return text
+        if not action.option_strings or action.required or "default" in text:
+            return text
+        if isinstance(action, argparse._StoreTrueAction):
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
+
+
+def add_command(
+    subparsers: SubParsers, name: str, summary: str, parents: Sequence[argparse.ArgumentParser] = ()
+) -> argparse.ArgumentParser:
+    return subparsers.add_parser(
+        name, help=summary, description=summary, parents=list(parents), formatter_class=HelpFormatter
+    )
+
+
+def output_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--output",
+        "--format",
+        dest="output",
+        choices=OUTPUTS,
+        default=DEFAULT_OUTPUT,
+        help="table for people, json (one document on stdout, errors too) or text (tab-separated)",
+    )
+    options.add_argument(
+        "--query", metavar="JMESPATH", help="select from the result first (default: the whole result)"
+    )
+    return options
+
+
+def api_options(region_help: str | None = None) -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False, parents=[output_options()])
+    options.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help=f"the API's base URL (default: ${ENDPOINT_ENV}, else the endpoint `autopilot configure` saved)",
+    )
+    options.add_argument(
+        "--region",
+        help=region_help
+        or "the region to sign for (default: the region in an execute-api endpoint's host, else the "
+        "saved one, else the AWS profile's)",
+    )
+    options.add_argument(
+        "--profile", help="the AWS profile to sign with (default: $AWS_PROFILE, else the default chain)"
+    )
+    return options
+
+
+def wait_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--wait", action="store_true", help="follow the operation until it ends, progress on stderr"
+    )
+    options.add_argument("--timeout", type=float, default=7200.0, help="--wait deadline in seconds")
+    options.add_argument("--poll", type=float, default=5.0, help="--wait poll interval in seconds")
+    return options
+
+
+def make_client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:
+    try:
+        return AutopilotClient(endpoint, region=region, session=BotocoreSession(profile=profile))
+    except ProfileNotFound as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def connect(args: argparse.Namespace) -> AutopilotClient:
+    saved = load_config()
+    endpoint = args.endpoint or os.environ.get(ENDPOINT_ENV) or saved.endpoint
+    if not endpoint:
+        raise UsageError(
+            f"no endpoint: pass --endpoint, set ${ENDPOINT_ENV} or run `autopilot configure --stack NAME`"
+        )
+    # The host's region beats the saved one and the profile's: API Gateway accepts no other.
+    region = args.region or region_from_endpoint(endpoint) or saved.region
+    return make_client(endpoint, region=region, profile=args.profile)
+
+
+Action = Callable[[AutopilotClient, argparse.Namespace, Output], int]
+
+
+def api_command(action: Action) -> Command:
+    """A command that calls the API: ``action`` runs with a client for the endpoint found."""
+
+    def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+        return guarded(args, out, err, lambda output: action(connect(args), args, output))
+
+    return run
+
+
+def guarded(args: argparse.Namespace, out: TextIO, err: TextIO, body: Callable[[Output], int]) -> int:
+    """Runs ``body``; every failure becomes its exit code and an error in the chosen output."""
+    output = Output(args.output, None, out, err)
+    try:
+        output = Output(args.output, compile_query(args.query), out, err)
+        return body(output)
+    except (UsageError, QueryError, ConfigError) as exc:
+        output.error("UsageError", str(exc))
+        return EXIT_USAGE
+    except (ClientError, BotoCoreError) as exc:
+        output.error("ClientError", str(exc))
+        return EXIT_SERVICE
+    except ApiError as exc:
+        report_api_error(exc, output)
+        return EXIT_REJECTED if exc.is_client_error else EXIT_SERVICE
+
+
+def format_problem(problem: dict[str, Any]) -> str:
+    """``<file>: <path>: <message>`` as ``autopilot validate`` prints it (file/path when known)."""
+    parts = [str(p) for p in (problem.get("file") or problem.get("location"), problem.get("path")) if p]
+    return ": ".join([*parts, str(problem.get("message", ""))])
+
+
+def report_api_error(exc: ApiError, output: Output) -> None:
+    lines = [format_problem(problem) for problem in exc.errors]
+    if exc.operation_id:
+        lines.append(f"operation: {exc.operation_id}")
+    output.error(
+        "ApiError",
+        f"{exc.message} (HTTP {exc.status})",
+        lines,
+        status=exc.status,
+        errors=exc.errors or None,
+        operationId=exc.operation_id,
+    )
+
+
+def warn(problems: Sequence[Any], output: Output) -> None:
+    for problem in problems:
+        text = format_problem(problem) if isinstance(problem, dict) else str(problem)
+        print(f"warning: {text}", file=output.err)
+
+
+def accepted(
+    client: AutopilotClient, answer: dict[str, Any], args: argparse.Namespace, output: Output
+) -> int:
+    """An OperationAccepted answer: shown as is, or followed with --wait."""
+    warn(answer.get("warnings") or [], output)
+    if not args.wait:
+        output.result(answer, _accepted_view)
+        return EXIT_OK
+    output.progress(f"operation {answer['operationId']} accepted for cluster {answer['clusterName']}")
+    return follow(client, answer["operationId"], args, output)
+
+
+def _accepted_view(answer: dict[str, Any], out: TextIO) -> None:
+    print(f"operation {answer['operationId']} accepted for cluster {answer['clusterName']}", file=out)
+    print(f"follow it: autopilot operations get {answer['operationId']} --wait", file=out)
+
+
+def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace, output: Output) -> int:
+    """Poll the operation (and its cluster, for SageMaker's side) until it ends or --timeout."""
+    progress = WaitProgress(output.progress)
+
+    def show(operation: dict[str, Any]) -> None:
+        progress.update(operation, _cluster_or_none(client, operation["clusterName"]))
+
+    try:
+        operation = client.wait_for_operation(
+            operation_id, timeout_seconds=args.timeout, poll_seconds=args.poll, on_progress=show
+        )
+    except WaitTimeoutError as exc:
+        status = exc.operation.get("status")
+        output.error(
+            "WaitTimeout",
+            f"operation {operation_id} is still {status} after --timeout {args.timeout:g} s; "
+            f"follow it with: autopilot operations get {operation_id} --wait",
+            operationId=operation_id,
+            status=status,
+        )
+        return EXIT_SERVICE
+    progress.finish(operation)
+    output.result(operation, print_operation)
+    if operation.get("status") == "FAILED":
+        if not output.json:
+            error = operation.get("error") or {}
+            cause = f"{error.get('error', 'failed')}: {error.get('cause', '')}".rstrip(": ")
+            print(f"error: {cause}", file=output.err)
+        return EXIT_REJECTED
+    return EXIT_OK
+
+
+def _cluster_or_none(client: AutopilotClient, name: str) -> dict[str, Any] | None:
+    """The cluster's view for the progress line; a failed read only leaves SageMaker's side unknown."""
+    try:
+        return client.get_cluster(name)
+    except ApiError:
+        return None

@@ -1,0 +1,85 @@
+"""The ``autopilot`` command line.
+
+Each command module contributes ``add_parsers(subparsers)``; each command sets ``func``
+(``(args, stdout, stderr) -> exit code``, see ``common`` for the codes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn, cast
+
+from autopilot_cli import __version__, clusters, configure, healing, nodes, operations, validate
+from autopilot_cli.common import EXIT_USAGE, Command, HelpFormatter
+from autopilot_cli.output import Output
+
+if TYPE_CHECKING:
+    from autopilot_cli.common import SubParsers
+
+# One entry per command module: adding a command group is an import and an entry here.
+PARSER_ADDERS: tuple[Callable[[SubParsers], None], ...] = (
+    configure.add_parsers,
+    validate.add_parsers,
+    clusters.add_parsers,
+    nodes.add_parsers,
+    operations.add_parsers,
+    healing.add_parsers,
+)
+
+
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(f"{parser.prog}: error: {message}")
+        self.usage = parser.format_usage()
+
+
+class Parser(argparse.ArgumentParser):
+    """Raises on a bad command line instead of printing, so main() reports it in the chosen output."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="autopilot",
+        description="HyperPod Autopilot: create, follow, heal and delete SageMaker HyperPod clusters "
+        "through the Autopilot API.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # (a _SubParsersAction[Parser]: every command's parser raises as this one does)
+    subparsers = cast("SubParsers", parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    for add_parsers in PARSER_ADDERS:
+        add_parsers(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exc:  # --help and --version: argparse printed them
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except UsageError as exc:
+        if _asks_for_json(arguments):
+            Output("json", None, sys.stdout, sys.stderr).error("UsageError", str(exc))
+        else:
+            sys.stderr.write(exc.usage)
+            print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    command: Command = args.func
+    return command(args, sys.stdout, sys.stderr)
+
+
+def _asks_for_json(arguments: list[str]) -> bool:
+    """Whether a command line argparse refused asked for JSON (its errors must parse too)."""
+    following = [*arguments[1:], ""]
+    return any(
+        (flag in ("--output", "--format") and following[index] == "json")
+        or flag in ("--output=json", "--format=json")
+        for index, flag in enumerate(arguments)
+    )

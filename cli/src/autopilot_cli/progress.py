@@ -1,0 +1,100 @@
+"""The live lines ``--wait`` writes to stderr while HyperPod works (20-60 minutes on AWS).
+
+One line whenever something moved (the workflow step, SageMaker's status, a group's count), and one
+a minute while nothing did, so a long ``Creating`` still shows the clock running::
+
+    CreateCluster ml-cluster (op-1)
+      [   0m05s] Create Cluster (5s) | SageMaker Creating | controller 0/1 | workers 0/4
+      [  12m00s] Wait For Cluster (11m55s) | SageMaker Creating | controller 1/1 | workers 2/4
+    SUCCEEDED after 21m10s
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+HEARTBEAT_SECONDS = 60.0
+
+
+def parse_time(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+
+
+def duration(seconds: float) -> str:
+    minutes, rest = divmod(max(int(seconds), 0), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{rest:02d}s"
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+def elapsed(start: str, end: str) -> str:
+    return duration((parse_time(end) - parse_time(start)).total_seconds())
+
+
+def sagemaker_state(cluster: dict[str, Any] | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """SageMaker's ClusterStatus and each instance group's current/target count."""
+    live = (cluster or {}).get("sagemaker")
+    if cluster is None:
+        return "unknown", ()
+    if not live:
+        return "not found", ()
+    groups = tuple(
+        (
+            group["InstanceGroupName"],
+            f"{_count(group.get('CurrentCount'))}/{_count(group.get('TargetCount'))}",
+        )
+        for group in live.get("InstanceGroups") or []
+    )
+    return str(live.get("ClusterStatus")), groups
+
+
+def _count(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+class WaitProgress:
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    ) -> None:
+        self._emit = emit
+        self._now = now
+        self._heartbeat = heartbeat_seconds
+        self._shown: tuple[Any, ...] | None = None
+        self._shown_at: datetime | None = None
+
+    def update(self, operation: dict[str, Any], cluster: dict[str, Any] | None) -> None:
+        now = self._now()
+        steps = operation.get("steps") or []
+        step = steps[-1] if steps else None
+        status, groups = sagemaker_state(cluster)
+        state = (operation.get("status"), step and step["name"], status, groups)
+        if self._shown is None:
+            self._emit(
+                f"{operation.get('kind')} {operation.get('clusterName')} ({operation.get('operationId')})"
+            )
+        quiet = self._shown_at is not None and (now - self._shown_at).total_seconds() < self._heartbeat
+        if state == self._shown and quiet:
+            return
+        since_start = duration((now - parse_time(operation["createdAt"])).total_seconds())
+        parts = [f"  [{since_start:>8}]"]
+        if step is not None:
+            parts.append(
+                f"{step['name']} ({duration((now - parse_time(step['enteredAt'])).total_seconds())})"
+            )
+        else:
+            parts.append(str(operation.get("status")))
+        line = " ".join(parts) + f" | SageMaker {status}"
+        line += "".join(f" | {name} {count}" for name, count in groups)
+        self._emit(line)
+        self._shown, self._shown_at = state, now
+
+    def finish(self, operation: dict[str, Any]) -> None:
+        took = elapsed(operation["createdAt"], operation["updatedAt"])
+        self._emit(f"{operation.get('status')} after {took}")

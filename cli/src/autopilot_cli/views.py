@@ -1,0 +1,125 @@
+"""``--output table``: what each result looks like to a person (the API's documents, unchanged, in
+json and text)."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from autopilot_cli.output import print_fields, print_table
+from autopilot_cli.progress import elapsed
+
+
+def step_lines(operation: dict[str, Any]) -> list[str]:
+    """One line per step with how long it took (the last one: until the operation's last update)."""
+    steps = operation.get("steps") or []
+    end = operation.get("updatedAt") or ""
+    lines = []
+    for index, step in enumerate(steps):
+        finished = steps[index + 1]["enteredAt"] if index + 1 < len(steps) else end
+        lines.append(
+            f"  {step['name']:<24} {elapsed(step['enteredAt'], finished) if finished else ''}".rstrip()
+        )
+    return lines
+
+
+def print_operation(operation: dict[str, Any], out: TextIO) -> None:
+    error = operation.get("error")
+    print_fields(
+        [
+            ("operation", operation["operationId"]),
+            ("kind", operation["kind"]),
+            ("cluster", operation["clusterName"]),
+            ("status", operation["status"]),
+            ("requested by", operation.get("requestedBy")),
+            ("execution", operation.get("executionArn")),
+            ("error", error and f"{error['error']}: {error['cause']}"),
+            ("rolled back", operation.get("rolledBack")),
+            ("leftovers", ", ".join(operation.get("leftovers") or [])),
+            *(("warning", warning) for warning in operation.get("warnings") or []),
+        ],
+        out,
+    )
+    for line in step_lines(operation):
+        print(line, file=out)
+
+
+def print_operations(operations: list[dict[str, Any]], out: TextIO) -> None:
+    if not operations:
+        print("no operations", file=out)
+        return
+    rows = [("OPERATION", "KIND", "STATUS", "CREATED", "UPDATED")]
+    rows += [(o["operationId"], o["kind"], o["status"], o["createdAt"], o["updatedAt"]) for o in operations]
+    print_table(rows, out)
+
+
+def print_clusters(clusters: list[dict[str, Any]], out: TextIO) -> None:
+    if not clusters:
+        print("no clusters", file=out)
+        return
+    rows = [("NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "LAST OPERATION")]
+    rows += [
+        (
+            c["clusterName"],
+            c["status"],
+            c.get("sagemakerStatus") or "-",
+            c.get("owner") or "-",
+            c.get("project") or "-",
+            c["lastOperationId"],
+        )
+        for c in clusters
+    ]
+    print_table(rows, out)
+
+
+def print_cluster(cluster: dict[str, Any], out: TextIO) -> None:
+    live = cluster.get("sagemaker") or {}
+    print_fields(
+        [
+            ("cluster", cluster["clusterName"]),
+            ("autopilot", cluster.get("status") or "not managed by Autopilot"),
+            ("sagemaker", live.get("ClusterStatus") or "not found"),
+            ("owner", cluster.get("owner")),
+            ("project", cluster.get("project")),
+            ("budget", cluster.get("budgetName")),
+            ("failure", live.get("FailureMessage")),
+        ],
+        out,
+    )
+    groups = live.get("InstanceGroups") or []
+    if groups:
+        rows = [("GROUP", "TYPE", "COUNT", "STATUS")]
+        rows += [
+            (
+                g["InstanceGroupName"],
+                g.get("InstanceType") or "-",
+                f"{g.get('CurrentCount', '-')}/{g.get('TargetCount', '-')}",
+                g.get("Status") or "-",
+            )
+            for g in groups
+        ]
+        print_table(rows, out)
+    if "nodes" in cluster:
+        print_nodes(cluster["nodes"], out)
+
+
+def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
+    if not nodes:
+        print("no nodes", file=out)
+        return
+    rows = [("NODE", "GROUP", "TYPE", "STATUS")]
+    rows += [
+        (n["InstanceId"], n["InstanceGroupName"], n["InstanceType"], n["InstanceStatus"]["Status"])
+        for n in nodes
+    ]
+    print_table(rows, out)
+
+
+def print_document(document: dict[str, Any], out: TextIO) -> None:
+    """A flat object (healing state, cost) as ``label  value`` lines; nested objects indented."""
+    for key, value in document.items():
+        if isinstance(value, dict):
+            print(key, file=out)
+            for inner, item in value.items():
+                print(f"  {inner:<22} {'-' if item is None else item}", file=out)
+        else:
+            print(f"{key:<24} {'-' if value is None else value}", file=out)

@@ -1,0 +1,46 @@
+"""GET /clusters/{name}/cost: the cluster's spend as the spend meter last computed it.
+
+The API does not price nodes itself (it has no Price List permission and answers within its timeout):
+before the meter's first run for the cluster the figures are zeros and ``asOf`` is null, and
+afterwards they are at most ``SpendMeterMinutes`` old (docs/operations.md, "Spend meter").
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from typing import TYPE_CHECKING
+
+from autopilot.api.models import CostView
+from autopilot.dal.spend import SpendTable, iso
+from autopilot.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from autopilot.dal.spend import SpendStore
+    from autopilot.logic.dependencies import Dependencies
+
+
+def _cents(amount: Decimal) -> float:
+    return float(amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def read_cost(deps: Dependencies, name: str, *, spend: SpendStore | None = None) -> CostView:
+    cluster = deps.store.get_cluster(name)
+    if cluster is None:
+        raise NotFoundError(f"cluster {name!r} not found")
+    meter = (spend or SpendTable(deps.settings.state_table_name)).latest_meter(name)
+    budget = Decimal(cluster.budget_limit_usd) if cluster.budget_limit_usd else None
+    if meter is None:
+        return CostView(
+            hourly_rate_usd=0.0,
+            month_to_date_usd=0.0,
+            forecast_usd=0.0,
+            budget_usd=None if budget is None else _cents(budget),
+            as_of=None,
+        )
+    return CostView(
+        hourly_rate_usd=_cents(meter.hourly_rate_usd),
+        month_to_date_usd=_cents(meter.month_to_date_usd),
+        forecast_usd=_cents(meter.forecast_usd),
+        budget_usd=None if budget is None else _cents(budget),
+        as_of=iso(meter.as_of),
+    )

@@ -1,0 +1,728 @@
+"""The `autopilot` commands end to end through main(), against a fake API that answers only what
+docs/openapi.json allows: what lands on stdout (and only there), exit codes, errors, --wait."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tomllib
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autopilot_cli import __version__, common, configure
+from autopilot_cli.client import AutopilotClient
+from autopilot_cli.main import build_parser, main
+from autopilot_cli.output import print_generic, text_lines
+from autopilot_cli.progress import WaitProgress
+from botocore.credentials import Credentials
+from botocore.session import Session as BotocoreSession
+from botocore.stub import Stubber
+
+from tests.events import create_body
+from tests.unit.cli_fake_api import FakeApi
+from tests.unit.validation.builders import SLURM_CONFIG, SLURM_PROVISIONING
+
+ENDPOINT = "http://127.0.0.1:3000"
+CREDENTIALS = Credentials("AKIDEXAMPLE", "secret", "session-token")
+T0 = "2025-11-21T14:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def no_saved_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Never the user's own ~/.config/autopilot/config.json."""
+    path = tmp_path / "config" / "autopilot.json"
+    monkeypatch.setenv("AUTOPILOT_CONFIG", str(path))
+    monkeypatch.delenv("AUTOPILOT_ENDPOINT", raising=False)
+    return path
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    fake = FakeApi()
+
+    def client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:
+        assert endpoint == ENDPOINT
+        return AutopilotClient(endpoint, region=region or "us-east-1", credentials=CREDENTIALS, http=fake)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(common, "make_client", client)
+    monkeypatch.setenv("AUTOPILOT_ENDPOINT", ENDPOINT)
+    return fake
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Any:
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def at(minutes: float) -> str:
+    moment = datetime(2025, 11, 21, 14, tzinfo=UTC) + timedelta(minutes=minutes)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def operation(status: str = "RUNNING", *steps: tuple[str, str], **extra: Any) -> dict[str, Any]:
+    return {
+        "operationId": "op-1",
+        "kind": "CreateCluster",
+        "clusterName": "ml-cluster",
+        "status": status,
+        "createdAt": T0,
+        "updatedAt": steps[-1][1] if steps else T0,
+        "steps": [{"name": n, "enteredAt": t} for n, t in steps],
+        "executionArn": "arn:aws:states:us-east-1:123456789012:execution:create:op-1",
+        **extra,
+    }
+
+
+def cluster_view(sagemaker_status: str = "Creating", workers: tuple[int, int] = (0, 2)) -> dict[str, Any]:
+    return {
+        "clusterName": "ml-cluster",
+        "status": "CREATING",
+        "owner": "ann",
+        "sagemaker": {
+            "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc",
+            "ClusterStatus": sagemaker_status,
+            "InstanceGroups": [
+                {"InstanceGroupName": "controller", "CurrentCount": 1, "TargetCount": 1},
+                {"InstanceGroupName": "workers", "CurrentCount": workers[0], "TargetCount": workers[1]},
+            ],
+        },
+    }
+
+
+def summary(name: str, status: str = "ACTIVE", **extra: Any) -> dict[str, Any]:
+    return {
+        "clusterName": name,
+        "status": status,
+        "lastOperationId": "op-1",
+        "createdAt": T0,
+        "updatedAt": T0,
+        **extra,
+    }
+
+
+ACCEPTED = {"operationId": "op-1", "clusterName": "ml-cluster", "status": "RUNNING"}
+
+
+@pytest.fixture
+def config_files(tmp_path: Path) -> dict[str, str]:
+    body = create_body()
+    (tmp_path / "cluster-config.json").write_text(json.dumps(body["clusterConfig"]))
+    (tmp_path / "provisioning.json").write_text(json.dumps(body["provisioningParameters"]))
+    return {
+        "config": str(tmp_path / "cluster-config.json"),
+        "provisioning": str(tmp_path / "provisioning.json"),
+    }
+
+
+def create_argv(config_files: dict[str, str], *more: str) -> list[str]:
+    config = config_files["config"]
+    return ["clusters", "create", "--cluster-config", config, "--owner", "ann", "--project", "llm", *more]
+
+
+# --- clusters create / delete ---------------------------------------------------------------------
+
+
+def test_create_sends_the_request_body_and_prints_the_operation(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (202, ACCEPTED))
+
+    code, out, _ = run(
+        *create_argv(config_files, "--provisioning-parameters", config_files["provisioning"]),
+        "--budget-usd", "100", "--alert-email", "ann@example.com",
+    )  # fmt: skip
+
+    assert code == 0
+    sent = json.loads(api.requests[0]["body"])
+    assert sent["owner"] == "ann"
+    assert sent["budget"] == {"monthlyLimitUsd": 100.0, "alertEmails": ["ann@example.com"]}
+    assert sent["clusterConfig"]["ClusterName"] == "ml-cluster"
+    assert sent["provisioningParameters"]
+    assert out.splitlines() == [
+        "operation op-1 accepted for cluster ml-cluster",
+        "follow it: autopilot operations get op-1 --wait",
+    ]
+
+
+def test_each_invocation_sends_its_own_signed_idempotency_key(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (202, ACCEPTED))
+    api.answer("DELETE", "/clusters/ml-cluster", (202, ACCEPTED))
+
+    run(*create_argv(config_files))
+    run(*create_argv(config_files))
+    run(*create_argv(config_files), "--idempotency-key", "retry-of-yesterday")
+    run("clusters", "delete", "ml-cluster")
+    run("clusters", "delete", "ml-cluster", "--idempotency-key", "del-1")
+
+    keys = [r["headers"]["Idempotency-Key"] for r in api.requests]
+    assert keys[0] != keys[1]
+    assert keys[3] not in keys[:2]
+    assert str(uuid.UUID(keys[0])) == keys[0]
+    assert keys[2] == "retry-of-yesterday"
+    assert keys[4] == "del-1"
+    assert all("idempotency-key" in r["headers"]["Authorization"] for r in api.requests)  # signed
+
+
+REJECTION = {
+    "message": "the cluster configuration is invalid",
+    "errors": [
+        {
+            "file": "cluster-config.json",
+            "path": "InstanceGroups[1].ThreadsPerCore",
+            "message": "must be 1 or 2",
+        },
+        {"location": "body", "path": "owner", "message": "Field required"},
+    ],
+}
+
+
+def test_a_rejection_names_each_problem_on_stderr(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (400, REJECTION))
+
+    code, out, err = run(*create_argv(config_files))
+
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "error: the cluster configuration is invalid (HTTP 400)",
+        "  cluster-config.json: InstanceGroups[1].ThreadsPerCore: must be 1 or 2",
+        "  body: owner: Field required",
+    ]
+
+
+def test_in_json_mode_a_rejection_is_a_json_error_on_stdout(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (400, REJECTION))
+
+    code, out, err = run(*create_argv(config_files, "--output", "json"))
+
+    assert (code, err) == (1, "")
+    assert json.loads(out) == {
+        "error": {
+            "code": "ApiError",
+            "message": "the cluster configuration is invalid (HTTP 400)",
+            "status": 400,
+            "errors": REJECTION["errors"],
+        }
+    }
+
+
+def test_wait_in_json_mode_prints_only_the_final_operation_and_progress_on_stderr(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (202, ACCEPTED))
+    api.answer(
+        "GET",
+        "/operations/op-1",
+        (200, operation("RUNNING", ("Create Cluster", at(0)))),
+        (200, operation("RUNNING", ("Create Cluster", at(0)), ("Wait For Cluster", at(0.1)))),
+        (200, operation("SUCCEEDED", ("Create Cluster", at(0)), ("Wait For Cluster", at(0.1)),
+                        ("Succeeded", at(21)))),
+    )  # fmt: skip
+    api.answer(
+        "GET",
+        "/clusters/ml-cluster",
+        (200, cluster_view("Creating", (0, 2))),
+        (200, cluster_view("Creating", (1, 2))),
+        (200, cluster_view("InService", (2, 2))),
+    )
+
+    code, out, err = run(*create_argv(config_files, "--wait", "--poll", "0", "--format", "json"))
+
+    assert code == 0
+    assert json.loads(out)["status"] == "SUCCEEDED"  # stdout is one JSON document
+    lines = err.splitlines()
+    assert lines[:2] == ["operation op-1 accepted for cluster ml-cluster", "CreateCluster ml-cluster (op-1)"]
+    assert " Create Cluster (" in lines[2]
+    assert lines[2].endswith("| SageMaker Creating | controller 1/1 | workers 0/2")
+    assert " Wait For Cluster (" in lines[3]
+    assert lines[3].endswith("| SageMaker Creating | controller 1/1 | workers 1/2")
+    assert lines[-1] == "SUCCEEDED after 21m00s"
+
+
+def test_wait_in_table_mode_ends_with_the_operation_and_its_step_durations(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    api.answer("POST", "/clusters", (202, ACCEPTED))
+    done = operation(
+        "SUCCEEDED",
+        ("Create Cluster", at(0)),
+        ("Wait For Cluster", at(1 / 12)),
+        ("Succeeded", at(21 + 1 / 6)),
+    )
+    api.answer("GET", "/operations/op-1", (200, done))
+    api.answer("GET", "/clusters/ml-cluster", (200, cluster_view("InService", (2, 2))))
+
+    code, out, _ = run(*create_argv(config_files, "--wait", "--poll", "0"))
+
+    assert code == 0
+    assert f"{'status':<14}SUCCEEDED" in out.splitlines()
+    assert "  Create Cluster           5s" in out.splitlines()
+    assert "  Wait For Cluster         21m05s" in out.splitlines()
+
+
+def test_waiting_on_a_failed_operation_exits_1_with_the_cause(api: FakeApi, run: Any) -> None:
+    failed = operation(
+        "FAILED", ("Delete Cluster", at(0)), ("Failed", at(60)),
+        error={"error": "Autopilot.Timeout", "cause": "cluster x was still Deleting after 120 polls"},
+    )  # fmt: skip
+    api.answer("GET", "/operations/op-1", (200, failed))
+    api.answer("GET", "/clusters/ml-cluster", (404, {"message": "no cluster ml-cluster"}))
+
+    code, out, err = run("operations", "get", "op-1", "--wait", "--poll", "0")
+
+    assert code == 1
+    assert "error: Autopilot.Timeout: cluster x was still Deleting after 120 polls" in err
+    assert "SageMaker unknown" in err  # the cluster could not be read: the wait goes on
+    assert "  Delete Cluster           1h00m00s" in out
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_a_wait_deadline_exits_3_and_says_how_to_follow_it(api: FakeApi, run: Any, output: str) -> None:
+    api.answer("GET", "/operations/op-1", (200, operation()))
+    api.answer("GET", "/clusters/ml-cluster", (200, cluster_view()))
+
+    code, out, err = run("operations", "get", "op-1", "--wait", "--timeout", "0", "--output", output)
+
+    assert code == 3
+    hint = "follow it with: autopilot operations get op-1 --wait"
+    if output == "json":
+        error = json.loads(out)["error"]
+        assert (error["code"], error["operationId"], error["status"]) == ("WaitTimeout", "op-1", "RUNNING")
+        assert hint in error["message"]
+    else:
+        assert "error: operation op-1 is still RUNNING after --timeout 0 s; " + hint in err
+
+
+def test_delete_passes_the_stack_and_warnings_go_to_stderr(api: FakeApi, run: Any) -> None:
+    warned = {**ACCEPTED, "warnings": [{"path": "x", "message": "careful"}]}
+    api.answer("DELETE", "/clusters/ml-cluster", (202, warned))
+
+    code, out, err = run("clusters", "delete", "ml-cluster", "--stack-name", "vpc", "--format", "json")
+
+    assert code == 0
+    assert json.loads(out)["operationId"] == "op-1"
+    assert "warning: x: careful" in err
+    assert api.requests[0]["url"].endswith("?stackName=vpc")
+
+
+# --- clusters list / get --------------------------------------------------------------------------
+
+
+def three_clusters(api: FakeApi) -> FakeApi:
+    """Two pages: a (ann, llm), b (bob, llm, CREATING); c (ann, vision)."""
+    api.routes.pop(("GET", "/clusters"), None)
+    api.answer(
+        "GET",
+        "/clusters",
+        (
+            200,
+            {
+                "clusters": [
+                    summary("a", owner="ann", project="llm", sagemakerStatus="InService"),
+                    summary("b", "CREATING", owner="bob", project="llm"),
+                ],
+                "nextToken": "t1",
+            },
+        ),
+        (200, {"clusters": [summary("c", owner="ann", project="vision")]}),
+    )
+    return api
+
+
+def test_list_prints_a_table(api: FakeApi, run: Any) -> None:
+    three_clusters(api)
+    code, out, _ = run("clusters", "list")
+
+    assert code == 0
+    assert [line.split() for line in out.splitlines()[:2]] == [
+        ["NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "LAST", "OPERATION"],
+        ["a", "ACTIVE", "InService", "ann", "llm", "op-1"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("filters", "names"),
+    [
+        (["--owner", "ann"], ["a", "c"]),
+        (["--project", "llm"], ["a", "b"]),
+        (["--status", "creating"], ["b"]),
+        (["--owner", "ann", "--project", "llm"], ["a"]),
+        (["--owner", "nobody"], []),
+    ],
+)
+def test_list_filters_over_every_page(api: FakeApi, run: Any, filters: list[str], names: list[str]) -> None:
+    three_clusters(api)
+    code, out, _ = run("clusters", "list", *filters, "--output", "json")
+
+    assert code == 0
+    assert [c["clusterName"] for c in json.loads(out)] == names
+
+
+def test_query_selects_and_text_output_is_tab_separated(api: FakeApi, run: Any) -> None:
+    def listed(*argv: str) -> str:
+        three_clusters(api)
+        code, out, _ = run("clusters", "list", *argv)
+        assert code == 0
+        return str(out)
+
+    assert listed("--query", "[].clusterName", "--output", "text") == "a\tb\tc\n"
+    assert listed("--query", "[?owner=='ann'].[clusterName, project]", "--output", "text") == (
+        "a\tllm\nc\tvision\n"
+    )
+    assert listed("--query", "[].{name: clusterName, owner: owner}").splitlines() == [
+        "NAME  OWNER",
+        "a     ann",
+        "b     bob",
+        "c     ann",
+    ]
+
+
+def test_a_bad_query_is_a_usage_error(api: FakeApi, run: Any) -> None:
+    code, out, _ = run("clusters", "list", "--query", "[?", "--output", "json")
+
+    assert code == 2
+    assert json.loads(out)["error"]["code"] == "UsageError"
+    assert api.requests == []
+
+
+def test_list_empty(api: FakeApi, run: Any) -> None:
+    api.answer("GET", "/clusters", (200, {"clusters": []}))
+
+    assert run("clusters", "list")[1] == "no clusters\n"
+    assert json.loads(run("clusters", "list", "--format", "json")[1]) == []
+
+
+def test_get_shows_registry_live_status_and_nodes(api: FakeApi, run: Any) -> None:
+    view = cluster_view("InService", (3, 4))
+    view["sagemaker"]["FailureMessage"] = "one node replaced"
+    view["sagemaker"]["InstanceGroups"][1] |= {"InstanceType": "ml.p5.48xlarge", "Status": "Updating"}
+    api.answer("GET", "/clusters/ml-cluster", (200, view))
+    node = {
+        "InstanceId": "i-1",
+        "InstanceGroupName": "workers",
+        "InstanceType": "ml.p5.48xlarge",
+        "InstanceStatus": {"Status": "Running"},
+    }
+    api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": [node]}))
+
+    code, out, _ = run("clusters", "get", "ml-cluster", "--nodes")
+    _, json_out, _ = run("clusters", "get", "ml-cluster", "--nodes", "--format", "json")
+
+    assert code == 0
+    assert "sagemaker  InService" in out
+    assert "failure    one node replaced" in out
+    assert "workers     ml.p5.48xlarge  3/4    Updating" in out
+    assert "i-1   workers  ml.p5.48xlarge  Running" in out
+    assert json.loads(json_out)["nodes"][0]["InstanceId"] == "i-1"
+
+
+def test_operation_get_prints_the_record_and_json(api: FakeApi, run: Any) -> None:
+    done = operation(
+        "SUCCEEDED", ("Delete Cluster", at(0)), ("Succeeded", at(3)), leftovers=["arn:aws:s3:::bucket"],
+        warnings=["cost tags could not be written"],
+    )  # fmt: skip
+    api.answer("GET", "/operations/op-1", (200, done))
+
+    code, out, _ = run("operations", "get", "op-1")
+    json_code, json_out, _ = run("operations", "get", "op-1", "--format", "json")
+
+    assert code == json_code == 0
+    assert f"{'leftovers':<14}arn:aws:s3:::bucket" in out
+    assert f"{'execution':<14}arn:aws:states:" in out
+    assert f"{'warning':<14}cost tags could not be written" in out
+    assert json.loads(json_out) == done
+
+
+# --- failures and usage ---------------------------------------------------------------------------
+
+
+def test_server_errors_exit_3(api: FakeApi, run: Any) -> None:
+    api.answer("GET", "/clusters/x", (503, {"message": "AWS is throttling", "operationId": "op-9"}))
+
+    code, _, err = run("clusters", "get", "x")
+
+    assert code == 3
+    assert "  operation: op-9" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--cluster-config", "/nope.json"], "cannot read"),
+        (["--cluster-config", __file__], "is not JSON"),
+        (
+            ["--cluster-config", str(SLURM_CONFIG), "--alert-email", "a@b.co"],
+            "--alert-email needs --budget-usd",
+        ),
+    ],
+)
+def test_usage_errors_exit_2(api: FakeApi, run: Any, argv: list[str], message: str) -> None:
+    code, _, err = run("clusters", "create", *argv, "--owner", "a", "--project", "p")
+
+    assert code == 2
+    assert message in err
+    assert api.requests == []
+
+
+def test_argparse_errors_are_json_in_json_mode(run: Any) -> None:
+    code, out, _ = run("clusters", "create", "--output", "json")
+
+    assert code == 2
+    assert "the following arguments are required: --cluster-config" in json.loads(out)["error"]["message"]
+
+
+def test_no_endpoint_is_a_usage_error(run: Any) -> None:
+    code, _, err = run("clusters", "list")
+
+    assert code == 2
+    assert "no endpoint: pass --endpoint, set $AUTOPILOT_ENDPOINT or run `autopilot configure" in err
+
+
+def test_no_credentials_exit_3(run: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    code, out, _ = run(
+        "clusters",
+        "list",
+        "--endpoint",
+        "https://a1.execute-api.eu-west-1.amazonaws.com/Prod",
+        "--output",
+        "json",
+    )
+
+    assert code == 3
+    assert json.loads(out)["error"] == {
+        "code": "ClientError",
+        "message": "no AWS credentials found (environment, profile, SSO or instance role)",
+    }
+
+
+def test_version(run: Any) -> None:
+    assert run("--version")[:2] == (0, f"autopilot {__version__}\n")
+
+
+def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += leaf_parsers(child)
+    return found or [parser]
+
+
+def test_every_option_shows_its_default_in_help() -> None:
+    leaves = leaf_parsers(build_parser())
+    assert len(leaves) == 15
+    for parser in leaves:
+        help_text = parser.format_help()
+        for action in parser._actions:
+            if action.option_strings and action.default is not argparse.SUPPRESS:
+                shown = parser._get_formatter()._expand_help(action) if action.help else ""
+                assert "default" in shown or "required" in shown, f"{parser.prog} {action.option_strings}"
+        assert "(default: table)" in help_text, parser.prog
+
+
+# --- configure ------------------------------------------------------------------------------------
+
+API_URL = "https://abc123.execute-api.eu-west-1.amazonaws.com/Prod"
+
+
+@pytest.fixture
+def stacks(monkeypatch: pytest.MonkeyPatch) -> Stubber:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    client = BotocoreSession().create_client("cloudformation", region_name="eu-west-1")
+    stubber = Stubber(client)
+    monkeypatch.setattr(configure, "cloudformation", lambda session, region: client)
+    return stubber
+
+
+def stack(outputs: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "Stacks": [
+            {
+                "StackName": "autopilot",
+                "CreationTime": datetime(2025, 11, 1, tzinfo=UTC),
+                "StackStatus": "CREATE_COMPLETE",
+                "Outputs": outputs,
+            }
+        ]
+    }
+
+
+def test_configure_reads_the_api_url_from_the_stack_and_commands_use_it(
+    stacks: Stubber, run: Any, no_saved_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacks.add_response(
+        "describe_stacks",
+        stack(
+            [{"OutputKey": "TableName", "OutputValue": "t"}, {"OutputKey": "ApiUrl", "OutputValue": API_URL}]
+        ),
+        {"StackName": "autopilot"},
+    )
+    with stacks:
+        code, out, _ = run("configure", "--stack", "autopilot", "--region", "eu-west-1", "--output", "json")
+
+    assert code == 0
+    assert json.loads(out) == {
+        "configFile": str(no_saved_config),
+        "endpoint": API_URL,
+        "region": "eu-west-1",
+        "stack": "autopilot",
+    }
+    assert json.loads(no_saved_config.read_text())["endpoint"] == API_URL
+    used = FakeApi()
+    monkeypatch.setattr(
+        common,
+        "make_client",
+        lambda endpoint, *, region, profile: AutopilotClient(
+            endpoint,
+            region=region,
+            credentials=CREDENTIALS,
+            http=used,  # type: ignore[arg-type]
+        ),
+    )
+    main(["clusters", "list"])
+    assert used.requests[0]["url"] == f"{API_URL}/clusters"
+    assert "/eu-west-1/execute-api/" in used.requests[0]["headers"]["Authorization"]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "error"),
+    [
+        ([], "stack autopilot has no ApiUrl output: is it an Autopilot stack?"),
+        (None, "cannot read stack autopilot: Stack with id autopilot does not exist"),
+    ],
+)
+def test_configure_refuses_a_stack_without_the_api(
+    stacks: Stubber, run: Any, no_saved_config: Path, outputs: list[dict[str, str]] | None, error: str
+) -> None:
+    if outputs is None:
+        stacks.add_client_error(
+            "describe_stacks", "ValidationError", "Stack with id autopilot does not exist", 400
+        )
+    else:
+        stacks.add_response("describe_stacks", stack(outputs), {"StackName": "autopilot"})
+    with stacks:
+        code, _, err = run("configure", "--stack", "autopilot", "--region", "eu-west-1")
+
+    assert code == 1
+    assert error in err
+    assert not no_saved_config.exists()
+
+
+def test_configure_an_endpoint_directly(run: Any, no_saved_config: Path) -> None:
+    code, out, _ = run("configure", "--endpoint", API_URL)
+
+    assert code == 0
+    assert "region      eu-west-1" in out
+    assert json.loads(no_saved_config.read_text()) == {"endpoint": API_URL, "region": "eu-west-1"}
+
+
+# --- validate --remote ----------------------------------------------------------------------------
+
+
+def test_validate_remote_asks_the_api_and_prints_as_locally(api: FakeApi, run: Any) -> None:
+    result = {
+        "valid": False,
+        "errors": [
+            {"file": "provisioning-parameters.json", "path": "controller_group", "message": "not a group"}
+        ],
+        "warnings": [],
+    }
+    api.answer("POST", "/validate", (200, result))
+
+    code, out, _ = run(
+        "validate", "--remote", "--cluster-config", str(SLURM_CONFIG),
+        "--provisioning-parameters", str(SLURM_PROVISIONING),
+    )  # fmt: skip
+
+    assert code == 1
+    assert out == f"{SLURM_PROVISIONING.name}: controller_group: not a group\n"
+    sent = json.loads(api.requests[0]["body"])
+    assert sent["clusterConfig"] == json.loads(SLURM_CONFIG.read_text())
+    assert sent["provisioningParameters"] == json.loads(SLURM_PROVISIONING.read_text())
+
+
+# --- progress and output forms --------------------------------------------------------------------
+
+
+def test_wait_progress_prints_changes_and_a_line_a_minute_otherwise() -> None:
+    lines: list[str] = []
+    clock = [datetime(2025, 11, 21, 14, 0, 30, tzinfo=UTC)]
+    progress = WaitProgress(lines.append, now=lambda: clock[0])
+    running = operation("RUNNING", ("Create Cluster", at(0)), ("Wait For Cluster", at(0.5)))
+
+    for seconds in (0, 5, 50, 65, 70):
+        clock[0] = datetime(2025, 11, 21, 14, 0, 30, tzinfo=UTC) + timedelta(seconds=seconds)
+        progress.update(running, cluster_view("Creating", (1 if seconds >= 70 else 0, 2)))
+
+    assert lines == [
+        "CreateCluster ml-cluster (op-1)",
+        "  [     30s] Wait For Cluster (0s) | SageMaker Creating | controller 1/1 | workers 0/2",
+        "  [   1m35s] Wait For Cluster (1m05s) | SageMaker Creating | controller 1/1 | workers 0/2",
+        "  [   1m40s] Wait For Cluster (1m10s) | SageMaker Creating | controller 1/1 | workers 1/2",
+    ]
+
+
+def test_text_and_generic_table_forms() -> None:
+    document = {"name": "a", "count": 2, "ok": True, "groups": [{"g": "x", "n": 1}], "none": None}
+
+    assert text_lines(document) == ["2\ta\t-\ttrue", "x\t1"]
+    assert text_lines([]) == []
+
+    class Out(list[str]):
+        def write(self, text: str) -> None:
+            self.append(text)
+
+    out = Out()
+    print_generic(document, out)  # type: ignore[arg-type]
+    assert "".join(out).splitlines() == [
+        "name    a",
+        "count   2",
+        "ok      true",
+        'groups  [{"g": "x", "n": 1}]',
+    ]
+
+
+def test_the_cli_loads_neither_powertools_nor_boto3() -> None:
+    """What `pip install ./cli` brings must be enough: the layer's Lambda code stays out."""
+    code = (
+        "import sys; from autopilot_cli.main import main; "
+        f"main(['validate', '--cluster-config', {str(SLURM_CONFIG)!r}, '--output', 'json']); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('autopilot', 'aws_lambda_powertools', 'boto3'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True
+    )
+
+    *report, loaded = result.stdout.splitlines()
+    assert json.loads("\n".join(report))["valid"] is True
+    modules = json.loads(loaded)
+    assert not [m for m in modules if not m.startswith("autopilot.") and m != "autopilot"]
+    # ...and every layer module it loads is one the CLI's wheel carries (cli/pyproject.toml)
+    wheel = tomllib.loads((Path(__file__).parents[2] / "cli" / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]
+    carried = {m.removesuffix(".__init__") for m in wheel["py-modules"]} | {"autopilot.models"}
+    assert [m for m in modules if m not in carried and not m.startswith(tuple(wheel["packages"]))] == []
