@@ -261,3 +261,24 @@ def test_actions_the_workflow_appends_read_back_as_repair_actions(table: Healing
         (NodeAction.REPLACE, ActionResult.SUCCEEDED),
     ]
     assert (operation.actions[1].successor_node_id, operation.successor_node_id) == ("i-new", "i-new")
+
+
+def test_the_sweep_frees_nodes_whose_repair_died_without_ending(table: HealingTable, ddb: Any) -> None:
+    assert table.claim_repair(repair("op-1", node="i-dead"), fault_at=T1)
+    assert table.claim_repair(repair("op-2", node="i-alive"), fault_at=T1)
+    # op-1's execution died: RecordOutcome recorded it FAILED, its openRepair stayed
+    ddb.update_item(
+        TableName=TABLE,
+        Key={k: {"S": v} for k, v in operation_key("op-1").items()},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": OperationStatus.FAILED.value}},
+    )
+    assert not table.claim_repair(repair("op-3", T2, node="i-dead"), fault_at=T2)
+
+    assert table.prune_open_repairs(CLUSTER) == {"i-dead"}
+    assert table.claim_repair(repair("op-3", T2, node="i-dead"), fault_at=T2)
+    alive = table.get_node(CLUSTER, "i-alive")
+    assert alive is not None
+    assert alive.open_repair == "op-2"
+    assert not table.release_node(CLUSTER, "i-alive", "op-1")  # only the holder releases

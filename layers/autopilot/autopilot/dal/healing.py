@@ -250,6 +250,39 @@ class HealingTable:
             ]
         )
 
+    def release_node(self, cluster_name: str, node_id: str, operation_id: str) -> bool:
+        """Remove the node's ``openRepair`` if ``operation_id`` still holds it (the workflow's own end,
+        done for a repair whose execution died); False when another repair, or none, holds it."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self._table,
+                Key=_key_attributes(node_key(cluster_name, node_id)),
+                UpdateExpression="REMOVE openRepair",
+                ConditionExpression="openRepair = :op",
+                ExpressionAttributeValues={":op": {"S": operation_id}},
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def prune_open_repairs(self, cluster_name: str) -> set[str]:
+        """Free the nodes whose open repair is no longer RUNNING (an execution that died, recorded
+        FAILED by RecordOutcome or the reconciler, never removed its ``openRepair``, and the node could
+        never be claimed again); the node ids freed. For the sweep.
+        """
+        freed: set[str] = set()
+        for node in self.list_nodes(cluster_name):
+            if node.open_repair is None:
+                continue
+            operation = self.get_operation(node.open_repair)
+            if operation is not None and operation.status is OperationStatus.RUNNING:
+                continue
+            if self.release_node(cluster_name, node.node_id, node.open_repair):
+                freed.add(node.node_id)
+        return freed
+
     # --- the healing item ---------------------------------------------------------------------
 
     def get_healing(self, cluster_name: str) -> HealingState:
