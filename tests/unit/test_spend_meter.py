@@ -7,12 +7,15 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from autopilot import pricing
 from autopilot.dal.in_memory import InMemoryStateStore
 from autopilot.dal.spend import InMemorySpendStore
+from autopilot.errors import NotFoundError
+from autopilot.logic.read_cost import read_cost
 from autopilot.logic.spend_meter import (
     BilledNode,
     accrued,
@@ -322,3 +325,30 @@ def test_hyperpod_price_needs_the_cluster_usage_type() -> None:
 )
 def test_the_price_list_endpoint_is_one_aws_serves(region: str, endpoint: str) -> None:
     assert price_list_endpoint_region(region) == endpoint
+
+
+# --- GET /clusters/{name}/cost -------------------------------------------------------------------
+
+
+def test_the_cost_is_zero_with_no_time_before_the_first_run_then_the_meters_figures() -> None:
+    store, spend = InMemoryStateStore(), InMemorySpendStore()
+    deps = cast(Any, SimpleNamespace(store=store))
+    with pytest.raises(NotFoundError):
+        read_cost(deps, "ml", spend=spend)
+    store.clusters["ml"] = _cluster("2500.00")
+    before = read_cost(deps, "ml", spend=spend)
+    assert before.model_dump(by_alias=True) == {
+        "hourlyRateUsd": 0.0,
+        "monthToDateUsd": 0.0,
+        "forecastUsd": 0.0,
+        "budgetUsd": 2500.0,
+        "asOf": None,
+    }
+    metered = advance(
+        None, _nodes(NOW - timedelta(hours=1)), PRICES, cluster=_cluster(), budget_usd=None, now=NOW
+    )
+    assert metered is not None
+    spend.put_meter(metered)
+    after = read_cost(deps, "ml", spend=spend)
+    assert (after.hourly_rate_usd, after.month_to_date_usd, after.budget_usd) == (199.4, 199.4, 2500.0)
+    assert after.as_of == "2026-11-20T12:00:00.000000Z"

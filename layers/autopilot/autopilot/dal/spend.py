@@ -95,43 +95,33 @@ class SpendTable:
         return SpendMeter.model_validate(_plain(items[0])) if items else None
 
     def put_meter(self, meter: SpendMeter) -> bool:
-        values: dict[str, Any] = {
-            ":clusterName": meter.cluster_name,
-            ":month": meter.month,
-            ":asOf": iso(meter.as_of),
-            ":rate": meter.hourly_rate_usd,
-            ":mtd": meter.month_to_date_usd,
-            ":forecast": meter.forecast_usd,
-            ":unpriced": meter.unpriced,
-            ":expiresAt": int((meter.as_of + METER_RETENTION).timestamp()),
+        figures: dict[str, Any] = {
+            "clusterName": meter.cluster_name,
+            "month": meter.month,
+            "asOf": iso(meter.as_of),
+            "hourlyRateUsd": meter.hourly_rate_usd,
+            "monthToDateUsd": meter.month_to_date_usd,
+            "forecastUsd": meter.forecast_usd,
+            "budgetUsd": meter.budget_usd,
+            "project": meter.project,
+            "unpriced": meter.unpriced,
+            "expiresAt": int((meter.as_of + METER_RETENTION).timestamp()),
         }
-        sets = [
-            "clusterName = :clusterName",
-            "#month = :month",
-            "asOf = :asOf",
-            "hourlyRateUsd = :rate",
-            "monthToDateUsd = :mtd",
-            "forecastUsd = :forecast",
-            "unpriced = :unpriced",
-            "expiresAt = :expiresAt",
-        ]
-        removes = []
-        for attribute, value in (("budgetUsd", meter.budget_usd), ("project", meter.project)):
-            if value is None:
-                removes.append(attribute)
-            else:
-                sets.append(f"{attribute} = :{attribute}")
-                values[f":{attribute}"] = value
+        # every name through a placeholder: "month" and "project" are DynamoDB reserved words
+        names = {f"#{attribute}": attribute for attribute in figures}
+        sets = [f"#{a} = :{a}" for a, value in figures.items() if value is not None]
+        removes = [f"#{a}" for a, value in figures.items() if value is None]
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        values = {f":{a}": _serializer.serialize(v) for a, v in figures.items() if v is not None}
         try:
             self.dynamodb.update_item(
                 TableName=self._table,
                 Key=meter_key(meter.cluster_name, meter.month),
                 UpdateExpression=expression,
                 # A retried invocation carries the same schedule time: it must not add the spend twice.
-                ConditionExpression="attribute_not_exists(asOf) OR asOf < :asOf",
-                ExpressionAttributeNames={"#month": "month"},
-                ExpressionAttributeValues={k: _serializer.serialize(v) for k, v in values.items()},
+                ConditionExpression="attribute_not_exists(#asOf) OR #asOf < :asOf",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             if _is_condition_failure(exc):
