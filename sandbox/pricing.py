@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import inspect
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 from urllib.parse import urlparse
@@ -47,6 +46,7 @@ from botocore.loaders import Loader
 from moto.core.botocore_stubber import BotocoreStubber
 
 from sandbox.prices import DEFAULT_PRICES
+from sandbox.seams import expect_signature
 
 PRICE_LIST_REGIONS: Final = ("us-east-1", "ap-south-1", "eu-central-1")
 """Where AWS serves the Price List Query API (Billing user guide, "Using the Price List Query API")."""
@@ -367,11 +367,9 @@ def _patch_stubber() -> None:
     """THE seam: ``BotocoreStubber.process_request(self, request)`` returns (status, headers, body)
     for the URLs moto serves and 404 "Not yet implemented" for other amazonaws.com ones; Price List
     URLs are answered here first. Guarded by tests/sandbox/test_pricing.py."""
-    original = BotocoreStubber.__dict__.get("process_request")
-    if not callable(original) or list(_parameters(original)) != ["self", "request"]:
-        raise RuntimeError(
-            "moto's BotocoreStubber.process_request(self, request) has moved: revisit sandbox/pricing.py"
-        )
+    original = expect_signature(
+        BotocoreStubber, "process_request", ["self", "request"], "pricing", exact=True
+    )
 
     def process_request(self: BotocoreStubber, request: Any) -> Any:
         answered = _answer_in_process(request)
@@ -384,10 +382,6 @@ def _patch_stubber() -> None:
 def _unpatch_stubber() -> None:
     if _original_process_request:
         BotocoreStubber.process_request = _original_process_request.pop()  # type: ignore[method-assign]
-
-
-def _parameters(function: Callable[..., Any]) -> Sequence[str]:
-    return list(inspect.signature(function).parameters)
 
 
 __all__ = [
