@@ -24,7 +24,7 @@ from botocore.session import Session as BotocoreSession
 from botocore.stub import Stubber
 
 from tests.events import create_body
-from tests.unit.cli_fake_api import FakeApi
+from tests.unit.cli_fake_api import FakeApi, pending
 from tests.unit.validation.builders import SLURM_CONFIG, SLURM_PROVISIONING
 
 ENDPOINT = "http://127.0.0.1:3000"
@@ -417,6 +417,7 @@ def test_get_shows_registry_live_status_and_nodes(api: FakeApi, run: Any) -> Non
         "InstanceGroupName": "workers",
         "InstanceType": "ml.p5.48xlarge",
         "InstanceStatus": {"Status": "Running"},
+        "health": {"status": "Healthy"},
     }
     api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": [node]}))
 
@@ -427,7 +428,7 @@ def test_get_shows_registry_live_status_and_nodes(api: FakeApi, run: Any) -> Non
     assert "sagemaker  InService" in out
     assert "failure    one node replaced" in out
     assert "workers     ml.p5.48xlarge  3/4    Updating" in out
-    assert "i-1   workers  ml.p5.48xlarge  Running" in out
+    assert "i-1   workers  ml.p5.48xlarge  Running  Healthy  -" in out
     assert json.loads(json_out)["nodes"][0]["InstanceId"] == "i-1"
 
 
@@ -465,10 +466,7 @@ def test_server_errors_exit_3(api: FakeApi, run: Any) -> None:
     [
         (["--cluster-config", "/nope.json"], "cannot read"),
         (["--cluster-config", __file__], "is not JSON"),
-        (
-            ["--cluster-config", str(SLURM_CONFIG), "--alert-email", "a@b.co"],
-            "--alert-email needs --budget-usd",
-        ),
+        (["--cluster-config", str(SLURM_CONFIG), "--budget-usd", "lots"], "invalid float value: 'lots'"),
     ],
 )
 def test_usage_errors_exit_2(api: FakeApi, run: Any, argv: list[str], message: str) -> None:
@@ -531,7 +529,7 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
-    assert len(leaves) == 15
+    assert len(leaves) == 16
     for parser in leaves:
         help_text = parser.format_help()
         for action in parser._actions:
@@ -726,3 +724,114 @@ def test_the_cli_loads_neither_powertools_nor_boto3() -> None:
     ]
     carried = {m.removesuffix(".__init__") for m in wheel["py-modules"]} | {"autopilot.models"}
     assert [m for m in modules if m not in carried and not m.startswith(tuple(wheel["packages"]))] == []
+
+
+# --- nodes, operations, healing, cost -------------------------------------------------------------
+
+NODE = "i-0123456789abcdef0"
+
+
+def test_nodes_list_shows_health_and_the_repair_in_flight(api: FakeApi, run: Any) -> None:
+    node = {
+        "InstanceId": NODE,
+        "InstanceGroupName": "workers",
+        "InstanceType": "ml.p5.48xlarge",
+        "InstanceStatus": {"Status": "Running"},
+        "health": {"status": "Unhealthy", "reason": "NvidiaErrorReboot", "since": at(1)},
+        "repair": {"operationId": "op-7", "action": "reboot", "status": "RUNNING"},
+    }
+    api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": [node]}))
+
+    code, out, _ = run("nodes", "list", "ml-cluster")
+
+    assert code == 0
+    assert out.splitlines()[1].split() == [
+        NODE, "workers", "ml.p5.48xlarge", "Running", "Unhealthy", "NvidiaErrorReboot",
+        "reboot", "RUNNING", "op-7",
+    ]  # fmt: skip
+
+
+@pending("POST", "/clusters/{name}/nodes/{nodeId}/replace")
+@pytest.mark.parametrize("action", ["reboot", "replace"])
+def test_a_node_repair_is_an_operation_to_follow(api: FakeApi, run: Any, action: str) -> None:
+    api.answer("POST", f"/clusters/ml-cluster/nodes/{NODE}/{action}", (202, ACCEPTED))
+    repaired = operation(
+        "SUCCEEDED",
+        ("Reboot Node", at(0)),
+        ("Succeeded", at(2)),
+        kind="ReplaceNode",
+        nodeId=NODE,
+        trigger="api",
+    )
+    api.answer("GET", "/operations/op-1", (200, repaired))
+    api.answer("GET", "/clusters/ml-cluster", (200, cluster_view("InService", (2, 2))))
+
+    code, out, err = run(
+        "nodes", action, "ml-cluster", NODE, "--idempotency-key", "k-1", "--wait", "--poll", "0"
+    )
+
+    assert code == 0
+    assert api.requests[0]["headers"]["Idempotency-Key"] == "k-1"
+    assert f"{'node':<14}{NODE}" in out.splitlines()
+    assert "ReplaceNode ml-cluster (op-1)" in err
+
+
+@pending("GET", "/clusters/{name}/operations")
+def test_operations_list_passes_the_kind(api: FakeApi, run: Any) -> None:
+    listed = operation("SUCCEEDED", ("Reboot Node", at(0)), kind="ReplaceNode")
+    api.answer("GET", "/clusters/ml-cluster/operations", (200, {"operations": [listed]}))
+
+    code, out, _ = run("operations", "list", "ml-cluster", "--kind", "ReplaceNode")
+
+    assert code == 0
+    assert api.requests[0]["url"].endswith("/clusters/ml-cluster/operations?kind=ReplaceNode")
+    assert out.splitlines()[1].split()[:3] == ["op-1", "ReplaceNode", "SUCCEEDED"]
+
+
+HEALING = {
+    "clusterName": "ml-cluster",
+    "paused": True,
+    "pausedReason": "paused by hand",
+    "pausedBy": "arn:aws:iam::123456789012:user/ann",
+    "breaker": {"unhealthyInWindow": 0, "nodeCount": 3, "maxUnhealthyPercent": 20, "windowMinutes": 10},
+    "activeRepairs": 0,
+    "maxConcurrentRepairs": 4,
+}
+
+
+@pending("PUT", "/clusters/{name}/healing")
+@pytest.mark.parametrize(("action", "paused"), [("pause", True), ("resume", False)])
+def test_healing_pause_and_resume_put_the_switch(api: FakeApi, run: Any, action: str, paused: bool) -> None:
+    api.answer("PUT", "/clusters/ml-cluster/healing", (200, {**HEALING, "paused": paused}))
+
+    code, out, _ = run("healing", action, "ml-cluster", "--query", "paused", "--output", "json")
+
+    assert (code, json.loads(out)) == (0, paused)
+    assert json.loads(api.requests[0]["body"]) == {"paused": paused}
+
+
+@pending("GET", "/clusters/{name}/healing")
+def test_healing_get_shows_the_breaker(api: FakeApi, run: Any) -> None:
+    api.answer("GET", "/clusters/ml-cluster/healing", (200, HEALING))
+
+    code, out, _ = run("healing", "get", "ml-cluster")
+
+    assert code == 0
+    assert f"{'paused':<24} True" in out.splitlines()
+    assert f"  {'maxUnhealthyPercent':<22} 20" in out.splitlines()
+
+
+@pending("GET", "/clusters/{name}/cost")
+def test_cost_shows_the_estimate(api: FakeApi, run: Any) -> None:
+    cost = {
+        "hourlyRateUsd": 98.32,
+        "monthToDateUsd": 1200.5,
+        "forecastUsd": 7000.0,
+        "budgetUsd": 5000.0,
+        "asOf": at(0),
+    }
+    api.answer("GET", "/clusters/ml-cluster/cost", (200, cost))
+
+    code, out, _ = run("cost", "ml-cluster", "--output", "text", "--query", "[hourlyRateUsd, forecastUsd]")
+
+    assert (code, out) == (0, "98.32\t7000.0\n")

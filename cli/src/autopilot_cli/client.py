@@ -92,9 +92,8 @@ class AutopilotClient:
         if found is None:
             raise ClientError("no AWS credentials found (environment, profile, SSO or instance role)")
         self._credentials: Credentials = found
-        # POST is retried too: every POST this client sends is safe to repeat (POST /clusters carries
-        # an Idempotency-Key, POST /validate changes nothing, a second reboot/replace of a node finds
-        # the first one's repair open and is refused).
+        # POST is retried too: every POST this client sends is safe to repeat (POST /clusters and the
+        # node repairs carry an Idempotency-Key, POST /validate changes nothing).
         retries = urllib3.Retry(
             total=2, backoff_factor=0.5, allowed_methods=urllib3.Retry.DEFAULT_ALLOWED_METHODS | {"POST"}
         )
@@ -194,17 +193,27 @@ class AutopilotClient:
         )
         return result
 
-    def reboot_node(self, name: str, node_id: str) -> dict[str, Any]:
-        """POST /clusters/{name}/nodes/{nodeId}/reboot: a repair operation, as healing starts one."""
-        return self._node_action(name, node_id, "reboot")
+    def reboot_node(self, name: str, node_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+        """POST /clusters/{name}/nodes/{nodeId}/reboot: a ReplaceNode operation, as healing starts one,
+        with an Idempotency-Key as for create_cluster."""
+        return self._repair_node(name, node_id, "reboot", idempotency_key)
 
-    def replace_node(self, name: str, node_id: str) -> dict[str, Any]:
+    def replace_node(self, name: str, node_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
         """POST /clusters/{name}/nodes/{nodeId}/replace."""
-        return self._node_action(name, node_id, "replace")
+        return self._repair_node(name, node_id, "replace", idempotency_key)
 
-    def _node_action(self, name: str, node_id: str, action: str) -> dict[str, Any]:
+    def _repair_node(
+        self, name: str, node_id: str, action: str, idempotency_key: str | None
+    ) -> dict[str, Any]:
         path = f"/clusters/{quote(name, safe='')}/nodes/{quote(node_id, safe='')}/{action}"
-        result: dict[str, Any] = self.call("POST", path)
+        headers = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        result: dict[str, Any] = self.call("POST", path, headers=headers)
+        return result
+
+    def lift_growth_block(self, name: str) -> dict[str, Any]:
+        """DELETE /clusters/{name}/growth-block: the cluster may scale up again before its budget period
+        ends (block-growth enforcement)."""
+        result: dict[str, Any] = self.call("DELETE", f"/clusters/{quote(name, safe='')}/growth-block")
         return result
 
     def list_operations(self, name: str, *, kind: str | None = None) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot_cli.client import AutopilotClient, new_idempotency_key
+from autopilot_cli.client import AutopilotClient
 from autopilot_cli.common import (
     EXIT_OK,
     UsageError,
@@ -15,10 +15,12 @@ from autopilot_cli.common import (
     add_command,
     api_command,
     api_options,
+    idempotency_key,
+    idempotency_options,
     wait_options,
 )
 from autopilot_cli.output import Output
-from autopilot_cli.views import print_cluster, print_clusters
+from autopilot_cli.views import print_cluster, print_clusters, print_document
 
 if TYPE_CHECKING:
     from autopilot_cli.common import SubParsers
@@ -26,14 +28,7 @@ if TYPE_CHECKING:
 
 def add_parsers(subparsers: SubParsers) -> None:
     common, waiting = api_options(), wait_options()
-    keyed = argparse.ArgumentParser(add_help=False)
-    keyed.add_argument(
-        "--idempotency-key",
-        metavar="KEY",
-        help="sent as Idempotency-Key, so retries of this request are answered with its operation "
-        "(default: a new key per invocation; repeat a key to retry an earlier invocation safely)",
-    )
-
+    keyed = idempotency_options()
     clusters = subparsers.add_parser("clusters", help="create, list, inspect and delete clusters")
     actions = clusters.add_subparsers(dest="clusters_command", required=True, metavar="ACTION")
 
@@ -46,13 +41,25 @@ def add_parsers(subparsers: SubParsers) -> None:
     )
     create.add_argument("--owner", required=True, help="the owner cost tag (required)")
     create.add_argument("--project", required=True, help="the project cost tag (required)")
+    create.add_argument("--cost-center", help="the cost-center cost tag (default: none)")
     create.add_argument(
-        "--budget-usd", type=float, help="create a monthly budget with this limit (default: no budget)"
+        "--budget-usd",
+        type=float,
+        help="the cluster's monthly budget in USD (default: the stack's DefaultMonthlyBudgetUsd, if any)",
+    )
+    create.add_argument(
+        "--budget-enforcement",
+        choices=("alert", "scale-to-min", "block-growth"),
+        help="what happens at 100%% of the budget (default: the API's, alert)",
+    )
+    create.add_argument(
+        "--project-budget-usd",
+        type=float,
+        help="a monthly budget shared by the project's clusters, if the project has none (default: none)",
     )
     create.add_argument(
         "--alert-email",
         action="append",
-        default=[],
         help="budget alert e-mail, repeatable (default: none)",
     )
     create.add_argument(
@@ -82,6 +89,15 @@ def add_parsers(subparsers: SubParsers) -> None:
     )
     delete.set_defaults(func=api_command(run_delete))
 
+    unblock = add_command(
+        actions,
+        "lift-growth-block",
+        "let a cluster scale up again before its budget period ends (block-growth enforcement; admins)",
+        [common],
+    )
+    unblock.add_argument("name")
+    unblock.set_defaults(func=api_command(run_lift_growth_block))
+
 
 def _read_json(path: Path) -> Any:
     try:
@@ -90,11 +106,6 @@ def _read_json(path: Path) -> Any:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     except ValueError as exc:
         raise UsageError(f"{path} is not JSON: {exc}") from exc
-
-
-def _idempotency_key(args: argparse.Namespace) -> str:
-    """One key per invocation: the client's own retries of the request reuse it."""
-    return str(args.idempotency_key or new_idempotency_key())
 
 
 def _create_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -106,21 +117,27 @@ def _create_body(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.provisioning_parameters:
         body["provisioningParameters"] = _read_json(args.provisioning_parameters)
-    if args.budget_usd is not None:
-        body["budget"] = {"monthlyLimitUsd": args.budget_usd, "alertEmails": args.alert_email}
-    elif args.alert_email:
-        raise UsageError("--alert-email needs --budget-usd")
+    if args.cost_center:
+        body["costCenter"] = args.cost_center
+    budget = {
+        "monthlyLimitUsd": args.budget_usd,
+        "enforcement": args.budget_enforcement,
+        "projectMonthlyLimitUsd": args.project_budget_usd,
+        "alertEmails": args.alert_email,
+    }
+    if any(value is not None for value in budget.values()):
+        body["budget"] = {key: value for key, value in budget.items() if value is not None}
     return body
 
 
 def run_create(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
-    answer = client.create_cluster(_create_body(args), idempotency_key=_idempotency_key(args))
+    answer = client.create_cluster(_create_body(args), idempotency_key=idempotency_key(args))
     return accepted(client, answer, args, output)
 
 
 def run_delete(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
     answer = client.delete_cluster(
-        args.name, stack_name=args.stack_name, idempotency_key=_idempotency_key(args)
+        args.name, stack_name=args.stack_name, idempotency_key=idempotency_key(args)
     )
     return accepted(client, answer, args, output)
 
@@ -142,4 +159,9 @@ def run_get(client: AutopilotClient, args: argparse.Namespace, output: Output) -
     if args.nodes:
         cluster = {**cluster, "nodes": list(client.list_nodes(args.name))}
     output.result(cluster, print_cluster)
+    return EXIT_OK
+
+
+def run_lift_growth_block(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
+    output.result(client.lift_growth_block(args.name), print_document)
     return EXIT_OK

@@ -20,6 +20,7 @@ from autopilot_cli.client import (
     AutopilotClient,
     ClientError,
     WaitTimeoutError,
+    new_idempotency_key,
     region_from_endpoint,
 )
 from autopilot_cli.config import ENDPOINT_ENV, ConfigError, load_config
@@ -105,6 +106,22 @@ def wait_options() -> argparse.ArgumentParser:
     options.add_argument("--timeout", type=float, default=7200.0, help="--wait deadline in seconds")
     options.add_argument("--poll", type=float, default=5.0, help="--wait poll interval in seconds")
     return options
+
+
+def idempotency_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="sent as Idempotency-Key, so retries of this request are answered with its operation "
+        "(default: a new key per invocation; repeat a key to retry an earlier invocation safely)",
+    )
+    return options
+
+
+def idempotency_key(args: argparse.Namespace) -> str:
+    """One key per invocation: the client's own retries of the request reuse it."""
+    return str(args.idempotency_key or new_idempotency_key())
 
 
 def make_client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:

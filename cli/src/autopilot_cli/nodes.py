@@ -6,7 +6,16 @@ import argparse
 from typing import TYPE_CHECKING
 
 from autopilot_cli.client import AutopilotClient
-from autopilot_cli.common import EXIT_OK, accepted, add_command, api_command, api_options, wait_options
+from autopilot_cli.common import (
+    EXIT_OK,
+    accepted,
+    add_command,
+    api_command,
+    api_options,
+    idempotency_key,
+    idempotency_options,
+    wait_options,
+)
 from autopilot_cli.output import Output
 from autopilot_cli.views import print_nodes
 
@@ -27,7 +36,7 @@ def add_parsers(subparsers: SubParsers) -> None:
         ("reboot", "reboot a node (a ReplaceNode operation, as self-healing runs one)"),
         ("replace", "replace a node with a new instance (a ReplaceNode operation)"),
     ):
-        repair = add_command(actions, action, summary, [common, wait_options()])
+        repair = add_command(actions, action, summary, [common, wait_options(), idempotency_options()])
         repair.add_argument("cluster")
         repair.add_argument(
             "node_id", metavar="NODE_ID", help="the node's InstanceId, e.g. i-0123456789abcdef0"
@@ -42,4 +51,5 @@ def run_list(client: AutopilotClient, args: argparse.Namespace, output: Output) 
 
 def run_repair(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
     start = client.reboot_node if args.action == "reboot" else client.replace_node
-    return accepted(client, start(args.cluster, args.node_id), args, output)
+    answer = start(args.cluster, args.node_id, idempotency_key=idempotency_key(args))
+    return accepted(client, answer, args, output)

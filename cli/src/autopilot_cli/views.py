@@ -35,12 +35,28 @@ def print_operation(operation: dict[str, Any], out: TextIO) -> None:
             ("error", error and f"{error['error']}: {error['cause']}"),
             ("rolled back", operation.get("rolledBack")),
             ("leftovers", ", ".join(operation.get("leftovers") or [])),
+            ("node", operation.get("nodeId")),
+            ("trigger", operation.get("trigger")),
+            ("fault", _fault(operation.get("fault"))),
+            ("repaired by", operation.get("actor")),
+            ("successor", operation.get("successorNodeId")),
             *(("warning", warning) for warning in operation.get("warnings") or []),
         ],
         out,
     )
+    for action in operation.get("actions") or []:
+        print(
+            "  " + "  ".join(f"{key}={value}" for key, value in action.items() if value is not None), file=out
+        )
     for line in step_lines(operation):
         print(line, file=out)
+
+
+def _fault(fault: dict[str, Any] | None) -> str | None:
+    """A ReplaceNode's fault: the HMA fault type and HyperPod's reason, as the Node Health event said."""
+    if not fault:
+        return None
+    return ": ".join(str(part) for part in (fault.get("faultType"), fault.get("reason")) if part) or None
 
 
 def print_operations(operations: list[dict[str, Any]], out: TextIO) -> None:
@@ -106,11 +122,25 @@ def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
     if not nodes:
         print("no nodes", file=out)
         return
-    rows = [("NODE", "GROUP", "TYPE", "STATUS")]
-    rows += [
-        (n["InstanceId"], n["InstanceGroupName"], n["InstanceType"], n["InstanceStatus"]["Status"])
-        for n in nodes
-    ]
+    rows = [("NODE", "GROUP", "TYPE", "STATUS", "HEALTH", "REPAIR")]
+    for node in nodes:
+        health = node.get("health") or {}
+        repair = node.get("repair") or {}
+        rows.append(
+            (
+                node["InstanceId"],
+                node["InstanceGroupName"],
+                node["InstanceType"],
+                node["InstanceStatus"]["Status"],
+                " ".join(str(part) for part in (health.get("status"), health.get("reason")) if part) or "-",
+                " ".join(
+                    str(part)
+                    for part in (repair.get("action"), repair.get("status"), repair.get("operationId"))
+                    if part
+                )
+                or "-",
+            )
+        )
     print_table(rows, out)
 
 
