@@ -695,10 +695,13 @@ def uninstall() -> None:
 
 
 @contextmanager
-def installed(*chosen: Callable[[], None], clock: SandboxClock | None = None) -> Iterator[None]:
-    """Only the ``chosen`` seams, for tests that run moto without a Sandbox (no runtime: the seams
-    that route to one keep moto's behaviour; Step Functions timers on ``clock``, else the enclosing
-    one, else wall time). Nests; refused while a sandbox is running."""
+def installed(
+    *chosen: Callable[[], None], clock: SandboxClock | None = None, runtime: LambdaRuntime | None = None
+) -> Iterator[None]:
+    """Only the ``chosen`` seams, for tests that run moto without a Sandbox (without ``runtime`` the
+    seams that route to one keep moto's behaviour; with it, ``route_lambda_invoke`` runs its functions
+    in-process; Step Functions timers on ``clock``, else the enclosing one, else wall time). Nests
+    (the innermost one may bring a runtime); refused while a sandbox is running."""
     with _lock:
         if _state.runtime is not None:
             raise RuntimeError("a sandbox is running: its seams are already installed")
@@ -711,10 +714,12 @@ def installed(*chosen: Callable[[], None], clock: SandboxClock | None = None) ->
         except BaseException:
             _undo_to(mark)
             raise
+        _state.runtime = runtime
     try:
         yield
     finally:
         with _lock:
+            _state.runtime = None
             _undo_to(mark)
 
 

@@ -64,6 +64,11 @@ def _capture_operation_events(stack: Stack) -> None:
     events.put_targets(
         Rule=stack.physical_id("OperationEventsRule"), Targets=[{"Id": "capture", "Arn": queue_arn}]
     )
+    # moto invokes a queue's function itself when a message is sent and, without Docker, takes the
+    # batch as processed: the tests hand the queues to the functions' logic themselves.
+    awslambda = boto3.client("lambda", region_name=REGION)
+    for mapping in awslambda.list_event_source_mappings()["EventSourceMappings"]:
+        awslambda.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
     # moto matches every event against a rule without a pattern (a schedule) and cannot deliver to
     # Lambda targets: without this the first HyperPod event fails. Nothing runs functions here anyway.
     for scheduled in events.list_rules()["Rules"]:
@@ -79,7 +84,10 @@ def deployed(
     """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor),
     which names aws-sdk errors as AWS does (the one sandbox seam these tests need)."""
     with (
-        mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}),
+        # no Docker: Lambda invocations reach moto's simple backend (the runtime a test installs)
+        mock_aws(
+            config={"stepfunctions": {"execute_state_machine": execute}, "lambda": {"use_docker": False}}
+        ),
         seams.installed(seams.name_aws_sdk_errors),
     ):
         stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {})

@@ -12,7 +12,11 @@ from autopilot.settings import api_settings
 
 from sandbox import seams
 from sandbox.aws_calls import AwsCalls
-from tests.events.stack import Deployed, deployed
+from sandbox.lambda_runtime import LambdaRuntime
+from tests.events.stack import ACCOUNT, Deployed, deployed
+
+# The functions the workflows invoke themselves (lambda:invoke tasks).
+WORKFLOW_FUNCTIONS = ("CostTaggerFunction",)
 
 
 @pytest.fixture
@@ -25,14 +29,21 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         stack = context.__enter__()
         contexts.append(context)
         # the workflows are JSONata, their timers on the stack's clock; their calls are checked against
-        # their roles and can be faulted (stack.aws_calls), as in the sandbox
+        # their roles and can be faulted (stack.aws_calls), as in the sandbox; the functions their
+        # lambda:invoke tasks call run in-process (only those: the tests play the event consumers)
+        runtime = LambdaRuntime(region=stack.stack.region, account_id=ACCOUNT)
+        for logical_id in WORKFLOW_FUNCTIONS:
+            runtime.register(stack.stack.function(logical_id))
+        contexts.append(_Stopping(runtime))
         installed = seams.installed(
             seams.evaluate_stepfunctions_jsonata,
             seams.run_stepfunctions_on_sandbox_clock,
             seams.keep_event_account,
             seams.bind_execution_role,
             seams.intercept_aws_calls,
+            seams.route_lambda_invoke,
             clock=stack.clock,
+            runtime=runtime,
         )
         installed.__enter__()
         contexts.append(installed)
@@ -53,10 +64,10 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 class _Stopping:
-    """``AwsCalls.stop`` as a context exit, unwound with the seams."""
+    """``stop()`` (AwsCalls, LambdaRuntime) as a context exit, unwound with the seams."""
 
-    def __init__(self, calls: AwsCalls) -> None:
-        self._calls = calls
+    def __init__(self, stoppable: AwsCalls | LambdaRuntime) -> None:
+        self._stoppable = stoppable
 
     def __exit__(self, *_: object) -> None:
-        self._calls.stop()
+        self._stoppable.stop()

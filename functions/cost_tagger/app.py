@@ -1,0 +1,79 @@
+"""CostTaggerFunction: cost tags that stay true (autopilot.logic.cost_tags).
+
+Three callers: the Create workflow's Tag Cluster step (``{"action": "tag-cluster"}``), the Cleanup
+workflow's Release Project Budget step (``{"action": "release-project-budget"}``), and the schedule
+``CostTagScheduleExpression`` (an EventBridge Scheduled Event: the drift sweep).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from autopilot.dal.cost_tags import TagRepairRecords
+from autopilot.dal.state_table import StateTable
+from autopilot.logic.cost_tags import (
+    CostTagClients,
+    release_project_budget,
+    report_warnings,
+    sweep,
+    tag_cluster,
+)
+from autopilot.models.cost_allocation import parse_cost_tag_keys
+from autopilot.observability import logger, tracer
+from autopilot.settings import cost_tagger_settings
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    cluster_name: str = Field(min_length=1)
+
+
+class TagClusterRequest(_Request):
+    action: Literal["tag-cluster"]
+
+
+class ReleaseProjectBudgetRequest(_Request):
+    action: Literal["release-project-budget"]
+
+
+WorkflowRequest = TypeAdapter[TagClusterRequest | ReleaseProjectBudgetRequest](
+    Annotated[TagClusterRequest | ReleaseProjectBudgetRequest, Field(discriminator="action")]
+)
+clients = CostTagClients()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = cost_tagger_settings()
+    store = StateTable(settings.state_table_name)
+    keys = parse_cost_tag_keys(settings.cost_tag_keys)
+    if "action" not in event:
+        # The schedule's time is "now" (the sandbox's clock in the sandbox).
+        scheduled = parse(event=event, model=EventBridgeModel)
+        repairs = TagRepairRecords(settings.state_table_name)
+        return sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
+    request = WorkflowRequest.validate_python(event)
+    if isinstance(request, ReleaseProjectBudgetRequest):
+        # Budgets live in the function's own account.
+        account = context.invoked_function_arn.split(":")[4]
+        budget = release_project_budget(
+            request.cluster_name, account=account, store=store, budgets=clients.budgets
+        )
+        return {"projectBudgetRemoved": budget}
+    cluster = store.get_cluster(request.cluster_name)
+    if cluster is None:
+        raise ValueError(f"cluster {request.cluster_name!r} is not registered")
+    report = tag_cluster(cluster, keys=keys, clients=clients, store=store)
+    return {
+        "changes": len(report.changes),
+        "shared": report.shared,
+        "missing": report.missing,
+        "warnings": report_warnings(report),
+    }
