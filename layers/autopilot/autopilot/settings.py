@@ -8,13 +8,25 @@ the variable's name (no silent defaults). Tests set the environment (from templa
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from functools import lru_cache
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from autopilot.models.cost_allocation import parse_cost_tag_keys
 
 
 class SettingsError(RuntimeError):
     """A required environment variable is missing or malformed."""
+
+
+def _cost_tag_keys(value: str) -> str:
+    parse_cost_tag_keys(value)  # a malformed CostTagKeys fails the settings, naming the variable
+    return value
+
+
+CostTagKeysText = Annotated[str, AfterValidator(_cost_tag_keys)]
 
 
 class ApiSettings(BaseModel):
@@ -34,6 +46,10 @@ class ApiSettings(BaseModel):
     admin_principal_arns: str = Field(alias="ADMIN_PRINCIPAL_ARNS")
     # Autopilot's own stack, which DELETE /clusters/{name}?stackName= must never delete.
     stack_name: str = Field(alias="AUTOPILOT_STACK_NAME", min_length=1)
+    # The template parameters CostTagKeys and DefaultMonthlyBudgetUsd (the template always sets both;
+    # the defaults are the template's, for environments written before they existed).
+    cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS", default="")
+    default_monthly_budget_usd: Decimal = Field(alias="DEFAULT_MONTHLY_BUDGET_USD", default=Decimal(0), ge=0)
 
     @property
     def account(self) -> str:
@@ -116,6 +132,25 @@ def reconciler_settings() -> ReconcilerSettings:
 @lru_cache(maxsize=1)
 def cluster_events_settings() -> ClusterEventsSettings:
     return load_cluster_events_settings_from(dict(os.environ))
+
+
+class CostTaggerSettings(BaseModel):
+    """What CostTaggerFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    # The template parameter CostTagKeys (autopilot.models.cost_allocation.parse_cost_tag_keys).
+    cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS")
+
+
+def load_cost_tagger_settings_from(environ: dict[str, str]) -> CostTaggerSettings:
+    return _load(CostTaggerSettings, environ, "CostTaggerFunction")
+
+
+@lru_cache(maxsize=1)
+def cost_tagger_settings() -> CostTaggerSettings:
+    return load_cost_tagger_settings_from(dict(os.environ))
 
 
 class SessionGuardSettings(BaseModel):

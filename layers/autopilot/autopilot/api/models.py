@@ -67,11 +67,24 @@ class ApiModel(BaseModel):
 
 
 class BudgetRequest(ApiModel):
-    """A monthly COST budget on the ClusterName tag, alerting at 50/80/100 % (and forecast 100 %)."""
+    """A monthly COST budget on the ClusterName tag (and optionally one on the project tag), alerting at
+    50/80/100 % (and forecast 100 %)."""
 
-    monthly_limit_usd: float = Field(gt=0, le=1_000_000_000, description="Monthly limit in USD.")
+    monthly_limit_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000_000,
+        description="Monthly limit in USD (absent: the stack's DefaultMonthlyBudgetUsd, if any).",
+    )
     alert_emails: list[Email] = Field(
         default_factory=list, max_length=10, description="E-mail subscribers (AWS allows 10)."
+    )
+    project_monthly_limit_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000_000,
+        description="A monthly budget shared by the project's clusters, created if the project has none "
+        "yet; removed when the project's last cluster is deleted.",
     )
 
 
@@ -101,6 +114,7 @@ class CreateClusterBody(ApiModel):
     )
     owner: TagValue = Field(description="Who the cluster is for (the `owner` cost tag).")
     project: TagValue = Field(description="What it is for (the `project` cost tag).")
+    cost_center: TagValue | None = Field(default=None, description="Who pays (the `cost-center` cost tag).")
     budget: BudgetRequest | None = Field(default=None, description="Create an AWS Budget for the cluster.")
     rollback_on_failure: bool = Field(
         default=False, description="Delete the cluster if creation fails after SageMaker accepted it."

@@ -16,9 +16,13 @@ from autopilot.logic.validate_config import problems
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
     TAG_OPERATION,
-    TAG_OWNER,
-    TAG_PROJECT,
+    CostTagKeys,
     budget_name_for,
+    cost_filter,
+    cost_tag_set,
+    file_system_ids,
+    parse_cost_tag_keys,
+    project_budget_name_for,
 )
 from autopilot.models.records import (
     REUSABLE_NAME_STATUSES,
@@ -68,12 +72,11 @@ def _create_cluster(
     errors, warnings = problems(report)
     operation_id = new_operation_id(deps.now())
     name = str(body.cluster_config.get("ClusterName", ""))
-    cost_tags = [
-        {"Key": TAG_CLUSTER_NAME, "Value": name},
-        {"Key": TAG_OWNER, "Value": body.owner},
-        {"Key": TAG_PROJECT, "Value": body.project},
-        {"Key": TAG_OPERATION, "Value": operation_id},
-    ]
+    keys = parse_cost_tag_keys(deps.settings.cost_tag_keys)
+    tag_set = cost_tag_set(
+        name, owner=body.owner, project=body.project, cost_center=body.cost_center, keys=keys
+    )
+    cost_tags = [{"Key": k, "Value": v} for k, v in {**tag_set, TAG_OPERATION: operation_id}.items()]
     if not errors:
         errors += _tag_problems(body.cluster_config, cost_tags)
     if errors:
@@ -83,6 +86,7 @@ def _create_cluster(
     _check_name_free(deps, name)
 
     budget = _workflow_budget(deps, body, name)
+    project_budget = _project_budget(deps, body, keys)
     created = now_iso()
     operation = Operation(
         operation_id=operation_id,
@@ -103,6 +107,8 @@ def _create_cluster(
         project=body.project,
         budget_name=budget.budget_name if budget else None,
         budget_limit_usd=budget.limit_amount if budget else None,
+        cost_center=body.cost_center,
+        file_system_ids=file_system_ids(body.provisioning_parameters) or None,
         created_by=requested_by,
     )
     try:
@@ -116,6 +122,7 @@ def _create_cluster(
         create_cluster_request=request,
         cost_tags=cost_tags,
         budget=budget,
+        project_budget=project_budget,
         rollback_on_failure=body.rollback_on_failure,
     )
     start_workflow(
@@ -193,14 +200,34 @@ def _check_name_free(deps: Dependencies, name: str) -> None:
         raise ConflictError(f"a SageMaker HyperPod cluster named {name!r} already exists")
 
 
-def _workflow_budget(deps: Dependencies, body: CreateClusterBody, name: str) -> WorkflowBudget | None:
-    if body.budget is None:
-        return None
+def _subscribers(deps: Dependencies, body: CreateClusterBody) -> list[BudgetSubscriber]:
+    emails = body.budget.alert_emails if body.budget else []
     subscribers = [BudgetSubscriber(SubscriptionType="SNS", Address=deps.settings.alerts_topic_arn)]
-    subscribers += [BudgetSubscriber(SubscriptionType="EMAIL", Address=a) for a in body.budget.alert_emails]
+    return subscribers + [BudgetSubscriber(SubscriptionType="EMAIL", Address=a) for a in emails]
+
+
+def _workflow_budget(deps: Dependencies, body: CreateClusterBody, name: str) -> WorkflowBudget | None:
+    """The cluster's budget: the request's limit, else the stack's DefaultMonthlyBudgetUsd (0: none)."""
+    requested = body.budget.monthly_limit_usd if body.budget else None
+    limit = Decimal(str(requested)) if requested is not None else deps.settings.default_monthly_budget_usd
+    if limit <= 0:
+        return None
     return WorkflowBudget(
         budget_name=budget_name_for(name),
-        limit_amount=f"{Decimal(str(body.budget.monthly_limit_usd)):.2f}",
-        cost_filter=f"user:{TAG_CLUSTER_NAME}${name}",
-        subscribers=subscribers,
+        limit_amount=f"{limit:.2f}",
+        cost_filter=cost_filter(TAG_CLUSTER_NAME, name),
+        subscribers=_subscribers(deps, body),
+    )
+
+
+def _project_budget(deps: Dependencies, body: CreateClusterBody, keys: CostTagKeys) -> WorkflowBudget | None:
+    """The project's shared budget, when asked for: the workflow creates it unless the project has one
+    (the first cluster's limit holds); Cleanup removes it with the project's last cluster."""
+    if body.budget is None or body.budget.project_monthly_limit_usd is None:
+        return None
+    return WorkflowBudget(
+        budget_name=project_budget_name_for(body.project),
+        limit_amount=f"{Decimal(str(body.budget.project_monthly_limit_usd)):.2f}",
+        cost_filter=cost_filter(keys.project, body.project),
+        subscribers=_subscribers(deps, body),
     )

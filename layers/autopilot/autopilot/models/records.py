@@ -168,6 +168,10 @@ class Cluster(_Item):
     budget_name: str | None = None
     # The budget's monthly limit in USD ("2500.00", as CreateBudget got it): the spend meter's reference.
     budget_limit_usd: str | None = None
+    # The `cost-center` cost tag, and the FSx file systems its provisioning parameters name (both
+    # tagged by CostTaggerFunction, as the cluster, its lifecycle bucket and its security groups).
+    cost_center: str | None = None
+    file_system_ids: list[str] | None = None
     # The IAM identity ARN that created it through the API: it (and the admins) may delete it.
     created_by: str | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.

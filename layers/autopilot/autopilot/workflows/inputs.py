@@ -36,6 +36,8 @@ class CreateClusterWorkflowInput(WorkflowModel):
     create_cluster_request: dict[str, Any]
     cost_tags: list[dict[str, str]]
     budget: WorkflowBudget | None
+    # The project's shared budget, created unless it exists (autopilot.logic.create_cluster).
+    project_budget: WorkflowBudget | None = None
     rollback_on_failure: bool
 
 
