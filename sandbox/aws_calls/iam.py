@@ -129,6 +129,35 @@ def _budgets(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
     return [w.arn("budgets", f"budget/{name}", regional=False)] if name else ["*"]
 
 
+def _s3(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    # bucket-level operations (the control plane makes no object calls)
+    return [f"arn:{w.partition}:s3:::{p['Bucket']}"] if p.get("Bucket") else ["*"]
+
+
+def _fsx(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    if p.get("ResourceARN"):
+        return [str(p["ResourceARN"])]
+    ids = p.get("FileSystemIds") or ([p["FileSystemId"]] if p.get("FileSystemId") else [])
+    return [w.arn("fsx", f"file-system/{i}") for i in ids] or ["*"]
+
+
+# EC2 resource id prefix → the resource type in its ARN
+_EC2_TYPES: Final = {
+    "sg": "security-group",
+    "eni": "network-interface",
+    "vol": "volume",
+    "i": "instance",
+    "subnet": "subnet",
+    "vpc": "vpc",
+}
+
+
+def _ec2(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    # CreateTags / DeleteTags name their resources by id; Describe* take no resource-level permission
+    ids = [str(i) for i in p.get("Resources") or []] if op in ("CreateTags", "DeleteTags") else []
+    return [w.arn("ec2", f"{_EC2_TYPES.get(i.split('-', 1)[0], 'unknown')}/{i}") for i in ids] or ["*"]
+
+
 def _stack(p: Mapping[str, Any], w: Where) -> Any:
     """The live stack the call names (by name or id), or None."""
     name = str(p.get("StackName"))
@@ -194,6 +223,9 @@ _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]
     "sagemaker": _sagemaker,
     "events": _events,
     "budgets": _budgets,
+    "s3": _s3,
+    "fsx": _fsx,
+    "ec2": _ec2,
     "cloudformation": _cloudformation,
     "sns": _sns,
     "sqs": _sqs,
