@@ -31,6 +31,7 @@ OPTIMIZED = {
     "arn:${Partition}:states:::dynamodb:updateItem": ("dynamodb", "UpdateItem"),
     "arn:${Partition}:states:::events:putEvents": ("events", "PutEvents"),
     "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "SendMessage"),
+    "arn:${Partition}:states:::lambda:invoke": ("lambda", "Invoke"),
 }
 CALLBACK = "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken"
 TITLE_CASE = re.compile(r"^[A-Z][a-z]*( [A-Z][a-z]*)*$")
@@ -57,8 +58,8 @@ def _backoff(*errors: str) -> dict[str, Any]:
 # The named retry policies, written once: transient errors as Step Functions names them for each
 # integration. aws-sdk: the service's modelled throttling / internal errors and its generic exception
 # (unmodelled errors such as SageMaker's throttling arrive as <Service>.<Service>Exception). Optimized
-# integrations (dynamodb, events, sqs): States.TaskFailed, since their names for throttling and 5xx
-# are not documented per error.
+# integrations (dynamodb, events, sqs, lambda): States.TaskFailed, since their names for throttling and
+# 5xx are not documented per error (a Lambda task's function errors too: the functions are idempotent).
 RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
     "sagemaker": [_backoff("SageMaker.SageMakerException")],
     "budgets": [
