@@ -817,7 +817,7 @@ def test_healing_get_shows_the_breaker(api: FakeApi, run: Any) -> None:
     code, out, _ = run("healing", "get", "ml-cluster")
 
     assert code == 0
-    assert f"{'paused':<24} True" in out.splitlines()
+    assert f"{'paused':<24} true" in out.splitlines()
     assert f"  {'maxUnhealthyPercent':<22} 20" in out.splitlines()
 
 

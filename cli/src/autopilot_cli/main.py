@@ -7,12 +7,13 @@ Each command module contributes ``add_parsers(subparsers)``; each command sets `
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from autopilot_cli import __version__, clusters, configure, healing, nodes, operations, validate
-from autopilot_cli.common import EXIT_USAGE, Command, HelpFormatter
+from autopilot_cli.common import EXIT_REJECTED, EXIT_USAGE, Command, HelpFormatter
 from autopilot_cli.output import Output
 
 if TYPE_CHECKING:
@@ -72,7 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc, file=sys.stderr)
         return EXIT_USAGE
     command: Command = args.func
-    return command(args, sys.stdout, sys.stderr)
+    try:
+        return command(args, sys.stdout, sys.stderr)
+    except BrokenPipeError:
+        # `autopilot ... | head`: the reader left; no traceback, and no second error at exit when
+        # Python flushes the closed stdout (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_REJECTED
 
 
 def _asks_for_json(arguments: list[str]) -> bool:

@@ -85,7 +85,7 @@ def _scalar(value: Any) -> bool:
     return not isinstance(value, dict | list)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
     if value is None:
         return "-"
     return json.dumps(value) if isinstance(value, bool) else str(value)
@@ -95,13 +95,13 @@ def text_lines(value: Any) -> list[str]:
     """Tab-separated values: an object's scalars (by key) on one line, then its nested values; a list
     of scalars on one line; a list of objects one line per object."""
     if _scalar(value):
-        return [] if value is None else [_cell(value)]
+        return [] if value is None else [cell(value)]
     if isinstance(value, list):
         if all(_scalar(item) for item in value):
-            return ["\t".join(_cell(item) for item in value)] if value else []
+            return ["\t".join(cell(item) for item in value)] if value else []
         return [line for item in value for line in text_lines(item)]
     keys = sorted(value)
-    scalars = [_cell(value[key]) for key in keys if _scalar(value[key])]
+    scalars = [cell(value[key]) for key in keys if _scalar(value[key])]
     lines = ["\t".join(scalars)] if scalars else []
     return lines + [line for key in keys if not _scalar(value[key]) for line in text_lines(value[key])]
 
@@ -121,7 +121,7 @@ def print_fields(fields: Sequence[tuple[str, Any]], out: TextIO) -> None:
     width = max(len(label) for label, _ in fields) + 2
     for label, value in fields:
         if value is not None and value != "":
-            print(f"{label:<{width}}{_cell(value)}", file=out)
+            print(f"{label:<{width}}{cell(value)}", file=out)
 
 
 def print_generic(value: Any, out: TextIO) -> None:
@@ -130,7 +130,7 @@ def print_generic(value: Any, out: TextIO) -> None:
         columns = list(dict.fromkeys(key for item in value for key in item if _scalar(item[key])))
         if columns:
             rows = [[column.upper() for column in columns]]
-            rows += [[_cell(item.get(column)) for column in columns] for item in value]
+            rows += [[cell(item.get(column)) for column in columns] for item in value]
             print_table(rows, out)
             return
     if isinstance(value, dict):

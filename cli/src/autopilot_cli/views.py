@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from autopilot_cli.output import print_fields, print_table
+from autopilot_cli.output import cell, print_fields, print_table
 from autopilot_cli.progress import elapsed
 
 
@@ -150,6 +150,6 @@ def print_document(document: dict[str, Any], out: TextIO) -> None:
         if isinstance(value, dict):
             print(key, file=out)
             for inner, item in value.items():
-                print(f"  {inner:<22} {'-' if item is None else item}", file=out)
+                print(f"  {inner:<22} {cell(item)}", file=out)
         else:
-            print(f"{key:<24} {'-' if value is None else value}", file=out)
+            print(f"{key:<24} {cell(value)}", file=out)
