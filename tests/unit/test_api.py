@@ -581,6 +581,7 @@ def test_openapi_document_is_served_and_docs_are_current(stack: Deployed) -> Non
         "/clusters",
         "/clusters/{name}",
         "/clusters/{name}/nodes",
+        "/clusters/{name}/cost",
         "/operations/{operationId}",
         "/validate",
     }
