@@ -11,7 +11,7 @@ from autopilot.logic.read_clusters import get_cluster, get_operation
 
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.workflows import dependencies, entered, history, wait
+from tests.integration.workflows import dependencies, entered, history, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -163,3 +163,30 @@ def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
     assert get_cluster(dependencies(), "ml-cluster").status == "DELETE_FAILED"
     [event] = stack.operation_events()
     assert event["detail-type"] == "Cluster Operation Failed"
+
+
+def test_the_project_budget_goes_with_the_projects_last_cluster(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN, FallbackPollSeconds=300)
+    project_budget = "hyperpod-project-llm-pretraining"
+    for name in ("first", "second"):  # the second finds the project's budget there (its limit holds)
+        created = start(name, budget={"projectMonthlyLimitUsd": 900})
+        assert wait(stack, created, advance=STEP)["status"] == "SUCCEEDED"
+    assert budgets(stack) == [project_budget]
+
+    first = delete_cluster(dependencies(), "first", stack_name=None, requested_by=ADMIN)
+    execution = wait(stack, first.operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert budgets(stack) == [project_budget]  # "second" still runs
+    assert "Release Project Budget" not in [
+        s.name for s in get_operation(dependencies(), first.operation_id).steps
+    ]
+
+    last = delete_cluster(dependencies(), "second", stack_name=None, requested_by=ADMIN)
+    execution = wait(stack, last.operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert budgets(stack) == []
+    assert "Release Project Budget" in [
+        s.name for s in get_operation(dependencies(), last.operation_id).steps
+    ]

@@ -170,22 +170,99 @@ def test_throttled_calls_are_retried_to_success(make_stack: Any) -> None:
     assert get_operation(dependencies(), operation_id).warnings == []
 
 
-def test_a_tagging_failure_after_in_service_is_a_warning_and_keeps_the_cluster(make_stack: Any) -> None:
+def test_a_resource_the_tagger_cannot_tag_is_a_warning_and_keeps_the_cluster(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    # CostTaggerFunction's own call (the workflow's Tag Cluster step invokes it)
     stack.aws_calls.apply_fault(
-        "throttling", {"rate": 1.0, "services": ["sagemaker"], "operations": ["AddTags"]}
+        "throttling", {"rate": 1.0, "services": ["sagemaker"], "operations": ["ListTags"]}
     )
     operation_id = start(budget=None)
 
     execution = wait(stack, operation_id, advance=STEP)
 
     assert execution["status"] == "SUCCEEDED"
-    warnings = get_operation(dependencies(), operation_id).warnings  # as GET /operations/{id} shows them
-    assert warnings == ["cost tags not applied: SageMaker.SageMakerException"]
+    operation = get_operation(dependencies(), operation_id)  # as GET /operations/{id} shows it
+    assert operation.warnings == [f"cost tags not applied to {operation.cluster_arn}: ThrottlingException"]
+    assert "Tag Cluster" in [s.name for s in operation.steps]
     assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
     assert (
         stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "InService"
     )
+
+
+def test_a_tagger_that_cannot_run_is_a_warning(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    # the function's role may not read the state table: every invocation fails, and so do the retries
+    stack.client("iam").delete_role_policy(
+        RoleName=_role_name(stack, "CostTaggerFunction"), PolicyName=_policy_name(stack, "CostTaggerFunction")
+    )
+    operation_id = start(budget=None)
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = get_operation(dependencies(), operation_id)
+    assert operation.warnings == ["cost tags not applied: ClientError"]
+    assert "Tag Cluster" not in [s.name for s in operation.steps]
+
+
+def _role_name(stack: Any, function: str) -> str:
+    role_arn = stack.client("lambda").get_function(FunctionName=stack.stack.physical_id(function))[
+        "Configuration"
+    ]["Role"]
+    return str(role_arn.rsplit("/", 1)[1])
+
+
+def _policy_name(stack: Any, function: str) -> str:
+    [name] = stack.client("iam").list_role_policies(RoleName=_role_name(stack, function))["PolicyNames"]
+    return str(name)
+
+
+def test_tag_cluster_tags_what_the_cluster_uses_and_the_project_gets_its_budget(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    ec2, s3 = stack.client("ec2"), stack.client("s3")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="efa", Description="EFA", VpcId=vpc)["GroupId"]
+    s3.create_bucket(Bucket="sagemaker-lifecycle-123456789012")
+    s3.put_bucket_tagging(
+        Bucket="sagemaker-lifecycle-123456789012", Tagging={"TagSet": [{"Key": "team", "Value": "platform"}]}
+    )
+    file_system = stack.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet]
+    )["FileSystem"]
+    body = create_body(costCenter="cc-42", budget={"monthlyLimitUsd": 100, "projectMonthlyLimitUsd": 900})
+    body["clusterConfig"]["VpcConfig"] = {"SecurityGroupIds": [group], "Subnets": [subnet]}
+    body["provisioningParameters"]["fsx_dns_name"] = file_system["DNSName"]
+    operation_id = create_cluster(
+        dependencies(), CreateClusterBody.model_validate(body), requested_by="tester"
+    ).operation_id
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = get_operation(dependencies(), operation_id)
+    assert [s.name for s in operation.steps][2:] == ["Tag Cluster", "Create Budget", "Create Project Budget"]
+    assert operation.warnings == []
+    wanted = {
+        "ClusterName": "ml-cluster",
+        "owner": "ann",
+        "project": "llm-pretraining",
+        "cost-center": "cc-42",
+    }
+    bucket = s3.get_bucket_tagging(Bucket="sagemaker-lifecycle-123456789012")["TagSet"]
+    assert {t["Key"]: t["Value"] for t in bucket} == {"team": "platform", **wanted}
+    [described] = stack.client("fsx").describe_file_systems(FileSystemIds=[file_system["FileSystemId"]])[
+        "FileSystems"
+    ]
+    assert {t["Key"]: t["Value"] for t in described["Tags"]} == wanted
+    [sg] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+    assert {t["Key"]: t["Value"] for t in sg["Tags"]} == wanted
+    project = stack.client("budgets").describe_budget(
+        AccountId="123456789012", BudgetName="hyperpod-project-llm-pretraining"
+    )["Budget"]
+    assert float(project["BudgetLimit"]["Amount"]) == 900
+    assert project["CostFilters"] == {"TagKeyValue": ["user:project$llm-pretraining"]}
 
 
 def test_a_cluster_that_never_comes_up_times_out_and_is_rolled_back(make_stack: Any) -> None:

@@ -33,6 +33,7 @@ SETTINGS = ApiSettings.model_validate(
         "CREATE_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:create",
         "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
         "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
+        "BUDGET_NOTIFICATIONS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:budget-notifications",
         "IDEMPOTENCY_TABLE_NAME": "idempotency",
         "AWS_REGION": "us-east-1",
         "EXECUTION_ROLE_NAME_PATTERNS": "*",

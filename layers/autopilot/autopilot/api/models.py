@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.constraints import is_tag_text
 from autopilot.models.records import ClusterStatus, HistoryEntry, OperationStatus, OperationType, Step
 
@@ -85,6 +86,13 @@ class BudgetRequest(ApiModel):
         le=1_000_000_000,
         description="A monthly budget shared by the project's clusters, created if the project has none "
         "yet; removed when the project's last cluster is deleted.",
+    )
+    enforcement: BudgetEnforcement = Field(
+        default=BudgetEnforcement.ALERT,
+        description="At 100 % of the cluster's budget (ACTUAL): `alert` only; `scale-to-min` also scales "
+        "the worker groups to their minimum (MinInstanceCount, else 0; controller and login groups "
+        "untouched); `block-growth` also refuses scale-ups until the next budget period or an admin "
+        "lifts it (DELETE /clusters/{name}/growth-block).",
     )
 
 
@@ -233,6 +241,14 @@ class ClusterSummary(ApiModel):
     updated_at: str
 
 
+class GrowthBlockLifted(ApiModel):
+    """DELETE /clusters/{name}/growth-block."""
+
+    cluster_name: str
+    growth_blocked: bool
+    was_blocked: bool = Field(description="Whether a block-growth was in force until now.")
+
+
 class ClusterList(ApiModel):
     clusters: list[ClusterSummary]
     next_token: str | None = None
@@ -246,6 +262,16 @@ class ClusterView(ApiModel):
     owner: str | None = None
     project: str | None = None
     budget_name: str | None = None
+    budget_enforcement: BudgetEnforcement | None = Field(
+        default=None,
+        description="What happens at 100 % of the budget (ACTUAL): alert | scale-to-min | block-growth.",
+    )
+    growth_blocked: bool = Field(
+        default=False,
+        description="block-growth is in force: scale-ups of this cluster are refused (409) until "
+        "`growthBlockedUntil` or an admin's DELETE /clusters/{name}/growth-block.",
+    )
+    growth_blocked_until: str | None = None
     last_operation_id: str | None = None
     sagemaker: LiveClusterView | None = Field(
         description="Live DescribeCluster; null when SageMaker has no such cluster."

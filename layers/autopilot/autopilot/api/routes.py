@@ -42,6 +42,7 @@ from autopilot.api.models import (
     CreateClusterBody,
     ErrorBody,
     ErrorDetail,
+    GrowthBlockLifted,
     NodeList,
     OperationAccepted,
     OperationView,
@@ -64,6 +65,7 @@ from autopilot.idempotency import (
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import read_clusters
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
+from autopilot.logic.budget_enforcement import lift_growth_block as lift_growth_block_use_case
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
 from autopilot.logic.dependencies import Dependencies
@@ -348,6 +350,26 @@ def delete_cluster(
         idempotency_key=idempotency_key,
         lambda_context=app.lambda_context,
     )
+
+
+@app.delete(
+    "/clusters/<name>/growth-block",
+    summary="Lift a cluster's growth block",
+    description="A cluster whose budget enforcement is `block-growth` refuses scale-ups from 100 % of its "
+    "budget (ACTUAL) until the next budget period; an AdminPrincipalArns principal may lift the block "
+    "earlier (403 for anyone else). Lifting a cluster that is not blocked changes nothing.",
+    tags=["clusters"],
+    operation_id="liftGrowthBlock",
+    responses=_responses(
+        HTTPStatus.OK,
+        GrowthBlockLifted,
+        "The cluster may grow again.",
+        HTTPStatus.FORBIDDEN,
+        HTTPStatus.NOT_FOUND,
+    ),
+)
+def lift_growth_block(name: CLUSTER_NAME) -> GrowthBlockLifted:
+    return lift_growth_block_use_case(get_dependencies(), name, caller=_caller())
 
 
 @app.get(

@@ -19,16 +19,19 @@ from pydantic import ValidationError
 
 from autopilot.models.hyperpod_events import (
     AWAIT_CLUSTER,
+    AWAIT_NODE,
     CLUSTER_EVENT,
     NODE_HEALTH,
     STATE_CHANGE,
     AwaitCluster,
+    AwaitNode,
     ClusterEvent,
     ClusterStateChangeEvent,
     NodeHealthEvent,
 )
 from autopilot.observability import logger
 from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
+from autopilot.workflows.node_waits import await_node
 
 # The lifecycle order of ClusterStatus values, to order two reports of the same second.
 _RANK = {
@@ -51,6 +54,9 @@ def handle_message(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> s
     if body.get("autopilot") == AWAIT_CLUSTER:
         await_cluster(AwaitCluster.model_validate(body), sent_at, waits)
         return AWAIT_CLUSTER
+    if body.get("autopilot") == AWAIT_NODE:
+        await_node(AwaitNode.model_validate(body), sent_at, waits)
+        return AWAIT_NODE
     detail_type = body.get("detail-type")
     try:
         if detail_type == STATE_CHANGE:

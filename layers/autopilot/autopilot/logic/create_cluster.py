@@ -11,8 +11,10 @@ from botocore.validate import ParamValidator
 
 from autopilot.api.models import CreateClusterBody, ErrorDetail, OperationAccepted
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
+from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
+from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
     TAG_OPERATION,
@@ -110,6 +112,8 @@ def _create_cluster(
         cost_center=body.cost_center,
         file_system_ids=file_system_ids(body.provisioning_parameters) or None,
         created_by=requested_by,
+        budget_enforcement=(body.budget.enforcement if body.budget else BudgetEnforcement.ALERT).value,
+        worker_groups=worker_groups(body.cluster_config, body.provisioning_parameters),
     )
     try:
         deps.store.start_create(cluster, operation)
@@ -202,7 +206,10 @@ def _check_name_free(deps: Dependencies, name: str) -> None:
 
 def _subscribers(deps: Dependencies, body: CreateClusterBody) -> list[BudgetSubscriber]:
     emails = body.budget.alert_emails if body.budget else []
-    subscribers = [BudgetSubscriber(SubscriptionType="SNS", Address=deps.settings.alerts_topic_arn)]
+    # AWS Budgets notifies BudgetAlertsFunction, which publishes the enriched alert on the alerts topic.
+    subscribers = [
+        BudgetSubscriber(SubscriptionType="SNS", Address=deps.settings.budget_notifications_topic_arn)
+    ]
     return subscribers + [BudgetSubscriber(SubscriptionType="EMAIL", Address=a) for a in emails]
 
 

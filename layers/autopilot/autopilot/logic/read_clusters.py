@@ -18,6 +18,7 @@ from autopilot.api.models import (
     OperationView,
 )
 from autopilot.errors import NotFoundError
+from autopilot.logic.budget_enforcement import growth_blocked
 from autopilot.logic.dependencies import error_code
 
 if TYPE_CHECKING:
@@ -48,6 +49,9 @@ def get_cluster(deps: Dependencies, name: str) -> ClusterView:
         owner=registered.owner if registered else None,
         project=registered.project if registered else None,
         budget_name=registered.budget_name if registered else None,
+        budget_enforcement=registered.budget_enforcement if registered else None,
+        growth_blocked=registered is not None and growth_blocked(registered, deps.now()),
+        growth_blocked_until=registered.growth_blocked_until if registered else None,
         last_operation_id=registered.last_operation_id if registered else None,
         sagemaker=live,
         history=deps.store.list_history(name) if registered else [],
@@ -58,7 +62,11 @@ def list_clusters(
     deps: Dependencies, *, limit: int, next_token: str | None, include_deleted: bool
 ) -> ClusterList:
     page = deps.store.list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
-    clusters = [ClusterSummary.model_validate(c.model_dump()) for c in page.items]
+    # The record holds more than the summary shows (enforcement, worker groups, ...).
+    clusters = [
+        ClusterSummary.model_validate(c.model_dump(include=set(ClusterSummary.model_fields)))
+        for c in page.items
+    ]
     return ClusterList(clusters=clusters, next_token=page.next_token)
 
 

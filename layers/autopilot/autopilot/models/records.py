@@ -176,6 +176,15 @@ class Cluster(_Item):
     created_by: str | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
     sagemaker_status: str | None = None
+    # Budget enforcement at 100 % ACTUAL ("alert" | "scale-to-min" | "block-growth"), and the instance
+    # groups scale-to-min may shrink (neither the Slurm controller nor the login group), both from the
+    # create request (logic/budget_enforcement.py).
+    budget_enforcement: str | None = None
+    worker_groups: list[str] | None = None
+    # block-growth: scale-ups are refused until this time (the next budget period) unless lifted.
+    growth_blocked_until: str | None = None
+    growth_blocked_at: str | None = None
+    growth_blocked_by: str | None = None
 
 
 class NodeHealth(StrEnum):

@@ -1,0 +1,52 @@
+"""BudgetAlertsFunction: AWS Budgets' SNS notification (BudgetNotificationsTopic) → one enriched alert on
+the alerts topic per (budget, threshold, period), and the cluster's budget enforcement at 100 % ACTUAL
+(autopilot.logic.budget_alerts)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from autopilot import aws
+from autopilot.dal.budget_alerts import BudgetAlertTable
+from autopilot.dal.spend import SpendTable
+from autopilot.dal.state_table import StateTable
+from autopilot.logic.budget_alerts import BudgetAlertDeps, handle_notification, spend_meter_rate
+from autopilot.observability import logger, tracer
+from autopilot.settings import budget_alerts_settings
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import SnsModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@cache
+def dependencies() -> BudgetAlertDeps:
+    settings = budget_alerts_settings()
+    return BudgetAlertDeps(
+        settings=settings,
+        store=StateTable(settings.state_table_name),
+        alerts=BudgetAlertTable(settings.state_table_name),
+        budgets=aws.client("budgets"),
+        sagemaker=aws.client("sagemaker"),
+        sns=aws.client("sns"),
+        events=aws.client("events"),
+        hourly_rate=spend_meter_rate(SpendTable(settings.state_table_name)),
+        now=_now,
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, list[str]]:
+    records = parse(event=event, model=SnsModel).Records
+    # Budgets' message is plain text (never JSON), so the parser leaves it a string.
+    handled = [
+        handle_notification(str(record.Sns.Message), record.Sns.Subject, dependencies()).value
+        for record in records
+    ]
+    return {"handled": handled}

@@ -1,0 +1,243 @@
+"""BudgetAlertsFunction's items in the state table: one alert per (budget, threshold, period), the
+ScaleToMin operations it records, and a cluster's growth block.
+
+- Alert item: ``pk=BUDGET#{budgetName}``, ``sk=ALERT#{period}#{ACTUAL|FORECASTED}#{percent}``, kind
+  ``BUDGET_ALERT``: ``claimedAt`` (who handles it, as a lease), ``operationId`` (the ScaleToMin operation
+  it enforces with, chosen at the claim so a retry records the same one), ``publishedAt`` and
+  ``messageId`` once the alert went out, ``expiresAt`` (TTL, after the period). The claim is a
+  conditional put, so AWS Budgets notifying twice (or SNS delivering twice) publishes once.
+- The cluster item (dal/state_table.py) gains ``growthBlockedUntil`` / ``growthBlockedAt`` /
+  ``growthBlockedBy`` (block-growth), removed by an admin's ``DELETE /clusters/{name}/growth-block``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from autopilot.aws import LazyClient
+from autopilot.dal.state_table import HISTORY_KIND, OPERATION_KIND, cluster_key, operation_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from autopilot.models.records import Operation, OperationError, OperationStatus, Step
+
+ALERT_KIND = "BUDGET_ALERT"
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+@dataclass(frozen=True)
+class AlertKey:
+    budget_name: str
+    period: str  # "2026-11" (MONTHLY), "2026-11-22" (DAILY), "2026-Q4", "2026"
+    alert_type: str  # ACTUAL | FORECASTED
+    threshold: str  # the threshold percent as text ("80", "100", "80.5")
+
+    def item_key(self) -> dict[str, str]:
+        return {
+            "pk": f"BUDGET#{self.budget_name}",
+            "sk": f"ALERT#{self.period}#{self.alert_type}#{self.threshold}",
+        }
+
+
+class ClaimResult(StrEnum):
+    CLAIMED = "claimed"  # first to handle it: enforce and publish
+    TAKEN_OVER = "taken-over"  # an earlier handler died before publishing: finish its work
+    PUBLISHED = "published"  # a duplicate: the alert already went out
+    IN_FLIGHT = "in-flight"  # another handler holds a live claim: retry later
+
+
+@dataclass(frozen=True)
+class Claim:
+    result: ClaimResult
+    operation_id: str | None
+
+
+def _attributes(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in data.items() if v is not None}
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _keys(key: Mapping[str, str]) -> dict[str, Any]:
+    return {k: {"S": v} for k, v in key.items()}
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    code = exc.response.get("Error", {}).get("Code")
+    if code == "ConditionalCheckFailedException":
+        return True
+    reasons = exc.response.get("CancellationReasons", [])
+    return code == "TransactionCanceledException" and any(
+        r.get("Code") == "ConditionalCheckFailed" for r in reasons
+    )
+
+
+class BudgetAlertTable:
+    ddb: LazyClient[DynamoDBClient] = LazyClient("dynamodb")
+
+    def __init__(self, table_name: str, ddb: DynamoDBClient | None = None) -> None:
+        self._table = table_name
+        self._ddb = ddb
+
+    # --- one alert per (budget, threshold, period) ----------------------------------------------
+
+    def claim(
+        self,
+        key: AlertKey,
+        *,
+        now: datetime,
+        lease_seconds: int,
+        operation_id: str | None,
+        expires_at: int,
+    ) -> Claim:
+        item = {
+            **key.item_key(),
+            "kind": ALERT_KIND,
+            "budgetName": key.budget_name,
+            "period": key.period,
+            "alertType": key.alert_type,
+            "thresholdPercent": key.threshold,
+            "claimedAt": now.isoformat(),
+            "operationId": operation_id,
+            "expiresAt": expires_at,
+        }
+        try:
+            self.ddb.put_item(
+                TableName=self._table,
+                Item=_attributes(item),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return Claim(ClaimResult.CLAIMED, operation_id)
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+        held = _plain(
+            self.ddb.get_item(TableName=self._table, Key=_keys(key.item_key()), ConsistentRead=True).get(
+                "Item", {}
+            )
+        )
+        held_operation = held.get("operationId")
+        if "publishedAt" in held:
+            return Claim(ClaimResult.PUBLISHED, held_operation)
+        claimed_at = datetime.fromisoformat(str(held["claimedAt"]))
+        if (now - claimed_at).total_seconds() < lease_seconds:
+            return Claim(ClaimResult.IN_FLIGHT, held_operation)
+        try:
+            self.ddb.update_item(
+                TableName=self._table,
+                Key=_keys(key.item_key()),
+                UpdateExpression="SET claimedAt = :now",
+                ConditionExpression="claimedAt = :held AND attribute_not_exists(publishedAt)",
+                ExpressionAttributeValues={
+                    ":now": {"S": now.isoformat()},
+                    ":held": {"S": str(held["claimedAt"])},
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return Claim(ClaimResult.IN_FLIGHT, held_operation)
+            raise
+        return Claim(ClaimResult.TAKEN_OVER, held_operation)
+
+    def mark_published(self, key: AlertKey, *, message_id: str, at: datetime) -> None:
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(key.item_key()),
+            UpdateExpression="SET publishedAt = :at, messageId = :id",
+            ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":id": {"S": message_id}},
+        )
+
+    # --- the ScaleToMin operation ---------------------------------------------------------------
+
+    def record_operation(self, operation: Operation) -> bool:
+        """Put the operation and its cluster history entry; False when the operation exists already
+        (a retried alert recording the operation its claim named)."""
+        fields = operation.model_dump(by_alias=True, mode="json", exclude_none=True)
+        history = {
+            "pk": cluster_key(operation.cluster_name)["pk"],
+            "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
+            "kind": HISTORY_KIND,
+            "clusterName": operation.cluster_name,
+            "at": operation.created_at,
+            "operationId": operation.operation_id,
+            "operationType": operation.operation_type.value,
+            "requestedBy": operation.requested_by,
+        }
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": _attributes(
+                                {**operation_key(operation.operation_id), "kind": OPERATION_KIND, **fields}
+                            ),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {"Put": {"TableName": self._table, "Item": _attributes(history)}},
+                ]
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def finish_operation(
+        self,
+        operation_id: str,
+        *,
+        status: OperationStatus,
+        steps: list[Step],
+        at: str,
+        error: OperationError | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":steps": _serializer.serialize([s.model_dump(by_alias=True) for s in steps]),
+            ":now": {"S": at},
+        }
+        update = "SET #status = :status, steps = :steps, updatedAt = :now"
+        names = {"#status": "status"}
+        if error is not None:
+            update += ", #error = :error"
+            names["#error"] = "error"
+            values[":error"] = _serializer.serialize(error.model_dump(by_alias=True))
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(operation_key(operation_id)),
+            UpdateExpression=update,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    # --- block-growth ---------------------------------------------------------------------------
+
+    def block_growth(self, cluster_name: str, *, until: str, at: str, by: str) -> None:
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(cluster_key(cluster_name)),
+            UpdateExpression="SET growthBlockedUntil = :until, growthBlockedAt = :at, growthBlockedBy = :by",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":until": {"S": until}, ":at": {"S": at}, ":by": {"S": by}},
+        )
+
+    def lift_growth_block(self, cluster_name: str) -> None:
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(cluster_key(cluster_name)),
+            UpdateExpression="REMOVE growthBlockedUntil, growthBlockedAt, growthBlockedBy",
+            ConditionExpression="attribute_exists(pk)",
+        )

@@ -1,0 +1,450 @@
+"""BudgetAlertsFunction: an AWS Budgets notification (SNS, plain text) becomes ONE actionable alert on the
+alerts topic, and at 100 % ACTUAL the cluster's budget enforcement runs.
+
+parse (models/budget_alerts.py) → DescribeBudget (actual, forecast, time unit) → the cluster from the
+registry by budget name (``hyperpod-<cluster>``) → claim the (budget, threshold, period) alert with a
+conditional write (dal/budget_alerts.py: a second notification of the same crossing publishes
+nothing) → enforce (scale-to-min / block-growth, at most once per period) → publish → mark published.
+A message that is not a Budgets notification is forwarded to the alerts topic as it came, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult
+from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.logic.budget_enforcement import scale_to_min_groups
+from autopilot.models.budget_alerts import (
+    BudgetAlert,
+    BudgetEnforcement,
+    BudgetNotification,
+    EnforcementOutcome,
+    NotABudgetNotificationError,
+    parse_amount,
+    parse_budget_notification,
+)
+from autopilot.models.cost_allocation import budget_name_for
+from autopilot.models.records import (
+    Cluster,
+    ClusterStatus,
+    Operation,
+    OperationError,
+    OperationStatus,
+    OperationType,
+    Step,
+    new_operation_id,
+)
+from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from mypy_boto3_budgets import BudgetsClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sns import SNSClient
+
+    from autopilot.dal.spend import SpendStore
+    from autopilot.dal.state_store import StateStore
+    from autopilot.settings import BudgetAlertsSettings
+
+BUDGETS_CONSOLE_URL = "https://console.aws.amazon.com/costmanagement/home#/budgets"
+# Longer than the function's timeout: a claim older than this belongs to an invocation that died.
+CLAIM_LEASE_SECONDS = 120
+# An alert item outlives its period by this long (the state table's TTL then removes it).
+KEEP_AFTER_PERIOD = timedelta(days=35)
+ENFORCED_AT_PERCENT = Decimal(100)
+SNS_SUBJECT_MAX = 100
+
+# (cluster name, the day Budgets notified) -> (USD per hour, where the figure comes from), or None
+HourlyRate = Callable[[str, date], tuple[Decimal, str] | None]
+
+
+def spend_meter_rate(spend: SpendStore) -> HourlyRate:
+    """The cluster's hourly rate from SpendMeterFunction's figures of the notification's month (running
+    nodes at list prices, every SpendMeterMinutes); None before the meter has run for the cluster."""
+
+    def rate(cluster_name: str, day: date) -> tuple[Decimal, str] | None:
+        meter = spend.get_meter(cluster_name, f"{day:%Y-%m}")
+        if meter is None:
+            return None
+        return meter.hourly_rate_usd, f"spend meter, {meter.as_of.isoformat()}"
+
+    return rate
+
+
+class Handled(StrEnum):
+    PUBLISHED = "published"
+    DUPLICATE = "duplicate"
+    FORWARDED = "forwarded"
+
+
+class AlertInFlightError(RuntimeError):
+    """Another invocation holds a live claim on this alert: retried later (Lambda's async retries)."""
+
+
+@dataclass
+class BudgetAlertDeps:
+    settings: BudgetAlertsSettings
+    store: StateStore
+    alerts: BudgetAlertTable
+    budgets: BudgetsClient
+    sagemaker: SageMakerClient
+    sns: SNSClient
+    events: EventBridgeClient
+    hourly_rate: HourlyRate
+    now: Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class Period:
+    key: str
+    start: datetime
+    end: datetime
+
+
+def budget_period(time_unit: str, day: date, budget: dict[str, Any] | None = None) -> Period:
+    """The budget period holding ``day`` (UTC calendar periods, as AWS Budgets counts them)."""
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    if time_unit == "DAILY":
+        return Period(day.isoformat(), start, start + timedelta(days=1))
+    if time_unit == "QUARTERLY":
+        first = (day.month - 1) // 3 * 3 + 1
+        begin = start.replace(month=first, day=1)
+        return Period(f"{day.year}-Q{(first - 1) // 3 + 1}", begin, _add_months(begin, 3))
+    if time_unit == "ANNUALLY":
+        begin = start.replace(month=1, day=1)
+        return Period(str(day.year), begin, begin.replace(year=day.year + 1))
+    if time_unit == "CUSTOM" and budget and budget.get("TimePeriod"):
+        period = budget["TimePeriod"]
+        begin, end = _as_utc(period["Start"]), _as_utc(period["End"])
+        return Period(f"{begin:%Y-%m-%d}..{end:%Y-%m-%d}", begin, end)
+    begin = start.replace(day=1)
+    return Period(f"{day:%Y-%m}", begin, _add_months(begin, 1))
+
+
+def _add_months(start: datetime, months: int) -> datetime:
+    index = start.month - 1 + months
+    return start.replace(year=start.year + index // 12, month=index % 12 + 1)
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps) -> Handled:
+    """One SNS record from AWS Budgets: at most one alert published, enforcement run if due."""
+    now = deps.now()
+    try:
+        notification = parse_budget_notification(message)
+    except NotABudgetNotificationError as exc:
+        logger.warning("not an AWS Budgets notification; forwarded", reason=str(exc), subject=subject)
+        _publish(
+            deps,
+            subject=(subject or "Unrecognised budget notification")[:SNS_SUBJECT_MAX],
+            body={"kind": "UnrecognisedBudgetNotification", "reason": str(exc), "message": message},
+            cluster_name=None,
+        )
+        return Handled.FORWARDED
+
+    budget = _describe_budget(deps, notification.budget_name)
+    day = notification.notified_on or now.date()
+    period = budget_period(str((budget or {}).get("TimeUnit", "MONTHLY")), day, budget)
+    cluster = _cluster_of(deps, notification.budget_name)
+    percent = notification.threshold_percent
+    mode = _enforcement_due(cluster, notification)
+    key = AlertKey(
+        budget_name=notification.budget_name,
+        period=period.key,
+        alert_type=notification.alert_type,
+        threshold=str(percent) if percent is not None else f"usd{notification.threshold_usd}",
+    )
+    claim = deps.alerts.claim(
+        key,
+        now=now,
+        lease_seconds=CLAIM_LEASE_SECONDS,
+        operation_id=new_operation_id(now) if mode is BudgetEnforcement.SCALE_TO_MIN else None,
+        expires_at=int((period.end + KEEP_AFTER_PERIOD).timestamp()),
+    )
+    if claim.result is ClaimResult.PUBLISHED:
+        logger.info(
+            "duplicate budget notification; already alerted", budget=key.budget_name, period=key.period
+        )
+        return Handled.DUPLICATE
+    if claim.result is ClaimResult.IN_FLIGHT:
+        raise AlertInFlightError(f"the alert {key} is being handled by another invocation")
+
+    enforcement: EnforcementOutcome | None = None
+    if mode is not None and cluster is not None:
+        enforcement = _enforce(
+            deps,
+            mode=mode,
+            cluster=cluster,
+            notification=notification,
+            period=period,
+            operation_id=claim.operation_id,
+            now=now,
+        )
+    alert = _alert(
+        deps, notification, day=day, budget=budget, cluster=cluster, period=period, enforcement=enforcement
+    )
+    message_id = _publish(
+        deps,
+        subject=_subject(alert),
+        body=alert.model_dump(mode="json", by_alias=True),
+        cluster_name=alert.cluster_name,
+    )
+    deps.alerts.mark_published(key, message_id=message_id, at=deps.now())
+    logger.info(
+        "budget alert published",
+        budget=alert.budget_name,
+        cluster=alert.cluster_name,
+        alert_type=alert.alert_type,
+        threshold_percent=str(percent),
+        period=period.key,
+        enforcement=enforcement.result if enforcement else None,
+    )
+    return Handled.PUBLISHED
+
+
+def _describe_budget(deps: BudgetAlertDeps, name: str) -> dict[str, Any] | None:
+    try:
+        response = deps.budgets.describe_budget(AccountId=deps.settings.account, BudgetName=name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "NotFoundException":
+            return None  # deleted since it notified: the message's own figures still tell
+        raise
+    return dict(response["Budget"])
+
+
+def _cluster_of(deps: BudgetAlertDeps, budget_name: str) -> Cluster | None:
+    """The registered cluster whose budget this is (``hyperpod-<cluster>``); None for another budget."""
+    prefix = budget_name_for("")
+    if not budget_name.startswith(prefix):
+        return None
+    cluster = deps.store.get_cluster(budget_name.removeprefix(prefix))
+    return cluster if cluster is not None and cluster.budget_name == budget_name else None
+
+
+def _enforcement_due(cluster: Cluster | None, notification: BudgetNotification) -> BudgetEnforcement | None:
+    if cluster is None or notification.alert_type != "ACTUAL" or notification.comparison != "GREATER_THAN":
+        return None
+    percent = notification.threshold_percent
+    if percent is None or percent < ENFORCED_AT_PERCENT:
+        return None
+    mode = BudgetEnforcement(cluster.budget_enforcement or BudgetEnforcement.ALERT)
+    return None if mode is BudgetEnforcement.ALERT else mode
+
+
+def _enforce(
+    deps: BudgetAlertDeps,
+    *,
+    mode: BudgetEnforcement,
+    cluster: Cluster,
+    notification: BudgetNotification,
+    period: Period,
+    operation_id: str | None,
+    now: datetime,
+) -> EnforcementOutcome:
+    if cluster.status is not ClusterStatus.ACTIVE:
+        return EnforcementOutcome(
+            mode=mode, result="skipped", message=f"the cluster is {cluster.status.value}, not ACTIVE"
+        )
+    if mode is BudgetEnforcement.BLOCK_GROWTH:
+        until = period.end.isoformat()
+        deps.alerts.block_growth(
+            cluster.cluster_name, until=until, at=now.isoformat(), by=f"budget:{notification.budget_name}"
+        )
+        return EnforcementOutcome(
+            mode=mode,
+            result="done",
+            message=f"scale-ups are refused until {until} (the next budget period) or an admin lifts it",
+            growth_blocked_until=until,
+        )
+    if operation_id is None:  # a claim made before the cluster's enforcement was scale-to-min
+        operation_id = new_operation_id(now)
+    return _scale_to_min(deps, cluster, notification, operation_id, now)
+
+
+def _scale_to_min(
+    deps: BudgetAlertDeps,
+    cluster: Cluster,
+    notification: BudgetNotification,
+    operation_id: str,
+    now: datetime,
+) -> EnforcementOutcome:
+    mode = BudgetEnforcement.SCALE_TO_MIN
+    started = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    operation = Operation(
+        operation_id=operation_id,
+        operation_type=OperationType.SCALE_TO_MIN,
+        cluster_name=cluster.cluster_name,
+        status=OperationStatus.RUNNING,
+        created_at=started,
+        updated_at=started,
+        requested_by=f"budget:{notification.budget_name}",
+    )
+    if not deps.alerts.record_operation(operation):
+        held = deps.store.get_operation(operation_id)
+        if held is not None and held.status is OperationStatus.SUCCEEDED:
+            return EnforcementOutcome(
+                mode=mode, result="already-done", message="scaled down earlier", operation_id=operation_id
+            )
+    steps = [Step(name="Describe Cluster", entered_at=started)]
+    try:
+        if cluster.worker_groups is None:
+            raise _Refused("WorkerGroupsUnknown", "the cluster record names no worker groups")
+        described = deps.sagemaker.describe_cluster(ClusterName=cluster.cluster_name)
+        specs, counts = scale_to_min_groups(dict(described), cluster.worker_groups)
+        if specs:
+            steps.append(Step(name="Update Cluster", entered_at=_iso(deps.now())))
+            deps.sagemaker.update_cluster(
+                ClusterName=cluster.cluster_name,
+                InstanceGroups=specs,  # type: ignore[arg-type]  # DescribeCluster's own shapes
+            )
+    except (ClientError, _Refused) as exc:
+        error = _operation_error(exc)
+        _finish(deps, operation, OperationStatus.FAILED, steps, error)
+        logger.error(
+            "scale-to-min failed", cluster=cluster.cluster_name, error=error.error, cause=error.cause
+        )
+        return EnforcementOutcome(
+            mode=mode, result="failed", message=f"{error.error}: {error.cause}", operation_id=operation_id
+        )
+    _finish(deps, operation, OperationStatus.SUCCEEDED, steps, None)
+    shrunk = {g: c for g, c in counts.items() if c[0] > c[1]}
+    return EnforcementOutcome(
+        mode=mode,
+        result="done" if specs else "skipped",
+        message=(
+            "worker groups asked to scale to their minimum: "
+            + ", ".join(f"{g} {before} -> {after}" for g, (before, after) in shrunk.items())
+            if specs
+            else "the worker groups are at their minimum already"
+        ),
+        operation_id=operation_id,
+        instance_counts=counts,
+    )
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _operation_error(exc: ClientError | _Refused) -> OperationError:
+    if isinstance(exc, _Refused):
+        return OperationError(error=exc.code, cause=str(exc))
+    details = exc.response.get("Error", {})
+    return OperationError(
+        error=f"SageMaker.{details.get('Code', 'Error')}", cause=str(details.get("Message", exc))
+    )
+
+
+def _finish(
+    deps: BudgetAlertDeps,
+    operation: Operation,
+    status: OperationStatus,
+    steps: list[Step],
+    error: OperationError | None,
+) -> None:
+    deps.alerts.finish_operation(
+        operation.operation_id, status=status, steps=steps, at=_iso(deps.now()), error=error
+    )
+    emit_operation_event(
+        OperationEventDetail(
+            operation_id=operation.operation_id,
+            operation_type=operation.operation_type.value,
+            cluster_name=operation.cluster_name,
+            status=status.value,
+            error=error.error if error else None,
+            cause=error.cause if error else None,
+        ),
+        client=deps.events,
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _spend(budget: dict[str, Any] | None, which: str) -> Decimal | None:
+    amount = ((budget or {}).get("CalculatedSpend") or {}).get(which, {}).get("Amount")
+    return None if amount is None else parse_amount(str(amount))
+
+
+def _alert(
+    deps: BudgetAlertDeps,
+    notification: BudgetNotification,
+    *,
+    day: date,
+    budget: dict[str, Any] | None,
+    cluster: Cluster | None,
+    period: Period,
+    enforcement: EnforcementOutcome | None,
+) -> BudgetAlert:
+    limit = (budget or {}).get("BudgetLimit", {}).get("Amount")
+    budget_usd = parse_amount(str(limit)) if limit is not None else notification.budgeted_usd
+    rate = deps.hourly_rate(cluster.cluster_name, day) if cluster is not None else None
+    actual = _spend(budget, "ActualSpend")
+    forecast = _spend(budget, "ForecastedSpend")
+    percent = notification.threshold_percent
+    who = f"cluster {cluster.cluster_name}" if cluster else f"budget {notification.budget_name}"
+    summary = (
+        f"{who}: {notification.alert_type} cost ${notification.amount_usd:,.2f} crossed "
+        f"{f'{percent}% of ' if percent is not None else ''}the ${budget_usd:,.2f} budget "
+        f"(threshold ${notification.threshold_usd:,.2f}, period {period.key})"
+    )
+    if rate is not None:
+        summary += f"; now burning ${rate[0]:,.2f}/hour"
+    if enforcement is not None:
+        summary += f"; {enforcement.mode.value}: {enforcement.message}"
+    return BudgetAlert(
+        summary=summary,
+        budget_name=notification.budget_name,
+        cluster_name=cluster.cluster_name if cluster else None,
+        owner=cluster.owner if cluster else None,
+        project=cluster.project if cluster else None,
+        alert_type=notification.alert_type,
+        threshold_percent=percent,
+        threshold_usd=notification.threshold_usd,
+        budget_usd=budget_usd,
+        notified_amount_usd=notification.amount_usd,
+        actual_usd=actual,
+        forecast_usd=forecast,
+        hourly_rate_usd=rate[0] if rate else None,
+        hourly_rate_source=rate[1] if rate else None,
+        period=period.key,
+        cluster_url=f"{deps.settings.api_url}/clusters/{cluster.cluster_name}" if cluster else None,
+        budget_console_url=BUDGETS_CONSOLE_URL,
+        enforcement=enforcement,
+    )
+
+
+def _subject(alert: BudgetAlert) -> str:
+    who = alert.cluster_name or alert.budget_name
+    share = f"{alert.threshold_percent}%" if alert.threshold_percent is not None else "its threshold"
+    verb = "spent" if alert.alert_type == "ACTUAL" else "forecast to spend"
+    subject = f"HyperPod budget: {who} {verb} {share} of ${alert.budget_usd:,.2f}"
+    return subject[:SNS_SUBJECT_MAX]
+
+
+def _publish(deps: BudgetAlertDeps, *, subject: str, body: dict[str, Any], cluster_name: str | None) -> str:
+    attributes: dict[str, Any] = {"kind": {"DataType": "String", "StringValue": str(body["kind"])}}
+    if cluster_name:
+        attributes["clusterName"] = {"DataType": "String", "StringValue": cluster_name}
+    response = deps.sns.publish(
+        TopicArn=deps.settings.alerts_topic_arn,
+        Subject=subject,
+        Message=json.dumps(body, indent=2),
+        MessageAttributes=attributes,
+    )
+    return str(response["MessageId"])
