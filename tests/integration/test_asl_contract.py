@@ -12,9 +12,13 @@ import botocore.session
 import pytest
 from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
 from autopilot.models.hyperpod_events import DETAIL_TYPES as DETAIL_TYPES_HYPERPOD
-from autopilot.models.hyperpod_events import AwaitCluster
+from autopilot.models.hyperpod_events import AwaitCluster, AwaitNode
 from autopilot.settings import ClusterEventsSettings
-from autopilot.workflows.inputs import CleanupClusterWorkflowInput, CreateClusterWorkflowInput
+from autopilot.workflows.inputs import (
+    CleanupClusterWorkflowInput,
+    CreateClusterWorkflowInput,
+    ReplaceNodeWorkflowInput,
+)
 from botocore.model import ListShape, OperationModel, Shape, StructureShape
 from pydantic import BaseModel
 
@@ -25,12 +29,32 @@ ROOT = Path(__file__).resolve().parents[2]
 MACHINES: dict[str, type[BaseModel]] = {
     "create_cluster": CreateClusterWorkflowInput,
     "cleanup_cluster": CleanupClusterWorkflowInput,
+    "replace_node": ReplaceNodeWorkflowInput,
+}
+# The wait request each workflow's callback task sends (ClusterEventsFunction parses it).
+WAIT_REQUESTS: dict[str, type[BaseModel]] = {
+    "create_cluster": AwaitCluster,
+    "cleanup_cluster": AwaitCluster,
+    "replace_node": AwaitNode,
+}
+# The template parameters bounding how long each workflow waits on its own (seconds, or minutes *60):
+# together they must stay within its TimeoutSeconds.
+DEADLINE_PARAMETERS: dict[str, tuple[tuple[str, int], ...]] = {
+    "create_cluster": (("CreateTimeoutSeconds", 1),),
+    "cleanup_cluster": (("DeleteTimeoutSeconds", 1),),
+    # a slot (at most the replace deadline), then a reboot or HyperPod's repair, then a replace
+    "replace_node": (
+        ("ReplaceDeadlineMinutes", 60),
+        ("HyperPodRepairDeadlineMinutes", 60),
+        ("ReplaceDeadlineMinutes", 60),
+    ),
 }
 SDK = re.compile(r"^arn:\$\{Partition\}:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z]+)$")
 OPTIMIZED = {
     "arn:${Partition}:states:::dynamodb:updateItem": ("dynamodb", "UpdateItem"),
     "arn:${Partition}:states:::events:putEvents": ("events", "PutEvents"),
     "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "SendMessage"),
+    "arn:${Partition}:states:::sns:publish": ("sns", "Publish"),
     "arn:${Partition}:states:::lambda:invoke": ("lambda", "Invoke"),
 }
 CALLBACK = "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken"
@@ -75,6 +99,9 @@ RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
     "cloudformation": [_backoff("CloudFormation.CloudFormationException")],
     "optimized": [_backoff("States.TaskFailed")],
 }
+# A conditional write whose condition failing is an answer (the lease is taken, the repair is not this
+# one's): never retried, although States.TaskFailed would match it.
+CONDITIONAL_WRITE = [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "MaxAttempts": 0}]
 _session = botocore.session.get_session()
 
 
@@ -156,7 +183,12 @@ def test_task_arguments_match_the_service_model(machine: str, state_name: str, s
     elif state["Resource"] == CALLBACK:
         # MessageBody is the wait request ClusterEventsFunction parses
         assert check_payload({**arguments, "MessageBody": "x"}, shape, state_name) == []
-        assert set(arguments["MessageBody"]) == {f.alias or n for n, f in AwaitCluster.model_fields.items()}
+        request = WAIT_REQUESTS[machine]
+        assert set(arguments["MessageBody"]) == {f.alias or n for n, f in request.model_fields.items()}
+        # its literal members (autopilot, until) are values the model accepts
+        request.model_validate(
+            {k: "x" if EXPRESSION.match(v) else v for k, v in arguments["MessageBody"].items()}
+        )
     else:
         assert check_payload(arguments, shape, state_name) == []
 
@@ -188,7 +220,10 @@ def integration(resource: str) -> str:
 def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state(
     machine: str, state_name: str, state: dict[str, Any]
 ) -> None:
-    assert state["Retry"] == RETRY_POLICIES[integration(state["Resource"])]
+    policy = RETRY_POLICIES[integration(state["Resource"])]
+    if "ConditionExpression" in state["Arguments"]:
+        policy = CONDITIONAL_WRITE + policy
+    assert state["Retry"] == policy
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
     states = definition(machine)["States"]
@@ -200,9 +235,12 @@ def error_names(state: dict[str, Any]) -> set[str]:
 
 
 def raisable(resource: str) -> set[str]:
-    """Error names Step Functions can raise for a task: States.*, and for aws-sdk the operation's
-    modelled errors (Exception appended when missing) and the service's generic exception."""
+    """Error names Step Functions can raise for a task: States.*, for aws-sdk the operation's
+    modelled errors (Exception appended when missing) and the service's generic exception, for the
+    optimized DynamoDB integration its modelled errors as DynamoDB.<error code>."""
     match = SDK.match(resource)
+    if resource == "arn:${Partition}:states:::dynamodb:updateItem":
+        return {f"DynamoDB.{shape.name}" for shape in operation_model(resource).error_shapes}
     if not match:
         return set()
     service = seams.AWS_SDK_ERROR_SERVICE_NAMES[match["service"]]
@@ -269,7 +307,7 @@ def test_the_workflow_reads_only_fields_its_input_model_has(machine: str) -> Non
 def test_workflows_are_jsonata_with_a_timeout_beyond_their_deadlines(machine: str) -> None:
     document = definition(machine)
     parameters = load_template(ROOT / "template.yaml")["Parameters"]
-    longest = max(parameters[p]["MaxValue"] for p in ("CreateTimeoutSeconds", "DeleteTimeoutSeconds"))
+    longest = sum(parameters[p]["MaxValue"] * unit for p, unit in DEADLINE_PARAMETERS[machine])
     assert document["QueryLanguage"] == "JSONata"
     assert longest + 3600 <= document["TimeoutSeconds"], "the workflow must reach its own deadline first"
 
@@ -281,14 +319,14 @@ def _wait_states(machine: str) -> dict[str, Any]:
 
 
 def test_both_workflows_wait_with_the_same_states() -> None:
-    create, cleanup = (_wait_states(machine) for machine in MACHINES)
+    create, cleanup = (_wait_states(machine) for machine in WAIT_EXITS)
     assert create == cleanup
     assert "<reached>" in json.dumps(create)
     assert "<failed>" in json.dumps(create)
 
 
 def test_no_other_state_is_written_twice() -> None:
-    create, cleanup = (definition(machine)["States"] for machine in MACHINES)
+    create, cleanup = (definition(machine)["States"] for machine in WAIT_EXITS)
     twice = {name for name in create.keys() & cleanup.keys() if create[name] == cleanup[name]}
     assert twice <= {*WAIT_STATES, "Invalid Input"}, twice
 
@@ -343,7 +381,9 @@ def test_hyperpod_events_reach_cluster_events_function_with_a_dead_letter_queue_
     assert queue["VisibilityTimeout"] >= 6 * function.get("Timeout", 30)
 
 
-@pytest.mark.parametrize("machine", ["CreateClusterStateMachine", "CleanupClusterStateMachine"])
+@pytest.mark.parametrize(
+    "machine", ["CreateClusterStateMachine", "CleanupClusterStateMachine", "ReplaceNodeStateMachine"]
+)
 def test_state_machines_log_trace_and_may_send_wait_requests_only_to_the_cluster_events_queue(
     machine: str,
 ) -> None:

@@ -34,12 +34,14 @@ SAMPLES = ROOT / "events" / "stepfunctions"
 ACCOUNT_PREFIX = "arn:aws:states:us-east-1:123456789012"
 CREATE_SM = f"{ACCOUNT_PREFIX}:stateMachine:create"
 CLEANUP_SM = f"{ACCOUNT_PREFIX}:stateMachine:cleanup"
+REPLACE_SM = f"{ACCOUNT_PREFIX}:stateMachine:replace"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SETTINGS = ReconcilerSettings.model_validate(
     {
         "STATE_TABLE_NAME": "state",
         "CREATE_CLUSTER_STATE_MACHINE_ARN": CREATE_SM,
         "CLEANUP_CLUSTER_STATE_MACHINE_ARN": CLEANUP_SM,
+        "REPLACE_NODE_STATE_MACHINE_ARN": REPLACE_SM,
         "RECONCILE_GRACE_SECONDS": "120",
     }
 )
@@ -360,14 +362,24 @@ def test_the_reconciler_resolves_ended_executions_and_leaves_running_ones(store:
     assert run_reconciler(store, sfn) == {"still_running": 1}  # the failed one is not read again
 
 
-def test_the_execution_arn_is_the_state_machines_named_after_the_operation() -> None:
+@pytest.mark.parametrize(
+    ("operation_type", "state_machine"),
+    [
+        (OperationType.CREATE_CLUSTER, "create"),
+        (OperationType.DELETE_CLUSTER, "cleanup"),
+        (OperationType.REPLACE_NODE, "replace"),
+    ],
+)
+def test_the_execution_arn_is_the_state_machines_named_after_the_operation(
+    operation_type: OperationType, state_machine: str
+) -> None:
     operation = Operation(
         operation_id="op-1",
-        operation_type=OperationType.DELETE_CLUSTER,
+        operation_type=operation_type,
         cluster_name="c1",
         status=OperationStatus.RUNNING,
         created_at="x",
         updated_at="x",
     )
 
-    assert execution_arn_for(SETTINGS, operation) == f"{ACCOUNT_PREFIX}:execution:cleanup:op-1"
+    assert execution_arn_for(SETTINGS, operation) == f"{ACCOUNT_PREFIX}:execution:{state_machine}:op-1"

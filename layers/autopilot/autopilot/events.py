@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 SOURCE = "hyperpod.autopilot"
 OPERATION_SUCCEEDED = "Cluster Operation Succeeded"
 OPERATION_FAILED = "Cluster Operation Failed"
-DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED)
+# A ReplaceNode operation's result (statemachines/replace_node.asl.json).
+NODE_REPAIRED = "Node Repaired"
+NODE_REPAIR_FAILED = "Node Repair Failed"
+DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED, NODE_REPAIRED, NODE_REPAIR_FAILED)
 SESSION_TERMINATED = "Session Terminated"
 
 
@@ -41,12 +44,19 @@ class OperationEventDetail(BaseModel):
     cause: str | None = None
     # Cleanup: ARNs of resources still tagged with the cluster (as a JSON list in a string).
     leftovers: str | None = None
+    # ReplaceNode: the repaired node, and the new instance a replace brought.
+    node_id: str | None = None
+    successor_node_id: str | None = None
 
 
 def emit_operation_event(detail: OperationEventDetail, *, client: EventBridgeClient | None = None) -> None:
     """Put one operation event on the bus; raises if EventBridge rejects it."""
     events: EventBridgeClient = client or aws.client("events")
-    detail_type = OPERATION_SUCCEEDED if detail.status == "SUCCEEDED" else OPERATION_FAILED
+    succeeded = detail.status == "SUCCEEDED"
+    if detail.operation_type == "ReplaceNode":
+        detail_type = NODE_REPAIRED if succeeded else NODE_REPAIR_FAILED
+    else:
+        detail_type = OPERATION_SUCCEEDED if succeeded else OPERATION_FAILED
     response = events.put_events(
         Entries=[
             {
@@ -79,6 +89,7 @@ def emit_operation_failed(
             execution_arn=execution_arn,
             error=error.error,
             cause=error.cause,
+            node_id=operation.node_id,
         ),
         client=client,
     )

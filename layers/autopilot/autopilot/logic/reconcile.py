@@ -35,11 +35,11 @@ WAITING_FOR_START = "waiting_for_start"
 
 def execution_arn_for(settings: ReconcilerSettings, operation: Operation) -> str:
     """The execution the API starts for ``operation``: its state machine's, named after the operation."""
-    state_machine = (
-        settings.create_cluster_state_machine_arn
-        if operation.operation_type is OperationType.CREATE_CLUSTER
-        else settings.cleanup_cluster_state_machine_arn
-    )
+    state_machine = settings.cleanup_cluster_state_machine_arn
+    if operation.operation_type is OperationType.CREATE_CLUSTER:
+        state_machine = settings.create_cluster_state_machine_arn
+    elif operation.operation_type is OperationType.REPLACE_NODE:
+        state_machine = settings.replace_node_state_machine_arn
     return f"{state_machine.replace(':stateMachine:', ':execution:', 1)}:{operation.operation_id}"
 
 

@@ -1,5 +1,5 @@
 """HyperPod's EventBridge events as AWS documents them (events/hyperpod/*.json), and the workflows'
-wait requests, the two kinds of message on the cluster-events queue.
+wait requests (on a cluster, on a node), the kinds of message on the cluster-events queue.
 
 Member names are AWS's. Members the samples show but that appear only when configured (Orchestrator,
 TrainingPlanArn, EventMetadata ...) are optional; unknown members are kept (``extra="allow"``), since
@@ -19,6 +19,7 @@ NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 DETAIL_TYPES = (STATE_CHANGE, NODE_HEALTH, CLUSTER_EVENT)
 AWAIT_CLUSTER = "await-cluster"
+AWAIT_NODE = "await-node"
 # What a waiter waits for when the cluster must be gone (DescribeCluster: ResourceNotFound).
 DELETED = "Deleted"
 
@@ -105,5 +106,20 @@ class AwaitCluster(BaseModel):
     cluster_name: str = Field(alias="clusterName", min_length=1)
     # a SageMaker ClusterStatus, or "Deleted" for a cluster that must be gone
     until: str = Field(min_length=1)
+    task_token: str = Field(alias="taskToken", min_length=1)
+    execution_arn: str = Field(alias="executionArn", min_length=1)
+
+
+class AwaitNode(BaseModel):
+    """A repair's wait request (the "Await Node" state of statemachines/replace_node.asl.json)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    autopilot: Literal["await-node"]
+    cluster_name: str = Field(alias="clusterName", min_length=1)
+    # the repaired node, or the successor a replace brought
+    node_id: str = Field(alias="nodeId", min_length=1)
+    # Running, and no Unhealthy report held for it (autopilot.workflows.node_waits)
+    until: Literal["Healthy"]
     task_token: str = Field(alias="taskToken", min_length=1)
     execution_arn: str = Field(alias="executionArn", min_length=1)

@@ -1,9 +1,11 @@
-"""Workflows waiting on a cluster, and the cluster registry's view of SageMaker's status.
+"""Workflows waiting on a cluster or a node, and the cluster registry's view of SageMaker's status.
 
 A waiting workflow is an item in the state table beside its cluster (pk ``CLUSTER#<name>``, sk
 ``WAITER#<execution ARN>``, no ``kind``, so the by-kind index never lists it): one per execution, a
-later wait of the same execution replaces it. It is resumed with SendTaskSuccess / SendTaskFailure on
-its task token. Writes carry version guards, so duplicated and reordered messages change nothing.
+later wait of the same execution replaces it. A waiter with a ``nodeId`` waits on that node
+(autopilot.workflows.node_waits), one without on the cluster's status. It is resumed with
+SendTaskSuccess / SendTaskFailure on its task token. Writes carry version guards, so duplicated and
+reordered messages change nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from autopilot.aws import LazyClient
 from autopilot.dal.state_table import cluster_key
 from autopilot.models.hyperpod_events import DELETED
+
+# What a node wait reports for a node SageMaker does not know (replaced, or its cluster gone).
+NODE_NOT_FOUND = "NotFound"
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -41,6 +46,8 @@ class Waiter(BaseModel):
     task_token: str
     # SQS SentTimestamp (epoch ms) of the wait request: a later request of the same execution wins
     sent_at: int
+    # a node wait's instance id (None: the wait is on the cluster)
+    node_id: str | None = None
 
 
 class StatusVersion(BaseModel):
@@ -75,23 +82,30 @@ class ClusterWaits:
         self._stepfunctions = stepfunctions
         self._sagemaker = sagemaker
 
+    @property
+    def table_name(self) -> str:
+        return self._table
+
     # --- waiters ------------------------------------------------------------------------------
 
     def put_waiter(self, waiter: Waiter) -> bool:
         """Store the waiter unless a later request of the same execution is stored already."""
+        item: dict[str, Any] = {
+            "pk": {"S": cluster_key(waiter.cluster_name)["pk"]},
+            "sk": {"S": WAITER_PREFIX + waiter.execution_arn},
+            "clusterName": {"S": waiter.cluster_name},
+            "executionArn": {"S": waiter.execution_arn},
+            "until": {"S": waiter.until},
+            "taskToken": {"S": waiter.task_token},
+            "sentAt": {"N": str(waiter.sent_at)},
+            "expiresAt": {"N": str(waiter.sent_at // 1000 + WAITER_TTL_SECONDS)},
+        }
+        if waiter.node_id is not None:
+            item["nodeId"] = {"S": waiter.node_id}
         try:
             self.dynamodb.put_item(
                 TableName=self._table,
-                Item={
-                    "pk": {"S": cluster_key(waiter.cluster_name)["pk"]},
-                    "sk": {"S": WAITER_PREFIX + waiter.execution_arn},
-                    "clusterName": {"S": waiter.cluster_name},
-                    "executionArn": {"S": waiter.execution_arn},
-                    "until": {"S": waiter.until},
-                    "taskToken": {"S": waiter.task_token},
-                    "sentAt": {"N": str(waiter.sent_at)},
-                    "expiresAt": {"N": str(waiter.sent_at // 1000 + WAITER_TTL_SECONDS)},
-                },
+                Item=item,
                 ConditionExpression="attribute_not_exists(sk) OR sentAt <= :sent",
                 ExpressionAttributeValues={":sent": {"N": str(waiter.sent_at)}},
             )
@@ -102,6 +116,14 @@ class ClusterWaits:
         return True
 
     def waiters(self, cluster_name: str) -> list[Waiter]:
+        """The workflows waiting on the cluster's status."""
+        return [w for w in self._waiters(cluster_name) if w.node_id is None]
+
+    def node_waiters(self, cluster_name: str, node_id: str) -> list[Waiter]:
+        """The workflows waiting on this node of the cluster."""
+        return [w for w in self._waiters(cluster_name) if w.node_id == node_id]
+
+    def _waiters(self, cluster_name: str) -> list[Waiter]:
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -125,6 +147,7 @@ class ClusterWaits:
                 until=i["until"]["S"],
                 task_token=i["taskToken"]["S"],
                 sent_at=int(i["sentAt"]["N"]),
+                node_id=i["nodeId"]["S"] if "nodeId" in i else None,
             )
             for i in items
         ]
@@ -174,6 +197,16 @@ class ClusterWaits:
                 return DELETED, ""
             raise
         return str(described["ClusterStatus"]), str(described.get("FailureMessage") or "")
+
+    def describe_node_status(self, cluster_name: str, node_id: str) -> str:
+        """The node's InstanceStatus now; "NotFound" when SageMaker has no such node (or cluster)."""
+        try:
+            described = self.sagemaker.describe_cluster_node(ClusterName=cluster_name, NodeId=node_id)
+        except ClientError as exc:
+            if _code(exc) in ("ResourceNotFound", "ResourceNotFoundException"):
+                return NODE_NOT_FOUND
+            raise
+        return str(described["NodeDetails"]["InstanceStatus"]["Status"])
 
     def record_status(self, cluster_name: str, cluster_arn: str, status: str, version: StatusVersion) -> bool:
         """Set the registry's SageMaker status if this report is newer than the one it holds.

@@ -1,15 +1,19 @@
-"""The inputs of the Create and Cleanup workflows (statemachines/*.asl.json read them as ``$input``).
+"""The inputs of the Create, Cleanup and ReplaceNode workflows (statemachines/*.asl.json read them as
+``$input``).
 
-Only what the workflow cannot know itself: the deadlines and the fallback poll interval are template
-parameters the state machines get through DefinitionSubstitutions, not input.
+Only what the workflow cannot know itself: the create / delete deadlines and the fallback poll interval
+are template parameters the state machines get through DefinitionSubstitutions, not input. A repair's
+deadlines are input: the code that starts it reads them from its own settings.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from autopilot.models.records import Fault, NodeAction, RepairTrigger
 
 
 class WorkflowModel(BaseModel):
@@ -48,3 +52,28 @@ class CleanupClusterWorkflowInput(WorkflowModel):
     cluster_name: str
     budget_name: str
     stack_name: str | None
+
+
+class RepairDeadlines(WorkflowModel):
+    """Seconds each action may take from its start: RebootDeadlineMinutes, ReplaceDeadlineMinutes,
+    HyperPodRepairDeadlineMinutes (a repair also waits at most ``replace_seconds`` for a slot)."""
+
+    reboot_seconds: int = Field(ge=1)
+    replace_seconds: int = Field(ge=1)
+    hyperpod_seconds: int = Field(ge=1)
+
+
+class ReplaceNodeWorkflowInput(WorkflowModel):
+    """The ReplaceNode workflow's input (statemachines/replace_node.asl.json): one node per execution,
+    the first action as autopilot.logic.healing.decide chose it."""
+
+    operation_id: str
+    cluster_name: str
+    node_id: str
+    action: NodeAction
+    trigger: RepairTrigger
+    fault: Fault | None = None
+    deadlines: RepairDeadlines
+    # False for a node that may only be rebooted (a login node without AllowLoginReplace): a reboot
+    # that does not heal it is alerted instead of escalated to a replace.
+    allow_replace: bool = True
