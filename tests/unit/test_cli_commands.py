@@ -835,3 +835,32 @@ def test_cost_shows_the_estimate(api: FakeApi, run: Any) -> None:
     code, out, _ = run("cost", "ml-cluster", "--output", "text", "--query", "[hourlyRateUsd, forecastUsd]")
 
     assert (code, out) == (0, "98.32\t7000.0\n")
+
+
+@pending("DELETE", "/clusters/{name}/growth-block")
+def test_lift_growth_block(api: FakeApi, run: Any) -> None:
+    lifted = {"clusterName": "ml-cluster", "growthBlocked": False, "wasBlocked": True}
+    api.answer("DELETE", "/clusters/ml-cluster/growth-block", (200, lifted))
+
+    code, out, _ = run(
+        "clusters", "lift-growth-block", "ml-cluster", "--query", "wasBlocked", "--output", "text"
+    )
+
+    assert (code, out) == (0, "true\n")
+
+
+def test_a_broken_config_file_is_a_usage_error(run: Any, no_saved_config: Path) -> None:
+    no_saved_config.parent.mkdir(parents=True)
+    no_saved_config.write_text("{endpoint")
+
+    code, out, _ = run("clusters", "list", "--output", "json")
+
+    assert code == 2
+    assert json.loads(out)["error"]["message"].startswith(f"cannot read {no_saved_config}")
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "autopilot_cli", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout) == (0, f"autopilot {__version__}\n")
