@@ -8,8 +8,9 @@ from functools import cache
 from typing import Any
 
 from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.healing.node_health import NodeHealing
 from autopilot.observability import logger, metrics, tracer
-from autopilot.settings import cluster_events_settings
+from autopilot.settings import cluster_events_settings, healing_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -24,9 +25,14 @@ def waits() -> ClusterWaits:
     return ClusterWaits(cluster_events_settings().state_table_name)
 
 
+@cache
+def healing() -> NodeHealing:
+    return NodeHealing(healing_settings())
+
+
 def record_handler(record: SQSRecord) -> None:
     body: dict[str, Any] = json.loads(record.body)
-    kind = handle_message(body, int(record.attributes.sent_timestamp), waits())
+    kind = handle_message(body, int(record.attributes.sent_timestamp), waits(), healing())
     logger.debug("message processed", kind=kind, message_id=record.message_id)
 
 

@@ -12,6 +12,7 @@ import pytest
 from autopilot.api.routes import openapi_document
 from autopilot.settings import (
     ApiSettings,
+    HealingSettings,
     ReconcilerSettings,
     RecordOutcomeSettings,
     SessionGuardSettings,
@@ -357,3 +358,27 @@ def test_spend_meter_runs_every_spend_meter_minutes_with_least_privilege() -> No
         "pricing:GetProducts",
         "sns:Publish",
     }
+
+
+def test_cluster_events_start_repairs_with_the_healing_parameters_and_least_privilege() -> None:
+    parameters = TEMPLATE["Parameters"]
+    defaults = {name: parameters[name]["Default"] for name in ("MaxUnhealthyPercent", "BreakerWindowMinutes")}
+    assert defaults == {"MaxUnhealthyPercent": 20, "BreakerWindowMinutes": 10}
+    assert parameters["AllowLoginReplace"]["Default"] == "false"
+    function = of_type("AWS::Serverless::Function")["ClusterEventsFunction"]
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"])
+    needed = {field.alias for field in HealingSettings.model_fields.values()}
+    assert needed <= environment, needed - environment
+
+    (policy,) = function["Policies"]
+    grants: dict[str, list[Any]] = {}
+    for statement in policy["Statement"]:
+        actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        for action in actions:
+            grants.setdefault(action, []).append(statement["Resource"])
+    assert grants["states:StartExecution"] == [{"Ref": "ReplaceNodeStateMachine"}]
+    assert grants["sns:Publish"] == [{"Ref": "AlertsTopic"}]
+    provisioning_parameters = "arn:${AWS::Partition}:s3:::*/provisioning_parameters.json"
+    assert grants["s3:GetObject"] == [{"Fn::Sub": provisioning_parameters}]
+    assert not [a for a in grants if a.startswith("sagemaker:") and not a.startswith("sagemaker:Describe")]

@@ -174,11 +174,11 @@ def test_clusters_outside_the_registry_are_not_adopted_by_an_event() -> None:
     assert waits.clusters == {}
 
 
-@pytest.mark.parametrize("sample", ["cluster_node_health_event.json", "cluster_event.json"])
-def test_node_health_and_cluster_events_are_parsed_and_touch_nothing(sample: str) -> None:
+def test_cluster_events_are_parsed_and_touch_nothing() -> None:
+    # (Node Health events drive healing: tests/unit/test_cluster_events_health.py)
     waits = MemoryWaits()
 
-    kind = handle_message(load_event(f"hyperpod/{sample}"), 1, waits)
+    kind = handle_message(load_event("hyperpod/cluster_event.json"), 1, waits)
 
     assert kind.startswith("SageMaker HyperPod")
     assert waits.clusters == {CLUSTER: {}}
@@ -209,6 +209,7 @@ def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pyte
     spec.loader.exec_module(app)
     waits = MemoryWaits(sagemaker_status="Creating")
     monkeypatch.setattr(app, "waits", lambda: waits)
+    monkeypatch.setattr(app, "healing", lambda: None)  # the batch holds no Node Health event
     monkeypatch.setattr(app.metrics.provider, "namespace", "Test")  # the template's Globals set it
     event = load_event("cluster_events/sqs_batch.json")
     broken = copy.deepcopy(event["Records"][0])

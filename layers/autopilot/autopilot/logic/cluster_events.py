@@ -2,8 +2,9 @@
 
 Two kinds of message share the queue (docs/architecture.md, "Event-driven waits"):
 - HyperPod's EventBridge events. A Cluster State Change updates the registry's SageMaker status (when
-  newer than what it holds) and resumes the workflows waiting on the cluster. Node Health events and
-  Cluster Events are parsed and logged; the healing workflows build on them.
+  newer than what it holds) and resumes the workflows waiting on the cluster. A Node Health event is
+  held on the node's item and may start a repair (autopilot.logic.healing.node_health). Cluster
+  Events are parsed and logged.
 - A workflow's wait request ("await-cluster"): the waiter is stored first, then DescribeCluster is
   checked once, so a state change that came before the request still resumes it at once.
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from autopilot.logic.healing.node_health import NodeHealing, node_health_reported
 from autopilot.models.hyperpod_events import (
     AWAIT_CLUSTER,
     AWAIT_NODE,
@@ -49,8 +51,11 @@ class UnknownMessageError(ValueError):
     """The message is neither a HyperPod event nor a wait request (it goes to the DLQ)."""
 
 
-def handle_message(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> str:
-    """Process one queue message; returns what it was (for logs and tests)."""
+def handle_message(
+    body: dict[str, Any], sent_at: int, waits: ClusterWaits, healing: NodeHealing | None = None
+) -> str:
+    """Process one queue message; returns what it was (for logs and tests). ``healing`` is required
+    for Node Health events (ClusterEventsFunction always passes it)."""
     if body.get("autopilot") == AWAIT_CLUSTER:
         await_cluster(AwaitCluster.model_validate(body), sent_at, waits)
         return AWAIT_CLUSTER
@@ -62,7 +67,9 @@ def handle_message(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> s
         if detail_type == STATE_CHANGE:
             cluster_state_changed(ClusterStateChangeEvent.model_validate(body), waits)
         elif detail_type == NODE_HEALTH:
-            node_health_reported(NodeHealthEvent.model_validate(body))
+            if healing is None:
+                raise RuntimeError("a Node Health event needs the healing dependencies (NodeHealing)")
+            node_health_reported(NodeHealthEvent.model_validate(body), healing, waits)
         elif detail_type == CLUSTER_EVENT:
             cluster_event_reported(ClusterEvent.model_validate(body))
         else:
@@ -124,18 +131,6 @@ def resume(waiter: Waiter, status: str, failure_message: str, waits: ClusterWait
         status=status,
     )
     waits.remove_waiter(waiter)
-
-
-def node_health_reported(event: NodeHealthEvent) -> None:
-    detail = event.detail
-    logger.info(
-        "node health event",
-        cluster=detail.ClusterName,
-        instance_id=detail.InstanceId,
-        health=detail.HealthSummary.HealthStatus,
-        repair_action=detail.HealthSummary.RepairAction,
-        reason=detail.HealthSummary.HealthStatusReason,
-    )
 
 
 def cluster_event_reported(event: ClusterEvent) -> None:

@@ -1,0 +1,175 @@
+"""Starting a node repair: the claim (exactly once per fault) and the ReplaceNode workflow.
+
+One entry point for the three triggers: the Node Health event (ClusterEventsFunction), the sweep and
+an operator's POST /clusters/{name}/nodes/{nodeId}/reboot|replace. All meet the same claim, so a
+fault is never repaired twice and a node never has two repairs at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, NoReturn
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict
+
+from autopilot.errors import WorkflowStartError
+from autopilot.events import emit_operation_failed
+from autopilot.logic.dependencies import error_code
+from autopilot.models.records import (
+    Fault,
+    NodeAction,
+    Operation,
+    OperationError,
+    OperationStatus,
+    OperationType,
+    RepairActor,
+    RepairTrigger,
+    iso,
+    new_operation_id,
+)
+from autopilot.observability import logger
+from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
+
+if TYPE_CHECKING:
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+    from autopilot.dal.healing import HealingTable
+    from autopilot.settings import HealingSettings
+
+
+class RepairRequest(BaseModel):
+    """What to repair and why.
+
+    ``fault.detected_at`` orders faults (ISO time; for an event its ``time``, for the sweep and the API
+    the time of the request): a repair is claimed only for a fault later than the last one claimed.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cluster_name: str
+    node_id: str
+    action: NodeAction
+    trigger: RepairTrigger
+    fault: Fault
+    actor: RepairActor = RepairActor.AUTOPILOT
+    # The node's instance group, when known (kept on the node item).
+    instance_group: str | None = None
+    # The principal of an API request.
+    requested_by: str | None = None
+    # False for a node that may only be rebooted (a login node without AllowLoginReplace): the workflow
+    # alerts instead of escalating a reboot that did not heal it.
+    allow_replace: bool = True
+
+
+def repair_deadlines(settings: HealingSettings) -> RepairDeadlines:
+    return RepairDeadlines(
+        reboot_seconds=settings.reboot_deadline_minutes * 60,
+        replace_seconds=settings.replace_deadline_minutes * 60,
+        hyperpod_seconds=settings.hyperpod_repair_deadline_minutes * 60,
+    )
+
+
+def start_repair(
+    request: RepairRequest,
+    *,
+    healing: HealingTable,
+    stepfunctions: SFNClient,
+    events: EventBridgeClient,
+    settings: HealingSettings,
+    now: datetime,
+) -> Operation | None:
+    """Claim the repair and start its ReplaceNode execution; the RUNNING operation, or None when
+    nothing was started because a repair is open on the node or this fault was claimed already.
+
+    The claim writes the node's ``openRepair``/``lastFaultAt``, the ReplaceNode operation and its
+    history entry in one transaction (dal/healing.py). The execution is named after the operation,
+    so a retried start meets the same execution (ExecutionAlreadyExists: started). When Step Functions
+    refuses the start, the operation is recorded FAILED with the cause, the claim is undone (the node
+    can be claimed again for the same fault), the failure event is emitted and WorkflowStartError
+    raised. Callers check the breaker (paused) before calling: this function does not.
+    """
+    node = healing.get_node(request.cluster_name, request.node_id)
+    created = iso(now)
+    operation = Operation(
+        operation_id=new_operation_id(now),
+        operation_type=OperationType.REPLACE_NODE,
+        cluster_name=request.cluster_name,
+        status=OperationStatus.RUNNING,
+        created_at=created,
+        updated_at=created,
+        requested_by=request.requested_by,
+        node_id=request.node_id,
+        trigger=request.trigger,
+        fault=request.fault,
+        actor=request.actor,
+        actions=[],
+    )
+    if not healing.claim_repair(
+        operation, fault_at=request.fault.detected_at, instance_group=request.instance_group
+    ):
+        logger.info(
+            "repair not claimed: one is open or the fault was claimed",
+            cluster=request.cluster_name,
+            node=request.node_id,
+            trigger=request.trigger.value,
+            open_repair=node.open_repair if node else None,
+        )
+        return None
+    workflow_input = ReplaceNodeWorkflowInput(
+        operation_id=operation.operation_id,
+        cluster_name=request.cluster_name,
+        node_id=request.node_id,
+        action=request.action,
+        trigger=request.trigger,
+        fault=request.fault,
+        deadlines=repair_deadlines(settings),
+        allow_replace=request.allow_replace,
+    )
+    state_machine = settings.replace_node_state_machine_arn
+    try:
+        execution_arn = stepfunctions.start_execution(
+            stateMachineArn=state_machine,
+            name=operation.operation_id,
+            input=workflow_input.model_dump_json(by_alias=True),
+        )["executionArn"]
+    except ClientError as exc:
+        if error_code(exc) != "ExecutionAlreadyExists":
+            _fail_unstarted(
+                operation,
+                exc,
+                node_fault_at=node.last_fault_at if node else None,
+                healing=healing,
+                events=events,
+                now=now,
+            )
+        execution_arn = (
+            f"{state_machine.replace(':stateMachine:', ':execution:', 1)}:{operation.operation_id}"
+        )
+    healing.set_execution_arn(operation.operation_id, execution_arn)
+    logger.info(
+        "node repair started",
+        cluster=request.cluster_name,
+        node=request.node_id,
+        action=request.action.value,
+        trigger=request.trigger.value,
+        operation_id=operation.operation_id,
+    )
+    return operation.model_copy(update={"execution_arn": execution_arn})
+
+
+def _fail_unstarted(
+    operation: Operation,
+    exc: ClientError,
+    *,
+    node_fault_at: str | None,
+    healing: HealingTable,
+    events: EventBridgeClient,
+    now: datetime,
+) -> NoReturn:
+    logger.exception("repair workflow did not start", operation_id=operation.operation_id)
+    error = OperationError(error=f"StepFunctions.{error_code(exc)}", cause=str(exc))
+    healing.fail_unstarted_repair(operation, error, previous_fault_at=node_fault_at, now=iso(now))
+    emit_operation_failed(operation, error, client=events)
+    raise WorkflowStartError("the repair workflow could not be started", operation.operation_id) from exc

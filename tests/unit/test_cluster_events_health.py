@@ -1,0 +1,418 @@
+"""ClusterEventsFunction's Node Health branch: the state table on moto, Step Functions / SNS /
+EventBridge on moto behind recorders, the cluster's shape from a stub (SageMaker clusters are the
+sandbox's). Events are AWS's sample (events/hyperpod) varied with a small builder."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from autopilot.dal.healing import HealingTable
+from autopilot.dal.state_table import StateTable
+from autopilot.errors import WorkflowStartError
+from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.healing.node_health import NodeHealing
+from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
+from autopilot.models.records import (
+    Cluster,
+    ClusterStatus,
+    NodeHealth,
+    Operation,
+    OperationStatus,
+    OperationType,
+)
+from autopilot.settings import HealingSettings
+from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
+from moto import mock_aws
+
+from sandbox.deploy import load_template
+from tests.events import load_event
+
+TABLE = "state"
+STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")["Resources"]["StateTable"]
+CLUSTER = "sample-cluster"
+NODE = "i-12345678abcdefghi"
+T0 = "2026-11-22T10:00:00Z"
+ROLE = "arn:aws:iam::123456789012:role/replace-node"
+
+
+def node_health(
+    node: str = NODE,
+    health: str = "Unhealthy",
+    time: str = T0,
+    *,
+    fault_type: str = "NvidiaErrorTerminate",
+    repair_action: str = "None",
+) -> dict[str, Any]:
+    event = copy.deepcopy(load_event("hyperpod/cluster_node_health_event.json"))
+    event["time"] = time
+    detail = event["detail"]
+    detail["InstanceId"] = node
+    summary = detail["HealthSummary"]
+    summary["HealthStatus"] = health
+    summary["RepairAction"] = repair_action
+    summary["HealthStatusReason"] = summary["HealthStatusReason"].replace("NvidiaErrorTerminate", fault_type)
+    if health == "Healthy":
+        summary["HealthStatusReason"] = "The node is healthy."
+    return event
+
+
+class Recorder:
+    """A boto3 client whose calls are recorded (botocore still validates them)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(**kwargs: Any) -> Any:
+            self.calls.append((name, kwargs))
+            return method(**kwargs)
+
+        return call
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [kwargs for called, kwargs in self.calls if called == name]
+
+
+class StubTopology(TopologyReader):
+    def __init__(self, groups: dict[str, str], *, node_count: int = 10) -> None:
+        super().__init__()
+        self.groups = groups  # node id -> instance group
+        self.node_count = node_count
+
+    def cluster(self, cluster_name: str) -> ClusterTopology | None:
+        return ClusterTopology(
+            node_count=self.node_count,
+            controller_groups=frozenset({"controller-machine"}),
+            login_groups=frozenset({"login-nodes"}),
+        )
+
+    def node_group(self, cluster_name: str, node_id: str) -> str | None:
+        return self.groups.get(node_id, "compute-nodes")
+
+
+class StubNodes:
+    """SageMaker for the node waits: every node Running."""
+
+    def describe_cluster_node(self, **kwargs: Any) -> dict[str, Any]:
+        return {"NodeDetails": {"InstanceStatus": {"Status": "Running"}}}
+
+
+class TaskTokens:
+    def __init__(self) -> None:
+        self.answered: list[str] = []
+
+    def send_task_success(self, *, taskToken: str, output: str) -> None:
+        self.answered.append(taskToken)
+
+
+class Healing:
+    """Everything one test drives: the handler's dependencies and what they recorded."""
+
+    def __init__(self, ddb: Any, *, topology: StubTopology, **settings: Any) -> None:
+        self.ddb = ddb
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        machine = sfn.create_state_machine(
+            name="ReplaceNode",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn=ROLE,
+        )["stateMachineArn"]
+        sns = boto3.client("sns", region_name="us-east-1")
+        topic = sns.create_topic(Name="alerts")["TopicArn"]
+        self.stepfunctions = Recorder(sfn)
+        self.sns = Recorder(sns)
+        self.events = Recorder(boto3.client("events", region_name="us-east-1"))
+        self.settings = HealingSettings.model_validate(
+            {
+                "STATE_TABLE_NAME": TABLE,
+                "REPLACE_NODE_STATE_MACHINE_ARN": machine,
+                "ALERTS_TOPIC_ARN": topic,
+                "MAX_CONCURRENT_REPAIRS": "4",
+                "MAX_UNHEALTHY_PERCENT": "20",
+                "BREAKER_WINDOW_MINUTES": "10",
+                "REBOOT_DEADLINE_MINUTES": "15",
+                "HYPERPOD_REPAIR_DEADLINE_MINUTES": "90",
+                "REPLACE_DEADLINE_MINUTES": "60",
+                "ALLOW_LOGIN_REPLACE": "false",
+                **settings,
+            }
+        )
+        self.table = HealingTable(TABLE, dynamodb=ddb)
+        self.healing = NodeHealing(
+            self.settings,
+            table=self.table,
+            topology=topology,
+            stepfunctions=self.stepfunctions,  # type: ignore[arg-type]
+            events=self.events,  # type: ignore[arg-type]
+            sns=self.sns,  # type: ignore[arg-type]
+            now=lambda: datetime.fromisoformat("2026-11-22T10:00:05+00:00"),
+        )
+        self.tokens = TaskTokens()
+        self.waits = ClusterWaits(TABLE, dynamodb=ddb, stepfunctions=self.tokens, sagemaker=StubNodes())  # type: ignore[arg-type]
+
+    def deliver(self, event: dict[str, Any]) -> str:
+        return handle_message(event, 1, self.waits, self.healing)
+
+    def started(self) -> list[dict[str, Any]]:
+        """The inputs of the ReplaceNode executions started."""
+        return [json.loads(call["input"]) for call in self.stepfunctions.named("start_execution")]
+
+    def operation(self, operation_id: str) -> Operation:
+        found = self.table.get_operation(operation_id)
+        assert found is not None
+        return found
+
+    def healing_events(self) -> list[dict[str, Any]]:
+        return [e for call in self.events.named("put_events") for e in call["Entries"]]
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        props = STATE_TABLE["Properties"]
+        client.create_table(
+            TableName=TABLE,
+            BillingMode=props["BillingMode"],
+            AttributeDefinitions=props["AttributeDefinitions"],
+            KeySchema=props["KeySchema"],
+            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
+        )
+        register(client, ClusterStatus.ACTIVE)
+        yield client
+
+
+def register(ddb: Any, status: ClusterStatus, name: str = CLUSTER) -> None:
+    cluster = Cluster(
+        cluster_name=name,
+        status=status,
+        created_at="2026-11-22T09:00:00.000Z",
+        updated_at="2026-11-22T09:00:00.000Z",
+        last_operation_id="op-20261122090000-00000000",
+    )
+    operation = Operation(
+        operation_id=f"op-20261122090000-{len(name):08x}",
+        operation_type=OperationType.CREATE_CLUSTER,
+        cluster_name=name,
+        status=OperationStatus.SUCCEEDED,
+        created_at="2026-11-22T09:00:00.000Z",
+        updated_at="2026-11-22T09:00:00.000Z",
+    )
+    StateTable(TABLE, client=ddb).start_create(cluster, operation)
+
+
+@pytest.fixture
+def env(ddb: Any) -> Healing:
+    return Healing(
+        ddb, topology=StubTopology({"i-controller": "controller-machine", "i-login": "login-nodes"})
+    )
+
+
+def test_an_unhealthy_worker_starts_one_recorded_replace(env: Healing) -> None:
+    assert env.deliver(node_health()) == "SageMaker HyperPod Cluster Node Health Event"
+
+    [execution] = env.stepfunctions.named("start_execution")
+    workflow_input = json.loads(execution["input"])
+    assert execution["name"] == workflow_input["operationId"]
+    assert execution["stateMachineArn"] == env.settings.replace_node_state_machine_arn
+    assert (workflow_input["nodeId"], workflow_input["action"], workflow_input["trigger"]) == (
+        NODE,
+        "replace",
+        "event",
+    )
+    assert workflow_input["allowReplace"] is True
+    assert workflow_input["deadlines"] == {
+        "rebootSeconds": 900,
+        "replaceSeconds": 3600,
+        "hyperpodSeconds": 5400,
+    }
+
+    operation = env.operation(workflow_input["operationId"])
+    assert (operation.operation_type, operation.status, operation.node_id) == (
+        OperationType.REPLACE_NODE,
+        OperationStatus.RUNNING,
+        NODE,
+    )
+    assert operation.fault is not None
+    assert (operation.fault.fault_type, operation.fault.repair_action, operation.fault.detected_at) == (
+        "NvidiaErrorTerminate",
+        "None",
+        "2026-11-22T10:00:00.000Z",
+    )
+    assert operation.execution_arn is not None
+    assert operation.execution_arn.endswith(f":{operation.operation_id}")
+    node = env.table.get_node(CLUSTER, NODE)
+    assert node is not None
+    assert (node.health, node.open_repair, node.instance_group) == (
+        NodeHealth.UNHEALTHY,
+        operation.operation_id,
+        "compute-nodes",
+    )
+    history = StateTable(TABLE, client=env.ddb).list_history(CLUSTER)
+    assert history[0].operation_id == operation.operation_id
+
+
+def test_duplicated_deliveries_start_nothing_more(env: Healing) -> None:
+    for _ in range(3):
+        env.deliver(node_health())
+    assert len(env.started()) == 1
+
+    # the repair ended (the workflow removed openRepair): the same fault delivered again starts nothing
+    env.ddb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": f"CLUSTER#{CLUSTER}"}, "sk": {"S": f"NODE#{NODE}"}},
+        UpdateExpression="REMOVE openRepair",
+    )
+    env.deliver(node_health())
+    assert len(env.started()) == 1
+    # a later fault of the node is a new repair
+    env.deliver(node_health(time="2026-11-22T11:00:00Z"))
+    assert len(env.started()) == 2
+
+
+def test_an_unhealthy_report_older_than_the_one_held_starts_nothing(env: Healing) -> None:
+    env.deliver(node_health(health="Healthy", time="2026-11-22T10:05:00Z"))
+    env.deliver(node_health(time=T0))  # delivered late
+
+    assert env.started() == []
+    node = env.table.get_node(CLUSTER, NODE)
+    assert node is not None
+    assert (node.health, node.health_since) == (NodeHealth.HEALTHY, "2026-11-22T10:05:00.000Z")
+
+
+def test_a_healthy_report_is_held_and_resumes_the_repair_waiting_on_the_node(env: Healing) -> None:
+    env.deliver(node_health())
+    env.waits.put_waiter(
+        Waiter(
+            cluster_name=CLUSTER,
+            execution_arn="arn:aws:states:us-east-1:123456789012:execution:ReplaceNode:op-1",
+            until="Healthy",
+            task_token="token-1",
+            sent_at=2,
+            node_id=NODE,
+        )
+    )
+    env.deliver(node_health(health="Healthy", time="2026-11-22T10:04:00Z"))
+
+    assert env.tokens.answered == ["token-1"]
+    assert len(env.started()) == 1  # the Healthy report started nothing
+    node = env.table.get_node(CLUSTER, NODE)
+    assert node is not None
+    assert (node.health, node.health_reason) == (NodeHealth.HEALTHY, "The node is healthy.")
+
+
+def test_an_unhealthy_controller_is_alerted_never_replaced(env: Healing) -> None:
+    env.deliver(node_health("i-controller"))
+    [started] = env.started()
+    assert (started["action"], started["allowReplace"]) == ("alert", False)
+
+
+@pytest.mark.parametrize(("allowed", "action"), [("false", "reboot"), ("true", "replace")])
+def test_a_login_node_is_rebooted_unless_login_replace_is_allowed(
+    ddb: Any, allowed: str, action: str
+) -> None:
+    env = Healing(ddb, topology=StubTopology({"i-login": "login-nodes"}), ALLOW_LOGIN_REPLACE=allowed)
+    env.deliver(node_health("i-login"))
+    [started] = env.started()
+    assert (started["action"], started["allowReplace"]) == (action, allowed == "true")
+
+
+def test_hyperpods_own_repair_is_observed(env: Healing) -> None:
+    env.deliver(node_health(repair_action="Reboot", fault_type="NvidiaErrorReboot"))
+    [started] = env.started()
+    assert started["action"] == "observe"
+    assert env.operation(started["operationId"]).actor is not None
+    assert env.operation(started["operationId"]).actor.value == "hyperpod"  # type: ignore[union-attr]
+
+
+def test_the_breaker_trips_once_and_no_repair_starts_while_paused(env: Healing) -> None:
+    # 10 nodes, MaxUnhealthyPercent 20: the third unhealthy node within the window trips the breaker
+    for i in range(6):
+        env.deliver(node_health(f"i-{i}", time=f"2026-11-22T10:0{i}:00Z"))
+        env.deliver(node_health(f"i-{i}", time=f"2026-11-22T10:0{i}:00Z"))  # each event twice
+
+    assert [s["nodeId"] for s in env.started()] == ["i-0", "i-1"]
+    [alert] = env.sns.named("publish")
+    assert alert["TopicArn"] == env.settings.alerts_topic_arn
+    assert CLUSTER in alert["Subject"]
+    [paused] = [e for e in env.healing_events() if e["DetailType"] == "Healing Paused"]
+    detail = json.loads(paused["Detail"])
+    assert (detail["clusterName"], detail["pausedBy"], detail["unhealthyNodes"], detail["nodeCount"]) == (
+        CLUSTER,
+        "breaker",
+        ["i-0", "i-1", "i-2"],
+        10,
+    )
+    state = env.table.get_healing(CLUSTER)
+    assert (state.paused, state.paused_by, state.tripped_at) == (True, "breaker", "2026-11-22T10:02:00.000Z")
+    # the nodes it held back stay Unhealthy, without a repair, for the sweep to find after resume
+    held = env.table.get_node(CLUSTER, "i-5")
+    assert held is not None
+    assert (held.health, held.open_repair) == (NodeHealth.UNHEALTHY, None)
+
+
+def test_reports_older_than_the_window_do_not_count(env: Healing) -> None:
+    env.deliver(node_health("i-0", time="2026-11-22T10:00:00Z"))
+    env.deliver(node_health("i-1", time="2026-11-22T10:11:00Z"))  # i-0's report left the window
+    env.deliver(node_health("i-2", time="2026-11-22T10:12:00Z"))
+
+    assert len(env.started()) == 3
+    assert env.sns.named("publish") == []
+    assert env.table.get_healing(CLUSTER).unhealthy_reports == {
+        "i-1": "2026-11-22T10:11:00.000Z",
+        "i-2": "2026-11-22T10:12:00.000Z",
+    }
+
+
+def test_an_operator_pause_holds_back_repairs_without_a_second_alert(env: Healing) -> None:
+    assert env.table.pause(CLUSTER, by="arn:aws:iam::123456789012:user/ann", reason="maintenance", now=T0)
+    env.deliver(node_health())
+    assert env.started() == []
+    assert env.sns.named("publish") == []
+
+
+@pytest.mark.parametrize("status", [ClusterStatus.CREATING, ClusterStatus.DELETING])
+def test_clusters_autopilot_does_not_heal_are_left_alone(ddb: Any, status: ClusterStatus) -> None:
+    register(ddb, status, "other")
+    env = Healing(ddb, topology=StubTopology({}))
+    event = node_health()
+    event["detail"]["ClusterName"] = "other"
+    env.deliver(event)
+    event["detail"]["ClusterName"] = "unknown"
+    env.deliver(event)
+    assert env.started() == []
+    assert env.table.get_node("other", NODE) is None
+
+
+def test_a_repair_that_cannot_start_is_failed_and_its_fault_claimable_again(ddb: Any) -> None:
+    env = Healing(
+        ddb,
+        topology=StubTopology({}),
+        REPLACE_NODE_STATE_MACHINE_ARN="arn:aws:states:us-east-1:123456789012:stateMachine:Missing",
+    )
+    with pytest.raises(WorkflowStartError) as raised:
+        env.deliver(node_health())
+
+    failed = env.operation(raised.value.operation_id)
+    assert failed.status is OperationStatus.FAILED
+    assert failed.error is not None
+    assert failed.error.error == "StepFunctions.StateMachineDoesNotExist"
+    [event] = env.healing_events()
+    assert json.loads(event["Detail"])["operationId"] == failed.operation_id
+    node = env.table.get_node(CLUSTER, NODE)
+    assert node is not None
+    assert (node.open_repair, node.last_fault_at) == (None, None)
+
+    # SQS delivers the message again, now that Step Functions answers
+    retry = Healing(ddb, topology=StubTopology({}))
+    retry.deliver(node_health())
+    assert len(retry.started()) == 1
