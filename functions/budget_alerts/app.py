@@ -12,8 +12,8 @@ from autopilot import aws
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
-from autopilot.logic.budget_alerts import BudgetAlertDeps, handle_notification, spend_meter_rate
-from autopilot.observability import logger, tracer
+from autopilot.logic.budget_alerts import BudgetAlertDeps, Handled, handle_notification, spend_meter_rate
+from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import budget_alerts_settings
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import SnsModel
@@ -42,6 +42,7 @@ def dependencies() -> BudgetAlertDeps:
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, list[str]]:
     records = parse(event=event, model=SnsModel).Records
     # Budgets' message is plain text (never JSON), so the parser leaves it a string.
@@ -49,4 +50,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, l
         handle_notification(str(record.Sns.Message), record.Sns.Subject, dependencies()).value
         for record in records
     ]
+    count(Count.BUDGET_ALERTS_FIRED, handled.count(Handled.PUBLISHED.value))
     return {"handled": handled}

@@ -19,7 +19,7 @@ from autopilot.logic.cost_tags import (
     tag_cluster,
 )
 from autopilot.models.cost_allocation import parse_cost_tag_keys
-from autopilot.observability import logger, tracer
+from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import cost_tagger_settings
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -50,6 +50,7 @@ clients = CostTagClients()
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = cost_tagger_settings()
     store = StateTable(settings.state_table_name)
@@ -58,7 +59,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         # The schedule's time is "now" (the sandbox's clock in the sandbox).
         scheduled = parse(event=event, model=EventBridgeModel)
         repairs = TagRepairRecords(settings.state_table_name)
-        return sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
+        counts = sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
+        count(Count.CLUSTER_TAGS_REPAIRED, counts["repaired"])
+        return counts
     request = WorkflowRequest.validate_python(event)
     if isinstance(request, ReleaseProjectBudgetRequest):
         # Budgets live in the function's own account.

@@ -11,7 +11,7 @@ from autopilot import aws
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.record_outcome import record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange
-from autopilot.observability import logger, tracer
+from autopilot.observability import logger, metrics, tracer
 from autopilot.settings import record_outcome_settings
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     change = parse(event=event, model=ExecutionStatusChange)
     resolution = record_outcome(

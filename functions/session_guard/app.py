@@ -6,9 +6,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from autopilot.logic.session_guard import SessionGuard
+from autopilot.logic.session_guard import TERMINATED, SessionGuard
 from autopilot.models.sessions import StartSessionEvent
-from autopilot.observability import logger, tracer
+from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import session_guard_settings
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -23,10 +23,12 @@ def guard() -> SessionGuard:
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     if event.get("detail-type") == SCHEDULED:
         outcomes = guard().sweep()
     else:
         outcomes = guard().on_start_session(parse(event=event, model=StartSessionEvent).detail)
     logger.info("sessions checked", trigger=event.get("detail-type"), outcomes=outcomes)
+    count(Count.SESSIONS_TERMINATED, outcomes.get(TERMINATED, 0))
     return outcomes

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.tracing.base import BaseProvider, BaseSegment
 
 
@@ -77,3 +79,21 @@ def build_tracer() -> Tracer:
 logger = Logger()
 tracer = build_tracer()
 metrics = Metrics()
+
+
+class Count(StrEnum):
+    """Every count Autopilot emits: namespace POWERTOOLS_METRICS_NAMESPACE, dimension ``service``
+    (Powertools' default), unit Count; the dashboard and alarms in template.yaml read these names
+    (docs/operations.md, "Metrics and alarms")."""
+
+    CLUSTER_EVENTS_HANDLED = "ClusterEventsHandled"
+    BREAKERS_TRIPPED = "BreakersTripped"
+    SESSIONS_TERMINATED = "SessionsTerminated"
+    CLUSTER_TAGS_REPAIRED = "ClusterTagsRepaired"
+    BUDGET_ALERTS_FIRED = "BudgetAlertsFired"
+
+
+def count(name: Count, value: int = 1) -> None:
+    """Add to a count of this invocation; the handler's ``@metrics.log_metrics`` writes it (EMF in the
+    function's log, no PutMetricData call). A zero is written too, so a quiet period shows as 0."""
+    metrics.add_metric(name=name.value, unit=MetricUnit.Count, value=value)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from autopilot.dal.healing import BREAKER
 from autopilot.events import HealingPausedEventDetail, emit_healing_paused
 from autopilot.models.records import HealingState, iso
-from autopilot.observability import logger
+from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -125,6 +125,7 @@ def announce_trip(
         window_minutes=settings.breaker_window_minutes,
     )
     logger.warning("healing paused by the breaker", cluster=state.cluster_name, reason=detail.reason)
+    count(Count.BREAKERS_TRIPPED)
     sns.publish(
         TopicArn=settings.alerts_topic_arn,
         # SNS subjects are at most 100 characters; a cluster name is at most 63.
