@@ -821,7 +821,6 @@ def test_healing_get_shows_the_breaker(api: FakeApi, run: Any) -> None:
     assert f"  {'maxUnhealthyPercent':<22} 20" in out.splitlines()
 
 
-@pending("GET", "/clusters/{name}/cost")
 def test_cost_shows_the_estimate(api: FakeApi, run: Any) -> None:
     cost = {
         "hourlyRateUsd": 98.32,
