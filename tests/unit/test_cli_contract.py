@@ -80,7 +80,6 @@ PENDING = {
     "list_operations": ("GET", "/clusters/{name}/operations"),
     "get_healing": ("GET", "/clusters/{name}/healing"),
     "set_healing": ("PUT", "/clusters/{name}/healing"),
-    "get_cost": ("GET", "/clusters/{name}/cost"),
 }
 
 
