@@ -1,4 +1,4 @@
-"""``autopilot clusters create|list|get|delete``."""
+"""``autopilot clusters create|list|get|delete|lift-growth-block``."""
 
 from __future__ import annotations
 
@@ -35,7 +35,13 @@ def add_parsers(subparsers: SubParsers) -> None:
     create = add_command(
         actions, "create", "create a cluster from cluster-config.json", [common, waiting, keyed]
     )
-    create.add_argument("--cluster-config", required=True, type=Path, metavar="FILE", help="required")
+    create.add_argument(
+        "--cluster-config",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the CreateCluster request, as `aws sagemaker create-cluster --cli-input-json` reads (required)",
+    )
     create.add_argument(
         "--provisioning-parameters", type=Path, metavar="FILE", help="Slurm's (default: none)"
     )

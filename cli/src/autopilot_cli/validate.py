@@ -50,7 +50,13 @@ def add_parsers(subparsers: SubParsers) -> None:
         "1 when invalid, 2 on a usage error, 3 when valid as far as checked but an --aws check could not "
         "run (no credentials, access denied, unreachable)."
     )
-    parser.add_argument("--cluster-config", required=True, type=Path, metavar="FILE", help="required")
+    parser.add_argument(
+        "--cluster-config",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the CreateCluster request, as `aws sagemaker create-cluster --cli-input-json` reads (required)",
+    )
     parser.add_argument(
         "--provisioning-parameters", type=Path, metavar="FILE", help="Slurm's (default: none)"
     )
