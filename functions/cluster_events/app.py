@@ -9,7 +9,7 @@ from typing import Any
 
 from autopilot.logic.cluster_events import handle_message
 from autopilot.logic.healing.node_health import NodeHealing
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import cluster_events_settings, healing_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -34,6 +34,7 @@ def record_handler(record: SQSRecord) -> None:
     body: dict[str, Any] = json.loads(record.body)
     kind = handle_message(body, int(record.attributes.sent_timestamp), waits(), healing())
     logger.debug("message processed", kind=kind, message_id=record.message_id)
+    count(Count.CLUSTER_EVENTS_HANDLED)
 
 
 @logger.inject_lambda_context

@@ -246,3 +246,25 @@ def test_budget_alerts_count_the_alerts_published_not_the_duplicates(
     app.lambda_handler(event, _context("BudgetAlertsFunction"))
 
     assert _counts(capsys.readouterr().out) == {Count.BUDGET_ALERTS_FIRED: 2}
+
+
+def test_cluster_events_count_each_message_handled_not_the_failed_ones(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = _handler_module("cluster_events", monkeypatch)
+    event = load_event("cluster_events/sqs_batch.json")
+    failing = event["Records"][0]["messageId"]
+
+    def handle(body: dict[str, Any], sent: int, waits: object, healing: object) -> str:
+        if body == json.loads(event["Records"][0]["body"]):
+            raise RuntimeError("throttled")
+        return "event"
+
+    monkeypatch.setattr(app, "handle_message", handle)
+    monkeypatch.setattr(app, "waits", lambda: None)
+    monkeypatch.setattr(app, "healing", lambda: None)
+
+    response = app.lambda_handler(event, _context("ClusterEventsFunction"))
+
+    assert response["batchItemFailures"] == [{"itemIdentifier": failing}]
+    assert _counts(capsys.readouterr().out) == {Count.CLUSTER_EVENTS_HANDLED: len(event["Records"]) - 1}
