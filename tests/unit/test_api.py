@@ -582,6 +582,11 @@ def test_openapi_document_is_served_and_docs_are_current(stack: Deployed) -> Non
         "/clusters/{name}",
         "/clusters/{name}/nodes",
         "/clusters/{name}/cost",
+        "/clusters/{name}/growth-block",
+        "/clusters/{name}/nodes/{nodeId}/reboot",
+        "/clusters/{name}/nodes/{nodeId}/replace",
+        "/clusters/{name}/operations",
+        "/clusters/{name}/healing",
         "/operations/{operationId}",
         "/validate",
     }

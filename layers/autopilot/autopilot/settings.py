@@ -227,3 +227,22 @@ def load_spend_meter_settings_from(environ: dict[str, str]) -> SpendMeterSetting
 @lru_cache(maxsize=1)
 def spend_meter_settings() -> SpendMeterSettings:
     return load_spend_meter_settings_from(dict(os.environ))
+
+
+class HealingSweepSettings(BaseModel):
+    """What the healing sweep needs beside HealingSettings (HealingSweepFunction, and ApiFunction, which
+    runs the sweep for a cluster when its repairs resume); env var names are the aliases."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # The template parameter StuckNodeMinutes: a node not Running for this long is repaired.
+    stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
+
+
+def load_healing_sweep_settings_from(environ: dict[str, str]) -> HealingSweepSettings:
+    return _load(HealingSweepSettings, environ, "healing sweep")
+
+
+@lru_cache(maxsize=1)
+def healing_sweep_settings() -> HealingSweepSettings:
+    return load_healing_sweep_settings_from(dict(os.environ))

@@ -6,12 +6,24 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.constraints import is_tag_text
-from autopilot.models.records import ClusterStatus, HistoryEntry, OperationStatus, OperationType, Step
+from autopilot.models.records import (
+    ClusterStatus,
+    Fault,
+    HistoryEntry,
+    NodeAction,
+    NodeHealth,
+    OperationStatus,
+    OperationType,
+    RepairAction,
+    RepairActor,
+    RepairTrigger,
+    Step,
+)
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
@@ -198,6 +210,19 @@ class OperationView(ApiModel):
     rolled_back: bool | None = None
     # What went wrong without failing the operation (e.g. cost tags not applied after InService).
     warnings: list[str] | None = None
+    # ReplaceNode: the node, what started the repair, the fault, who repairs, each action and its result,
+    # and the instance a replace brought.
+    node_id: str | None = None
+    trigger: RepairTrigger | None = None
+    fault: Fault | None = None
+    actor: RepairActor | None = None
+    actions: list[RepairAction] | None = None
+    successor_node_id: str | None = None
+
+
+class OperationList(ApiModel):
+    operations: list[OperationView] = Field(description="Newest first.")
+    next_token: str | None = None
 
 
 class InstanceGroupView(BaseModel):
@@ -286,6 +311,20 @@ class InstanceStatusView(BaseModel):
     Message: str | None = None
 
 
+class NodeHealthView(ApiModel):
+    status: NodeHealth
+    reason: str | None = Field(default=None, description="HyperPod's HealthStatusReason.")
+    since: str | None = Field(default=None, description="The time of the health report held (ISO 8601).")
+
+
+class NodeRepairView(ApiModel):
+    operation_id: str
+    action: NodeAction | None = Field(
+        default=None, description="The repair's latest action (null until the workflow took one)."
+    )
+    status: OperationStatus
+
+
 class NodeView(BaseModel):
     """A ListClusterNodes ClusterNodeSummaries entry (AWS spelling)."""
 
@@ -297,11 +336,51 @@ class NodeView(BaseModel):
     InstanceStatus: InstanceStatusView
     LaunchTime: datetime | None = None
     NodeLogicalId: str | None = None
+    health: NodeHealthView = Field(
+        description="Autopilot's view from HyperPod's Node Health events (and its sweep); a node it has no "
+        "report of is Healthy as far as Autopilot knows."
+    )
+    repair: NodeRepairView | None = Field(default=None, description="The repair in flight, if any.")
 
 
 class NodeList(ApiModel):
     nodes: list[NodeView]
     next_token: str | None = None
+
+
+class HealingBody(ApiModel):
+    """PUT /clusters/{name}/healing."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"paused": True}]})
+
+    paused: StrictBool = Field(
+        description="true pauses automatic repairs (events and sweep) on the cluster; false resumes them."
+    )
+
+
+class BreakerView(ApiModel):
+    unhealthy_in_window: int = Field(
+        description="Nodes reported Unhealthy within the breaker's window (since the last resume)."
+    )
+    node_count: int | None = Field(description="The cluster's nodes (SageMaker's current counts).")
+    max_unhealthy_percent: int
+    window_minutes: int
+    tripped_at: str | None = None
+
+
+class HealingView(ApiModel):
+    cluster_name: str
+    paused: bool
+    paused_reason: str | None = None
+    paused_at: str | None = None
+    paused_by: str | None = Field(
+        default=None, description="`breaker`, or the principal ARN that paused repairs through the API."
+    )
+    resumed_at: str | None = None
+    resumed_by: str | None = None
+    breaker: BreakerView
+    active_repairs: int = Field(description="Repairs holding one of the cluster's repair slots now.")
+    max_concurrent_repairs: int
 
 
 class CostView(ApiModel):

@@ -43,8 +43,11 @@ from autopilot.api.models import (
     ErrorBody,
     ErrorDetail,
     GrowthBlockLifted,
+    HealingBody,
+    HealingView,
     NodeList,
     OperationAccepted,
+    OperationList,
     OperationView,
     ValidateBody,
     ValidationResult,
@@ -63,16 +66,18 @@ from autopilot.idempotency import (
     IdempotencyKeyReusedError,
 )
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
-from autopilot.logic import read_clusters
+from autopilot.logic import healing_control, node_health, read_clusters, read_operations
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.budget_enforcement import lift_growth_block as lift_growth_block_use_case
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_cost import read_cost
+from autopilot.logic.repair_node import repair_node
 from autopilot.logic.validate_config import validate_config
+from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
-from autopilot.settings import api_settings
+from autopilot.settings import api_settings, healing_sweep_settings
 
 TITLE = "HyperPod Autopilot API"
 DESCRIPTION = (
@@ -82,6 +87,10 @@ DESCRIPTION = (
 CLUSTER_NAME = Annotated[
     str,
     Path(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", description="Cluster name"),
+]
+NODE_ID = Annotated[
+    str,
+    Path(min_length=10, max_length=19, pattern=r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$", description="Instance id"),
 ]
 IDEMPOTENCY_KEY = Annotated[
     str | None,
@@ -271,6 +280,10 @@ def get_cluster(name: CLUSTER_NAME) -> ClusterView:
 @app.get(
     "/clusters/<name>/nodes",
     summary="List a cluster's nodes",
+    description="One page of ListClusterNodes, each node with Autopilot's `health` (`status`, `reason`, "
+    "`since`, from HyperPod's Node Health events and the healing sweep) and the `repair` in flight "
+    "(`operationId`, `action`, `status`). A node Autopilot has no report of is `Healthy` as far as "
+    "Autopilot knows.",
     tags=["clusters"],
     operation_id="listClusterNodes",
     responses=_responses(HTTPStatus.OK, NodeList, "One page of nodes.", HTTPStatus.NOT_FOUND),
@@ -284,7 +297,7 @@ def list_nodes(
     ] = None,
 ) -> NodeList:
     try:
-        return read_clusters.list_nodes(get_dependencies(), name, limit=limit, next_token=next_token)
+        return node_health.list_nodes(get_dependencies(), name, limit=limit, next_token=next_token)
     except ClientError as exc:
         # SageMaker refuses a token it did not issue with a ValidationException.
         if next_token and exc.response.get("Error", {}).get("Code") == "ValidationException":
@@ -370,6 +383,145 @@ def delete_cluster(
 )
 def lift_growth_block(name: CLUSTER_NAME) -> GrowthBlockLifted:
     return lift_growth_block_use_case(get_dependencies(), name, caller=_caller())
+
+
+_REPAIR_DESCRIPTION = (
+    "Starts the ReplaceNode workflow for the node, through the same claim and guards as an automatic "
+    "repair (trigger `api`): 404 for a cluster Autopilot does not manage or a node not in it, 409 while "
+    "the cluster is not ACTIVE or the node has a repair in flight (the message names the operation). "
+    "Allowed to the cluster's creator and the stack's AdminPrincipalArns (403 otherwise), as DELETE. "
+    "Healing being paused does not refuse it: the pause stops automatic repairs, not an operator's."
+)
+
+
+_RepairRoute = Callable[..., OperationAccepted]
+
+
+def _repair_route(
+    action: NodeAction, operation_id: str, summary: str, extra: str
+) -> Callable[[_RepairRoute], _RepairRoute]:
+    register: Callable[[_RepairRoute], _RepairRoute] = app.post(
+        f"/clusters/<name>/nodes/<nodeId>/{action.value}",
+        status_code=HTTPStatus.ACCEPTED.value,
+        summary=summary,
+        description=f"{_REPAIR_DESCRIPTION} {extra}",
+        tags=["nodes"],
+        operation_id=operation_id,
+        responses=_responses(
+            HTTPStatus.ACCEPTED,
+            OperationAccepted,
+            "Accepted; follow the repair at GET /operations/{operationId}.",
+            HTTPStatus.FORBIDDEN,
+            HTTPStatus.NOT_FOUND,
+            HTTPStatus.CONFLICT,
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            links=_FOLLOW_OPERATION,
+        ),
+    )
+    return register
+
+
+@_repair_route(
+    NodeAction.REBOOT,
+    "rebootClusterNode",
+    "Reboot a node",
+    "A reboot that has not healed the node within RebootDeadlineMinutes escalates to a replace "
+    "(never for a Slurm controller or, unless AllowLoginReplace, a login node).",
+)
+def reboot_node(
+    name: CLUSTER_NAME, nodeId: NODE_ID, idempotency_key: IDEMPOTENCY_KEY = None
+) -> OperationAccepted:
+    return _repair(name, nodeId, NodeAction.REBOOT, idempotency_key)
+
+
+@_repair_route(
+    NodeAction.REPLACE,
+    "replaceClusterNode",
+    "Replace a node",
+    "A Slurm controller node is never replaced: 409 naming the node (reboot it instead).",
+)
+def replace_node(
+    name: CLUSTER_NAME, nodeId: NODE_ID, idempotency_key: IDEMPOTENCY_KEY = None
+) -> OperationAccepted:
+    return _repair(name, nodeId, NodeAction.REPLACE, idempotency_key)
+
+
+def _repair(name: str, node_id: str, action: NodeAction, idempotency_key: str | None) -> OperationAccepted:
+    return repair_node(
+        get_dependencies(),
+        name,
+        node_id,
+        action,
+        requested_by=_caller(),
+        idempotency_key=idempotency_key,
+        lambda_context=app.lambda_context,
+    )
+
+
+@app.get(
+    "/clusters/<name>/operations",
+    summary="List a cluster's operations",
+    description="Every operation Autopilot ran on the cluster, newest first: creates, deletes, node "
+    "repairs (`ReplaceNode`: the node, the trigger, the fault, each action and its result) and budget "
+    "enforcement (`ScaleToMin`). 404 for a cluster Autopilot never registered.",
+    tags=["operations"],
+    operation_id="listClusterOperations",
+    responses=_responses(HTTPStatus.OK, OperationList, "One page of operations.", HTTPStatus.NOT_FOUND),
+)
+def list_operations(
+    name: CLUSTER_NAME,
+    kind: Annotated[OperationType | None, Query(description="Only operations of this kind")] = None,
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 50,
+    next_token: Annotated[
+        str | None, Query(alias="nextToken", max_length=1024, description="From the previous page")
+    ] = None,
+) -> OperationList:
+    return read_operations.list_operations(
+        get_dependencies(), name, kind=kind, limit=limit, next_token=next_token
+    )
+
+
+@app.get(
+    "/clusters/<name>/healing",
+    summary="Show a cluster's healing state",
+    description="Whether automatic repairs are paused (by the breaker or by hand, when and why), the "
+    "breaker's window and threshold, and how many repairs hold a slot of MaxConcurrentRepairs.",
+    tags=["healing"],
+    operation_id="getClusterHealing",
+    responses=_responses(HTTPStatus.OK, HealingView, "The cluster's healing state.", HTTPStatus.NOT_FOUND),
+)
+def get_healing(name: CLUSTER_NAME) -> HealingView:
+    return healing_control.get_healing(get_dependencies(), name)
+
+
+@app.put(
+    "/clusters/<name>/healing",
+    summary="Pause or resume a cluster's automatic repairs",
+    description='`{"paused": true}` stops new automatic repairs (events and sweep; repairs already '
+    "running finish; an operator's reboot/replace still runs) and records the caller as `pausedBy`. "
+    '`{"paused": false}` resumes them, clears the breaker\'s window and sweeps the cluster at once, so '
+    "nodes left unhealthy meanwhile get their repairs (MaxConcurrentRepairs at a time). Setting the "
+    "state it already has changes nothing. Allowed to the cluster's creator and the stack's "
+    "AdminPrincipalArns (403 otherwise); 409 while the cluster is not ACTIVE.",
+    tags=["healing"],
+    operation_id="setClusterHealing",
+    responses=_responses(
+        HTTPStatus.OK,
+        HealingView,
+        "The cluster's healing state after the change.",
+        HTTPStatus.FORBIDDEN,
+        HTTPStatus.NOT_FOUND,
+        HTTPStatus.CONFLICT,
+    ),
+)
+def set_healing(name: CLUSTER_NAME, body: Annotated[HealingBody, Body()]) -> HealingView:
+    return healing_control.set_healing(
+        get_dependencies(),
+        name,
+        paused=body.paused,
+        requested_by=_caller(),
+        sweep_settings=healing_sweep_settings(),
+    )
 
 
 @app.get(

@@ -3,6 +3,7 @@
 A cluster may be deleted by the principal that created it and by the stack's AdminPrincipalArns; a
 role's sessions are one principal (``assumed-role/R/any-session`` is role ``R``). ``?stackName=`` may
 name only a CloudFormation stack tagged ``ClusterName`` = the cluster, and never Autopilot's own.
+The same principals may act on the cluster's nodes and its healing switch (``action``).
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ def split_arns(value: str) -> list[str]:
 
 
 def authorize_delete(
-    cluster_name: str, caller: str | None, created_by: str | None, admins: Iterable[str]
+    cluster_name: str,
+    caller: str | None,
+    created_by: str | None,
+    admins: Iterable[str],
+    *,
+    action: str = "delete",
 ) -> None:
     """Raise NotAllowedError unless ``caller`` created the cluster or is an admin. A cluster with no
-    recorded creator (created outside Autopilot, or before creators were recorded) is the admins'."""
+    recorded creator (created outside Autopilot, or before creators were recorded) is the admins'.
+    ``action`` words the refusal ("may not <action> cluster 'c'")."""
     if caller is not None:
         acting = principal(caller)
         allowed = {principal(arn) for arn in admins}
@@ -57,7 +64,7 @@ def authorize_delete(
         if acting in allowed:
             return
     raise NotAllowedError(
-        f"{caller or 'an unidentified caller'} may not delete cluster {cluster_name!r}: only the principal "
+        f"{caller or 'an unidentified caller'} may not {action} cluster {cluster_name!r}: only the principal "
         "that created it and the stack's AdminPrincipalArns may"
     )
 

@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
+from autopilot.dal.healing import HealingTable
+from autopilot.dal.operation_history import OperationHistory
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests
+from autopilot.settings import healing_settings as load_healing_settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from autopilot.api.models import OperationAccepted
     from autopilot.dal.state_store import StateStore
     from autopilot.models.records import OperationType
-    from autopilot.settings import ApiSettings
+    from autopilot.settings import ApiSettings, HealingSettings
     from autopilot.validation.report import ValidationReport
 
 Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
@@ -69,6 +72,8 @@ class Dependencies:
         validator: Validator | None = None,
         idempotency: IdempotentRequests | None = None,
         now: Callable[[], datetime] | None = None,
+        healing: HealingTable | None = None,
+        healing_settings: HealingSettings | None = None,
     ) -> None:
         self.settings = settings
         self.store: StateStore = store or StateTable(settings.state_table_name)
@@ -79,6 +84,16 @@ class Dependencies:
         self.validate = validator or _stack_validator(settings)
         self._idempotency = idempotency
         self.now = now or (lambda: datetime.now(UTC))
+        self.healing = healing or HealingTable(settings.state_table_name)
+        self.history = OperationHistory(settings.state_table_name)
+        self._healing_settings = healing_settings
+
+    @property
+    def healing_settings(self) -> HealingSettings:
+        """The healing parameters, read on first use (only the node and healing routes need them)."""
+        if self._healing_settings is None:
+            self._healing_settings = load_healing_settings()
+        return self._healing_settings
 
     @property
     def idempotency(self) -> IdempotentRequests:

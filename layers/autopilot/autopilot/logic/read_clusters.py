@@ -1,9 +1,9 @@
-"""The API's reads: a cluster (Autopilot's record + SageMaker's live view), the cluster list, a
-cluster's nodes, an operation."""
+"""The API's reads: a cluster (Autopilot's record + SageMaker's live view), the cluster list, an
+operation (a cluster's nodes: logic/node_health.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -12,14 +12,12 @@ from autopilot.api.models import (
     ClusterSummary,
     ClusterView,
     LiveClusterView,
-    NodeList,
-    NodeView,
-    OperationErrorView,
     OperationView,
 )
 from autopilot.errors import NotFoundError
 from autopilot.logic.budget_enforcement import growth_blocked
 from autopilot.logic.dependencies import error_code
+from autopilot.logic.read_operations import operation_view
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
@@ -70,37 +68,8 @@ def list_clusters(
     return ClusterList(clusters=clusters, next_token=page.next_token)
 
 
-def list_nodes(deps: Dependencies, name: str, *, limit: int, next_token: str | None) -> NodeList:
-    kwargs: dict[str, Any] = {"ClusterName": name, "MaxResults": limit}
-    if next_token:
-        kwargs["NextToken"] = next_token
-    try:
-        response = deps.sagemaker.list_cluster_nodes(**kwargs)
-    except ClientError as exc:
-        if error_code(exc) in _NOT_FOUND_CODES:
-            raise NotFoundError(f"cluster {name!r} not found") from exc
-        raise
-    nodes = [NodeView.model_validate(n) for n in response.get("ClusterNodeSummaries", [])]
-    return NodeList(nodes=nodes, next_token=response.get("NextToken") or None)
-
-
 def get_operation(deps: Dependencies, operation_id: str) -> OperationView:
     operation = deps.store.get_operation(operation_id)
     if operation is None:
         raise NotFoundError(f"operation {operation_id!r} not found")
-    return OperationView(
-        operation_id=operation.operation_id,
-        kind=operation.operation_type,
-        cluster_name=operation.cluster_name,
-        status=operation.status,
-        created_at=operation.created_at,
-        updated_at=operation.updated_at,
-        requested_by=operation.requested_by,
-        execution_arn=operation.execution_arn,
-        steps=operation.steps,
-        error=OperationErrorView(**operation.error.model_dump()) if operation.error else None,
-        leftovers=operation.leftovers,
-        cluster_arn=operation.cluster_arn,
-        rolled_back=operation.rolled_back,
-        warnings=operation.warnings,
-    )
+    return operation_view(operation)

@@ -1,0 +1,84 @@
+"""Since when the sweep has seen a node not Running: ``notRunningSince`` on the node item.
+
+SageMaker says what a node's status is, not since when, so the sweep keeps the time it first saw the
+node out of Running (``if_not_exists``: later sweeps keep the first sighting) and removes it once the
+node is Running again. The node item is dal/healing.py's (kind ``NODE``); these two attributes are the
+sweep's alone, and the item's identifying attributes are written as record_health writes them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.aws import LazyClient
+from autopilot.dal.healing import NODE_KIND, NODE_PREFIX, node_key
+from autopilot.dal.state_table import _from_attributes, _is_condition_failure, _key_attributes, cluster_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class StuckNodes:
+    dynamodb: LazyClient[DynamoDBClient] = LazyClient("dynamodb")
+
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None) -> None:
+        self._table = table_name
+        self._dynamodb = dynamodb
+
+    def not_running_since(self, cluster_name: str) -> dict[str, str]:
+        """node id -> when the sweep first saw it not Running, for the nodes it still sees so."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :node)",
+            "FilterExpression": "attribute_exists(notRunningSince)",
+            "ProjectionExpression": "nodeId, notRunningSince",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": cluster_key(cluster_name)["pk"]},
+                ":node": {"S": NODE_PREFIX},
+            },
+        }
+        found: dict[str, str] = {}
+        while True:
+            page = self.dynamodb.query(**kwargs)
+            for item in page.get("Items", []):
+                plain = _from_attributes(item)
+                found[str(plain["nodeId"])] = str(plain["notRunningSince"])
+            if "LastEvaluatedKey" not in page:
+                return found
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def mark_not_running(self, cluster_name: str, node_id: str, *, status: str, at: str) -> str:
+        """Note the node out of Running (``status``) unless it is noted already; since when."""
+        response = self.dynamodb.update_item(
+            TableName=self._table,
+            Key=_key_attributes(node_key(cluster_name, node_id)),
+            UpdateExpression=(
+                "SET #kind = :kind, clusterName = :cluster, nodeId = :node, notRunningStatus = :status, "
+                "notRunningSince = if_not_exists(notRunningSince, :at)"
+            ),
+            ExpressionAttributeNames={"#kind": "kind"},
+            ExpressionAttributeValues={
+                ":kind": {"S": NODE_KIND},
+                ":cluster": {"S": cluster_name},
+                ":node": {"S": node_id},
+                ":status": {"S": status},
+                ":at": {"S": at},
+            },
+            ReturnValues="UPDATED_NEW",
+        )
+        return str(response["Attributes"]["notRunningSince"]["S"])
+
+    def clear(self, cluster_name: str, node_id: str) -> None:
+        """The node is Running again."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self._table,
+                Key=_key_attributes(node_key(cluster_name, node_id)),
+                UpdateExpression="REMOVE notRunningSince, notRunningStatus",
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise

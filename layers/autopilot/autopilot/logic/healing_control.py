@@ -1,0 +1,101 @@
+"""GET and PUT /clusters/{name}/healing: the cluster's pause switch, its breaker and repair slots.
+
+Pausing by hand records the caller as ``pausedBy``. Resuming clears the breaker's window and runs the
+sweep for the cluster at once, so the nodes left Unhealthy while repairs were paused get their repairs
+now (at most MaxConcurrentRepairs at a time: the workflows' lease caps them, not the start).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from autopilot import aws
+from autopilot.api.models import BreakerView, HealingView
+from autopilot.dal.stuck_nodes import StuckNodes
+from autopilot.errors import NotFoundError
+from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.healing.sweep import HealingSweep
+from autopilot.logic.healing.topology import TopologyReader
+from autopilot.logic.read_clusters import describe_cluster
+from autopilot.logic.repair_node import managed_cluster
+from autopilot.models.records import ClusterStatus, iso
+from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+    from autopilot.settings import HealingSweepSettings
+
+PAUSED_BY_OPERATOR = "paused through the API"
+
+
+def get_healing(deps: Dependencies, name: str) -> HealingView:
+    cluster = deps.store.get_cluster(name)
+    if cluster is None or cluster.status is ClusterStatus.DELETED:
+        raise NotFoundError(f"cluster {name!r} not found")
+    return _view(deps, name)
+
+
+def set_healing(
+    deps: Dependencies,
+    name: str,
+    *,
+    paused: bool,
+    requested_by: str | None,
+    sweep_settings: HealingSweepSettings,
+) -> HealingView:
+    cluster = managed_cluster(deps, name)
+    authorize_delete(
+        name,
+        requested_by,
+        cluster.created_by,
+        split_arns(deps.settings.admin_principal_arns),
+        action="pause or resume healing of",
+    )
+    by = str(requested_by)  # authorize_delete refuses an unidentified caller
+    now = deps.now()
+    if paused:
+        if deps.healing.pause(name, by=by, reason=PAUSED_BY_OPERATOR, now=iso(now)):
+            logger.info("healing paused", cluster=name, by=by)
+    elif deps.healing.resume(name, by=by, now=iso(now)):
+        logger.info("healing resumed", cluster=name, by=by)
+        swept = HealingSweep(
+            store=deps.store,
+            healing=deps.healing,
+            stuck=StuckNodes(deps.settings.state_table_name),
+            topology=TopologyReader(sagemaker=deps.sagemaker),
+            sagemaker=deps.sagemaker,
+            stepfunctions=deps.stepfunctions,
+            events=deps.events,
+            sns=aws.client("sns"),
+            settings=deps.healing_settings,
+            stuck_node_minutes=sweep_settings.stuck_node_minutes,
+        ).sweep_cluster(name, now)
+        logger.info("resumed cluster swept", cluster=name, outcomes=dict(swept))
+    return _view(deps, name)
+
+
+def _view(deps: Dependencies, name: str) -> HealingView:
+    settings = deps.healing_settings
+    state = deps.healing.get_healing(name)
+    window_start = iso(deps.now() - timedelta(minutes=settings.breaker_window_minutes))
+    live = describe_cluster(deps, name)
+    node_count = sum(g.CurrentCount or 0 for g in live.InstanceGroups) if live else None
+    return HealingView(
+        cluster_name=name,
+        paused=state.paused,
+        paused_reason=state.paused_reason if state.paused else None,
+        paused_at=state.paused_at if state.paused else None,
+        paused_by=state.paused_by if state.paused else None,
+        resumed_at=state.resumed_at,
+        resumed_by=state.resumed_by,
+        breaker=BreakerView(
+            unhealthy_in_window=sum(1 for at in state.unhealthy_reports.values() if at >= window_start),
+            node_count=node_count,
+            max_unhealthy_percent=settings.max_unhealthy_percent,
+            window_minutes=settings.breaker_window_minutes,
+            tripped_at=state.tripped_at,
+        ),
+        active_repairs=len(state.lease_holders),
+        max_concurrent_repairs=settings.max_concurrent_repairs,
+    )

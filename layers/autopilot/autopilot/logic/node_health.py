@@ -1,0 +1,67 @@
+"""GET /clusters/{name}/nodes: SageMaker's page of nodes, each with Autopilot's health view and the
+repair in flight.
+
+Health comes from the node items (dal/healing.py) that Node Health events and the sweep write; a node
+without an item has had no Unhealthy report Autopilot heard of, so it is shown Healthy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView
+from autopilot.errors import NotFoundError
+from autopilot.logic.dependencies import error_code
+from autopilot.models.records import NodeHealth, NodeRecord
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+
+_NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
+_HEALTHY = NodeHealthView(status=NodeHealth.HEALTHY)
+
+
+def list_nodes(deps: Dependencies, name: str, *, limit: int, next_token: str | None) -> NodeList:
+    kwargs: dict[str, Any] = {"ClusterName": name, "MaxResults": limit}
+    if next_token:
+        kwargs["NextToken"] = next_token
+    try:
+        response = deps.sagemaker.list_cluster_nodes(**kwargs)
+    except ClientError as exc:
+        if error_code(exc) in _NOT_FOUND_CODES:
+            raise NotFoundError(f"cluster {name!r} not found") from exc
+        raise
+    summaries = response.get("ClusterNodeSummaries", [])
+    records = {r.node_id: r for r in deps.healing.list_nodes(name)} if summaries else {}
+    nodes = [
+        NodeView.model_validate(
+            {
+                **summary,
+                "health": _health(records.get(summary["InstanceId"])),
+                "repair": _repair(deps, records.get(summary["InstanceId"])),
+            }
+        )
+        for summary in summaries
+    ]
+    return NodeList(nodes=nodes, next_token=response.get("NextToken") or None)
+
+
+def _health(record: NodeRecord | None) -> NodeHealthView:
+    if record is None or record.health is None:
+        return _HEALTHY
+    return NodeHealthView(status=record.health, reason=record.health_reason, since=record.health_since)
+
+
+def _repair(deps: Dependencies, record: NodeRecord | None) -> NodeRepairView | None:
+    if record is None or record.open_repair is None:
+        return None
+    operation = deps.store.get_operation(record.open_repair)
+    if operation is None:  # the claim writes both in one transaction; only a hand-deleted item
+        return None
+    return NodeRepairView(
+        operation_id=operation.operation_id,
+        action=operation.actions[-1].action if operation.actions else None,
+        status=operation.status,
+    )

@@ -1,0 +1,297 @@
+"""The healing sweep on the template deployed into moto with the HyperPod simulator (workflows recorded,
+not executed): what the event path missed is repaired once, paused clusters wait, stuck nodes and
+overdue repairs are closed, one cluster's failure does not stop the others."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from autopilot.dal.healing import HealingTable, healing_key
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.stuck_nodes import StuckNodes
+from autopilot.logic.healing.start_repair import RepairRequest, start_repair
+from autopilot.logic.healing.sweep import HealingSweep, SweepIncompleteError, repair_deadline
+from autopilot.logic.healing.topology import TopologyReader
+from autopilot.models.records import (
+    Fault,
+    NodeAction,
+    NodeHealth,
+    OperationStatus,
+    RepairTrigger,
+    iso,
+)
+from autopilot.settings import HealingSettings, load_healing_settings_from, load_healing_sweep_settings_from
+from botocore.exceptions import ClientError
+
+from tests.events import create_body
+from tests.events.stack import Deployed, deployed
+
+NOW = datetime(2026, 11, 22, 10, 0, 0).astimezone()
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with deployed(execute=False) as d:
+        yield d
+
+
+def settings(stack: Deployed) -> HealingSettings:
+    return load_healing_settings_from(stack.environment("HealingSweepFunction"))
+
+
+def table(stack: Deployed) -> str:
+    return str(stack.stack.physical_id("StateTable"))
+
+
+def healing(stack: Deployed) -> HealingTable:
+    return HealingTable(table(stack), dynamodb=stack.client("dynamodb"))
+
+
+def sweep(stack: Deployed, *, sagemaker: Any = None) -> HealingSweep:
+    environment = stack.environment("HealingSweepFunction")
+    client = sagemaker or stack.client("sagemaker")
+    return HealingSweep(
+        store=StateTable(table(stack), client=stack.client("dynamodb")),
+        healing=healing(stack),
+        stuck=StuckNodes(table(stack), dynamodb=stack.client("dynamodb")),
+        topology=TopologyReader(sagemaker=client, s3=stack.client("s3")),
+        sagemaker=client,
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        sns=stack.client("sns"),
+        settings=settings(stack),
+        stuck_node_minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes,
+    )
+
+
+def registered(
+    stack: Deployed, name: str, *, running: bool = True, node_recovery: str = "None"
+) -> dict[str, list[str]]:
+    """An ACTIVE registered cluster in SageMaker (nodes Running unless ``running`` is False): group -> ids."""
+    stack.client("dynamodb").put_item(
+        TableName=table(stack),
+        Item={
+            "pk": {"S": f"CLUSTER#{name}"},
+            "sk": {"S": f"CLUSTER#{name}"},
+            "kind": {"S": "CLUSTER"},
+            "clusterName": {"S": name},
+            "status": {"S": "ACTIVE"},
+            "createdAt": {"S": "2026-11-22T09:00:00.000Z"},
+            "updatedAt": {"S": "2026-11-22T09:00:00.000Z"},
+            "lastOperationId": {"S": "op-20261122090000-00000000"},
+        },
+    )
+    config = {k: v for k, v in create_body(name)["clusterConfig"].items() if k != "Tags"}
+    config["NodeRecovery"] = node_recovery
+    stack.client("sagemaker").create_cluster(**config)
+    if running:
+        stack.clock.advance(3600)
+    nodes = stack.client("sagemaker").list_cluster_nodes(ClusterName=name)["ClusterNodeSummaries"]
+    groups: dict[str, list[str]] = {}
+    for node in nodes:
+        groups.setdefault(node["InstanceGroupName"], []).append(node["InstanceId"])
+    return groups
+
+
+def repairs(stack: Deployed) -> list[dict[str, Any]]:
+    sfn = stack.client("stepfunctions")
+    listed = sfn.list_executions(stateMachineArn=stack.stack.arn("ReplaceNodeStateMachine"))["executions"]
+    return [json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"]) for e in listed]
+
+
+def fail_node(stack: Deployed, name: str, node_id: str) -> None:
+    stack.hyperpod.fault_node_unhealthy(name, node_id, instance_status="Failure", auto_recover=False)
+
+
+def test_a_failed_node_the_events_missed_is_repaired_once(stack: Deployed) -> None:
+    node = registered(stack, "c1")["worker-group-1"][0]
+    fail_node(stack, "c1", node)
+
+    first = sweep(stack).run(NOW)
+    again = sweep(stack).run(NOW + timedelta(minutes=5))
+
+    assert first["repair_started"] == 1
+    assert "repair_started" not in again
+    [workflow_input] = repairs(stack)
+    assert (workflow_input["nodeId"], workflow_input["trigger"], workflow_input["action"]) == (
+        node,
+        "sweep",
+        "replace",
+    )
+    record = healing(stack).get_node("c1", node)
+    assert record is not None
+    assert record.health is NodeHealth.UNHEALTHY
+    assert record.open_repair == workflow_input["operationId"]
+
+
+def test_a_paused_cluster_keeps_the_fault_and_the_resume_repairs_it(stack: Deployed) -> None:
+    node = registered(stack, "c1")["worker-group-1"][0]
+    healing(stack).pause("c1", by="arn:aws:iam::123456789012:user/ops", reason="by hand", now=iso(NOW))
+    fail_node(stack, "c1", node)
+
+    paused = sweep(stack).run(NOW)
+    assert paused["unhealthy_while_paused"] == 1
+    assert repairs(stack) == []
+    record = healing(stack).get_node("c1", node)
+    assert record is not None
+    assert record.health is NodeHealth.UNHEALTHY
+
+    healing(stack).resume("c1", by="arn:aws:iam::123456789012:user/ops", now=iso(NOW))
+    resumed = sweep(stack).run(NOW + timedelta(minutes=5))
+
+    assert resumed["repair_started"] == 1
+    assert [r["nodeId"] for r in repairs(stack)] == [node]
+
+
+def test_nodes_stuck_out_of_running_are_repaired_past_stuck_node_minutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # every node of the cluster is stuck here: a breaker that never trips lets each get its repair
+    with deployed(execute=False, parameters={"MaxUnhealthyPercent": 100}) as stack:
+        groups = registered(stack, "c1", running=False)  # every node Pending
+        environment = stack.environment("HealingSweepFunction")
+        stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+
+        early = sweep(stack).run(NOW)
+        before = sweep(stack).run(NOW + stuck_after - timedelta(minutes=1))
+        late = sweep(stack).run(NOW + stuck_after)
+
+        assert "repair_started" not in early
+        assert "repair_started" not in before
+        started = {r["nodeId"]: r for r in repairs(stack)}
+        assert late["repair_started"] == len(started) == 6
+        [controller] = groups["controller-machine"]
+        [login] = groups["login-group"]
+        worker = groups["worker-group-1"][0]
+        actions = {node: started[node]["action"] for node in (controller, login, worker)}
+        assert actions == {controller: "alert", login: "reboot", worker: "replace"}
+        assert "not Running since" in started[worker]["fault"]["reason"]
+
+
+def test_the_breaker_trips_on_the_sweeps_own_findings(stack: Deployed) -> None:
+    groups = registered(stack, "c1")
+    for node in groups["worker-group-1"]:
+        fail_node(stack, "c1", node)
+
+    outcomes = sweep(stack).run(NOW)
+
+    state = healing(stack).get_healing("c1")
+    assert state.paused
+    assert state.paused_by == "breaker"
+    # 2 of 6 nodes are over 20%: the first finding started, the second tripped the breaker
+    assert outcomes["repair_started"] == 1
+    assert outcomes["unhealthy_while_paused"] == 3
+    assert len(repairs(stack)) == 1
+    kinds = [e["detail-type"] for e in stack.operation_events()]
+    assert kinds.count("Healing Paused") == 1
+
+
+def test_an_automatic_cluster_waits_for_hyperpods_own_repair(stack: Deployed) -> None:
+    node = registered(stack, "c1", node_recovery="Automatic")["worker-group-1"][0]
+    reported = NOW
+    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason="fault type X", at=iso(reported))
+    deadline = timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
+
+    assert "repair_started" not in sweep(stack).run(reported + deadline - timedelta(minutes=1))
+    after = sweep(stack).run(reported + deadline)
+
+    assert after["repair_started"] == 1
+    [workflow_input] = repairs(stack)
+    assert workflow_input["fault"]["detectedAt"] == iso(reported)  # the event's fault, claimed once
+
+
+def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(stack: Deployed) -> None:
+    node = registered(stack, "c1")["worker-group-1"][0]
+    table_ = healing(stack)
+    operation = start_repair(
+        RepairRequest(
+            cluster_name="c1",
+            node_id=node,
+            action=NodeAction.REBOOT,
+            trigger=RepairTrigger.EVENT,
+            fault=Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(NOW)),
+        ),
+        healing=table_,
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        settings=settings(stack),
+        now=NOW,
+    )
+    assert operation is not None
+    table_.dynamodb.update_item(
+        TableName=table(stack),
+        Key={k: {"S": v} for k, v in healing_key("c1").items()},
+        UpdateExpression="ADD leaseHolders :op",
+        ExpressionAttributeValues={":op": {"SS": [operation.operation_id]}},
+    )
+    deadline = repair_deadline(settings(stack))
+
+    assert "overdue_failed" not in sweep(stack).run(NOW + deadline - timedelta(minutes=1))
+    outcomes = sweep(stack).run(NOW + deadline)
+
+    assert outcomes["overdue_failed"] == 1
+    failed = table_.get_operation(operation.operation_id)
+    assert failed is not None
+    assert failed.status is OperationStatus.FAILED
+    assert failed.error is not None
+    assert failed.error.error == "Autopilot.RepairDeadlineExceeded"
+    record = table_.get_node("c1", node)
+    assert record is not None
+    assert record.open_repair is None
+    assert table_.get_healing("c1").lease_holders == set()
+    execution = stack.client("stepfunctions").describe_execution(executionArn=failed.execution_arn)
+    assert execution["status"] == "ABORTED"
+    [event] = [e for e in stack.operation_events() if e["detail-type"] == "Node Repair Failed"]
+    assert event["detail"]["operationId"] == operation.operation_id
+    # the fault is not repaired again on its own: a person answers the alert
+    assert "repair_started" not in sweep(stack).run(NOW + deadline + timedelta(minutes=5))
+
+
+def test_lease_holders_whose_repair_ended_are_released(stack: Deployed) -> None:
+    registered(stack, "c1")
+    healing(stack).dynamodb.update_item(
+        TableName=table(stack),
+        Key={k: {"S": v} for k, v in healing_key("c1").items()},
+        UpdateExpression="ADD leaseHolders :op",
+        ExpressionAttributeValues={":op": {"SS": ["op-20261122090000-deadbeef"]}},
+    )
+
+    outcomes = sweep(stack).run(NOW)
+
+    assert outcomes["leases_released"] == 1
+    assert healing(stack).get_healing("c1").lease_holders == set()
+
+
+class ThrottledFor:
+    """The SageMaker client, throttled (after boto3's retries) for one cluster's node listing."""
+
+    def __init__(self, client: Any, cluster: str) -> None:
+        self._client = client
+        self._cluster = cluster
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def list_cluster_nodes(self, **kwargs: Any) -> Any:
+        if kwargs["ClusterName"] == self._cluster:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "ListClusterNodes"
+            )
+        return self._client.list_cluster_nodes(**kwargs)
+
+
+def test_one_cluster_failing_does_not_stop_the_others(stack: Deployed) -> None:
+    registered(stack, "a-throttled")
+    node = registered(stack, "b-fine")["worker-group-1"][0]
+    fail_node(stack, "b-fine", node)
+
+    with pytest.raises(SweepIncompleteError, match="a-throttled"):
+        sweep(stack, sagemaker=ThrottledFor(stack.client("sagemaker"), "a-throttled")).run(NOW)
+
+    assert [r["nodeId"] for r in repairs(stack)] == [node]

@@ -1,0 +1,322 @@
+"""The healing routes through the Powertools resolver, on the template deployed into moto (workflows not
+executed): node health, operator repairs, a cluster's operations, the healing switch."""
+
+# ruff: noqa: F401, F811  (the `stack` fixture is imported from test_api and named by the tests)
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from autopilot.dal.healing import HealingTable
+from autopilot.models.records import NodeHealth
+from autopilot.settings import healing_settings
+
+from tests.events import api_event, create_body
+from tests.events.stack import Deployed
+from tests.unit.test_api import USER_ARN, as_admin, call, create, executions, problems, stack
+from tests.unit.test_api import _registered_active as registered_active
+
+OTHER_USER = "arn:aws:iam::123456789012:user/mallory"
+REPORTED_AT = "2026-11-22T10:00:00.000Z"
+
+
+@pytest.fixture
+def healing(stack: Deployed) -> Iterator[HealingTable]:
+    healing_settings.cache_clear()
+    yield HealingTable(stack.stack.physical_id("StateTable"), dynamodb=stack.client("dynamodb"))
+    healing_settings.cache_clear()
+
+
+def active_cluster(stack: Deployed, name: str = "ml-cluster") -> dict[str, list[str]]:
+    """A cluster created through the API, ACTIVE, with its nodes Running in SageMaker: group -> node ids."""
+    registered_active(stack, name)
+    config = {k: v for k, v in create_body(name)["clusterConfig"].items() if k != "Tags"}
+    stack.client("sagemaker").create_cluster(**config)
+    stack.clock.advance(3600)
+    nodes = stack.client("sagemaker").list_cluster_nodes(ClusterName=name)["ClusterNodeSummaries"]
+    groups: dict[str, list[str]] = {}
+    for node in nodes:
+        groups.setdefault(node["InstanceGroupName"], []).append(node["InstanceId"])
+    return groups
+
+
+def repair(action: str, node_id: str, *, name: str = "ml-cluster", caller: str = USER_ARN) -> tuple[int, Any]:
+    event = api_event(f"{action}_node", path_parameters={"name": name, "nodeId": node_id})
+    event["requestContext"]["identity"]["userArn"] = caller
+    return call(event)
+
+
+def set_paused(paused: Any, *, name: str = "ml-cluster", caller: str = USER_ARN) -> tuple[int, Any]:
+    event = api_event("put_healing", path_parameters={"name": name}, body={"paused": paused})
+    event["requestContext"]["identity"]["userArn"] = caller
+    return call(event)
+
+
+def repair_inputs(stack: Deployed) -> list[dict[str, Any]]:
+    return [json.loads(e["input"]) for e in executions(stack, "ReplaceNodeStateMachine")]
+
+
+# --- GET /clusters/{name}/nodes ----------------------------------------------------------------
+
+
+def test_nodes_show_autopilot_health_and_the_repair_in_flight(stack: Deployed, healing: HealingTable) -> None:
+    groups = active_cluster(stack)
+    sick, well = groups["worker-group-1"][:2]
+    reason = "HMA has detected fault type NvidiaErrorTerminate on this node and is unhealthy."
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason=reason, at=REPORTED_AT)
+    status, accepted = repair("replace", sick)
+    assert status == 202
+
+    status, listed = call(api_event("list_cluster_nodes", path_parameters={"name": "ml-cluster"}))
+
+    assert status == 200
+    nodes = {n["InstanceId"]: n for n in listed["nodes"]}
+    assert nodes[sick]["health"] == {"status": "Unhealthy", "reason": reason, "since": REPORTED_AT}
+    assert nodes[sick]["repair"] == {
+        "operationId": accepted["operationId"],
+        "action": None,
+        "status": "RUNNING",
+    }
+    assert nodes[well]["health"] == {"status": "Healthy", "reason": None, "since": None}
+    assert nodes[well]["repair"] is None
+
+
+# --- POST /clusters/{name}/nodes/{nodeId}/reboot|replace ------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["reboot", "replace"])
+def test_an_operator_repair_starts_the_workflow_with_the_api_trigger(
+    stack: Deployed, healing: HealingTable, action: str
+) -> None:
+    node = active_cluster(stack)["worker-group-1"][0]
+
+    status, accepted = repair(action, node)
+
+    assert status == 202
+    assert accepted["clusterName"] == "ml-cluster"
+    [workflow_input] = repair_inputs(stack)
+    assert workflow_input["operationId"] == accepted["operationId"]
+    assert (workflow_input["nodeId"], workflow_input["action"], workflow_input["trigger"]) == (
+        node,
+        action,
+        "api",
+    )
+    _, operation = call(api_event("get_operation", path_parameters={"operationId": accepted["operationId"]}))
+    assert operation["kind"] == "ReplaceNode"
+    assert (operation["nodeId"], operation["trigger"], operation["requestedBy"]) == (node, "api", USER_ARN)
+    assert operation["executionArn"].endswith(f":{accepted['operationId']}")
+
+
+def test_a_second_repair_of_a_node_is_409_naming_the_open_one(stack: Deployed, healing: HealingTable) -> None:
+    node = active_cluster(stack)["worker-group-1"][0]
+    _, first = repair("reboot", node)
+
+    status, answer = repair("replace", node)
+
+    assert status == 409
+    assert first["operationId"] in answer["message"]
+    assert len(repair_inputs(stack)) == 1
+
+
+def test_the_slurm_controller_is_never_replaced_but_may_be_rebooted(
+    stack: Deployed, healing: HealingTable
+) -> None:
+    [controller] = active_cluster(stack)["controller-machine"]
+
+    status, answer = repair("replace", controller)
+
+    assert status == 409
+    assert controller in answer["message"]
+    assert "controller" in answer["message"]
+    assert repair_inputs(stack) == []
+    assert repair("reboot", controller)[0] == 202
+
+
+@pytest.mark.parametrize(
+    ("name", "node_id", "found"),
+    [
+        ("ml-cluster", "i-0123456789abcdef0", "node i-0123456789abcdef0"),
+        ("nope", "i-0123456789abcdef0", "'nope'"),
+    ],
+)
+def test_an_unknown_cluster_or_node_is_404(
+    stack: Deployed, healing: HealingTable, name: str, node_id: str, found: str
+) -> None:
+    active_cluster(stack)
+
+    status, answer = repair("reboot", node_id, name=name)
+
+    assert status == 404
+    assert found in answer["message"]
+
+
+@pytest.mark.parametrize("node_id", ["i-123", "node-1", "i-0123456789ABCDEF0"])
+def test_a_malformed_node_id_is_400_naming_it(stack: Deployed, node_id: str) -> None:
+    status, answer = repair("replace", node_id)
+
+    assert status == 400
+    assert problems(answer) == {("path", "nodeId")}
+
+
+def test_a_cluster_that_is_not_active_is_409(stack: Deployed, healing: HealingTable) -> None:
+    assert create()[0] == 202  # CREATING
+
+    status, answer = repair("reboot", "i-0123456789abcdef0")
+
+    assert status == 409
+    assert "CREATING" in answer["message"]
+
+
+def test_only_the_creator_and_the_admins_may_repair(
+    stack: Deployed, healing: HealingTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = active_cluster(stack)["worker-group-1"][0]
+
+    status, answer = repair("reboot", node, caller=OTHER_USER)
+    assert status == 403
+    assert "may not reboot nodes of cluster 'ml-cluster'" in answer["message"]
+    assert repair_inputs(stack) == []
+
+    as_admin(monkeypatch, OTHER_USER)
+    assert repair("reboot", node, caller=OTHER_USER)[0] == 202
+
+
+def test_a_paused_cluster_still_takes_an_operators_repair(stack: Deployed, healing: HealingTable) -> None:
+    node = active_cluster(stack)["worker-group-1"][0]
+    assert set_paused(True)[0] == 200
+
+    status, _ = repair("replace", node)
+
+    assert status == 202
+    assert len(repair_inputs(stack)) == 1
+
+
+# --- GET /clusters/{name}/operations ----------------------------------------------------------
+
+
+def test_operations_are_listed_newest_first_by_kind_and_page(stack: Deployed, healing: HealingTable) -> None:
+    groups = active_cluster(stack)
+    created = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))[1]["lastOperationId"]
+    repairs = []
+    for node in groups["worker-group-1"][:3]:
+        stack.clock.advance(1)
+        repairs.append(repair("reboot", node)[1]["operationId"])
+
+    def listed(**query: str) -> tuple[int, Any]:
+        return call(api_event("list_cluster_operations", path_parameters={"name": "ml-cluster"}, query=query))
+
+    _, everything = listed()
+    _, replaces = listed(kind="ReplaceNode", limit="2")
+    _, rest = listed(kind="ReplaceNode", limit="2", nextToken=replaces["nextToken"])
+    _, creates = listed(kind="CreateCluster")
+
+    ids = [o["operationId"] for o in everything["operations"]]
+    assert set(ids) == {*repairs, created}
+    assert ids[-1] == created  # oldest last
+    assert [o["kind"] for o in everything["operations"][:3]] == ["ReplaceNode"] * 3
+    assert everything["nextToken"] is None
+    paged = [o["operationId"] for o in replaces["operations"] + rest["operations"]]
+    assert sorted(paged) == sorted(repairs)
+    assert len(replaces["operations"]) == 2
+    assert rest["nextToken"] is None
+    assert [o["operationId"] for o in creates["operations"]] == [created]
+    assert everything["operations"][0]["trigger"] == "api"
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ({"kind": "Reboot"}, "kind"),
+        ({"nextToken": "bm90LWEtdG9rZW4"}, "nextToken"),
+        ({"limit": "0"}, "limit"),
+    ],
+)
+def test_operations_refuse_bad_queries_naming_them(
+    stack: Deployed, healing: HealingTable, query: dict[str, str], path: str
+) -> None:
+    active_cluster(stack)
+
+    status, answer = call(
+        api_event("list_cluster_operations", path_parameters={"name": "ml-cluster"}, query=query)
+    )
+
+    assert status == 400
+    assert problems(answer) == {("query", path)}
+
+
+def test_operations_of_an_unregistered_cluster_is_404(stack: Deployed) -> None:
+    status, _ = call(api_event("list_cluster_operations", path_parameters={"name": "nope"}))
+
+    assert status == 404
+
+
+# --- GET / PUT /clusters/{name}/healing --------------------------------------------------------
+
+
+def test_healing_shows_the_breaker_and_the_slots(stack: Deployed, healing: HealingTable) -> None:
+    active_cluster(stack)
+
+    status, view = call(api_event("get_healing", path_parameters={"name": "ml-cluster"}))
+
+    settings = healing_settings()
+    assert status == 200
+    assert view["paused"] is False
+    assert view["breaker"] == {
+        "unhealthyInWindow": 0,
+        "nodeCount": 6,
+        "maxUnhealthyPercent": settings.max_unhealthy_percent,
+        "windowMinutes": settings.breaker_window_minutes,
+        "trippedAt": None,
+    }
+    assert (view["activeRepairs"], view["maxConcurrentRepairs"]) == (0, settings.max_concurrent_repairs)
+
+
+def test_pausing_by_hand_records_who_and_resuming_sweeps_the_cluster(
+    stack: Deployed, healing: HealingTable
+) -> None:
+    sick = active_cluster(stack)["worker-group-1"][0]
+
+    status, paused = set_paused(True)
+    assert status == 200
+    assert (paused["paused"], paused["pausedBy"]) == (True, USER_ARN)
+    # an Unhealthy report while paused: kept, nothing started
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+    assert repair_inputs(stack) == []
+
+    status, resumed = set_paused(False)
+
+    assert status == 200
+    assert (resumed["paused"], resumed["pausedBy"], resumed["resumedBy"]) == (False, None, USER_ARN)
+    [workflow_input] = repair_inputs(stack)
+    assert (workflow_input["nodeId"], workflow_input["trigger"]) == (sick, "sweep")
+    assert set_paused(False)[0] == 200  # already running: nothing more
+    assert len(repair_inputs(stack)) == 1
+
+
+def test_only_the_creator_and_the_admins_may_pause(stack: Deployed, healing: HealingTable) -> None:
+    active_cluster(stack)
+
+    status, answer = set_paused(True, caller=OTHER_USER)
+
+    assert status == 403
+    assert "may not pause or resume healing of cluster 'ml-cluster'" in answer["message"]
+    assert call(api_event("get_healing", path_parameters={"name": "ml-cluster"}))[1]["paused"] is False
+
+
+@pytest.mark.parametrize("body", [{"paused": "yes"}, {"paused": 1}, {}, {"paused": True, "why": "x"}])
+def test_a_bad_healing_body_is_400_naming_the_field(stack: Deployed, body: dict[str, Any]) -> None:
+    event = api_event("put_healing", path_parameters={"name": "ml-cluster"}, body=body)
+
+    status, answer = call(event)
+
+    assert status == 400
+    assert {p for _, p in problems(answer)} <= {"paused", "why"}
+    assert answer["errors"]
+
+
+def test_healing_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
+    assert call(api_event("get_healing", path_parameters={"name": "nope"}))[0] == 404
+    assert set_paused(True, name="nope")[0] == 404
