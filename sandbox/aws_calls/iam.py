@@ -130,8 +130,11 @@ def _budgets(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
 
 
 def _s3(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
-    # bucket-level operations (the control plane makes no object calls)
-    return [f"arn:{w.partition}:s3:::{p['Bucket']}"] if p.get("Bucket") else ["*"]
+    if not p.get("Bucket"):
+        return ["*"]
+    bucket = f"arn:{w.partition}:s3:::{p['Bucket']}"
+    # object operations act on <bucket>/<key>, bucket operations (tagging, listing) on the bucket
+    return [f"{bucket}/{p['Key']}"] if p.get("Key") else [bucket]
 
 
 def _fsx(op: str, p: Mapping[str, Any], w: Where) -> list[str]:

@@ -106,7 +106,7 @@ def test_create_starts_the_workflow_and_records_the_operation(stack: Deployed) -
         "limitAmount": "25000.00",
         "costFilter": "user:ClusterName$ml-cluster",
         "subscribers": [
-            {"SubscriptionType": "SNS", "Address": stack.stack.physical_id("AlertsTopic")},
+            {"SubscriptionType": "SNS", "Address": stack.stack.physical_id("BudgetNotificationsTopic")},
             {"SubscriptionType": "EMAIL", "Address": "ann@example.com"},
         ],
     }

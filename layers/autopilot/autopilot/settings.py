@@ -38,6 +38,8 @@ class ApiSettings(BaseModel):
     create_cluster_state_machine_arn: str = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN", min_length=1)
     cleanup_cluster_state_machine_arn: str = Field(alias="CLEANUP_CLUSTER_STATE_MACHINE_ARN", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    # The budgets' SNS subscriber: AWS Budgets notifies BudgetAlertsFunction through it.
+    budget_notifications_topic_arn: str = Field(alias="BUDGET_NOTIFICATIONS_TOPIC_ARN", min_length=1)
     idempotency_table_name: str = Field(alias="IDEMPOTENCY_TABLE_NAME", min_length=1)
     # The stack's region (Lambda sets AWS_REGION): the API validates as `autopilot validate --region` it.
     region: str = Field(alias="AWS_REGION", min_length=1)
@@ -227,6 +229,31 @@ def load_spend_meter_settings_from(environ: dict[str, str]) -> SpendMeterSetting
 @lru_cache(maxsize=1)
 def spend_meter_settings() -> SpendMeterSettings:
     return load_spend_meter_settings_from(dict(os.environ))
+
+
+class BudgetAlertsSettings(BaseModel):
+    """What BudgetAlertsFunction needs (env var names are the aliases)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    # The REST API's base URL (the stack's ApiUrl output): an alert links the cluster's resource.
+    api_url: str = Field(alias="API_URL", min_length=1)
+
+    @property
+    def account(self) -> str:
+        """The stack's account (DescribeBudget's AccountId), read off the alerts topic's ARN."""
+        return self.alerts_topic_arn.split(":")[4]
+
+
+def load_budget_alerts_settings_from(environ: dict[str, str]) -> BudgetAlertsSettings:
+    return _load(BudgetAlertsSettings, environ, "BudgetAlertsFunction")
+
+
+@lru_cache(maxsize=1)
+def budget_alerts_settings() -> BudgetAlertsSettings:
+    return load_budget_alerts_settings_from(dict(os.environ))
 
 
 class HealingSweepSettings(BaseModel):
