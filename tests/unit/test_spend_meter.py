@@ -263,6 +263,7 @@ def test_the_forecast_alert_goes_out_once_per_threshold_and_month(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "HyperPodAutopilot")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "hyperpod-autopilot")  # as the template sets it
     store, spend, sns, fake_pricing = InMemoryStateStore(), InMemorySpendStore(), FakeSns(), FakePricing()
     # 199.40/h from the 20th noon: ~ 52,000 by the month's end, far over a 10,000 budget
     store.clusters["ml"] = _cluster("10000.00")

@@ -317,8 +317,9 @@ def _publish_total(meters: list[SpendMeter], project: str) -> None:
 
 def _emit(dimension: str, value: str, rate: Decimal, month_to_date: Decimal, forecast_usd: Decimal) -> None:
     # One EMF document per dimension set (the shared `metrics` flushes one set per invocation); the
-    # namespace is POWERTOOLS_METRICS_NAMESPACE, as for `autopilot.observability.metrics`.
-    figures = EphemeralMetrics()
+    # namespace is POWERTOOLS_METRICS_NAMESPACE, as for `autopilot.observability.metrics`. No `service`
+    # dimension: a metric is found (and alarmed on) by ClusterName or Project alone.
+    figures = EphemeralMetrics(service="")
     figures.add_dimension(dimension, value)
     figures.add_metric("HourlyRateUsd", MetricUnit.NoUnit, float(rate))
     figures.add_metric("MonthToDateUsd", MetricUnit.NoUnit, float(month_to_date))
