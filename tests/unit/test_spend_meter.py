@@ -279,6 +279,7 @@ def test_the_forecast_alert_goes_out_once_per_threshold_and_month(
     assert body["clusterName"] == "ml"
     assert body["owner"] == "ann"
     assert all(m["TopicArn"] == TOPIC for m in sns.published)
+    assert sns.published[0]["Subject"] == "ml: spend forecast 80% of budget"
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     dimensions = [doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0] for doc in emitted]
     assert dimensions == [["ClusterName"], ["Project"]]

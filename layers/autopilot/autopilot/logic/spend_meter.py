@@ -258,7 +258,7 @@ def _alert(cluster: Cluster, meter: SpendMeter, *, spend: SpendStore, sns: SNSCl
         try:
             sns.publish(
                 TopicArn=topic_arn,
-                Subject=_subject(cluster, meter, threshold),
+                Subject=_subject(cluster, threshold),
                 Message=json.dumps(alert_message(cluster, meter, threshold)),
             )
         except ClientError:
@@ -273,7 +273,7 @@ def _usd(amount: Decimal | None) -> str | None:
     return None if amount is None else f"{amount.quantize(Decimal('0.01'))}"
 
 
-def _subject(cluster: Cluster, meter: SpendMeter, threshold: int) -> str:
+def _subject(cluster: Cluster, threshold: int) -> str:
     # SNS subjects are at most 100 characters; a cluster name is at most 63.
     return f"{cluster.cluster_name}: spend forecast {threshold}% of budget"[:100]
 
