@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 from autopilot.api.routes import openapi_document
+from autopilot.models.cost_allocation import CostTagKeys, parse_cost_tag_keys
 from autopilot.settings import (
     ApiSettings,
+    BudgetAlertsSettings,
+    CostTaggerSettings,
     HealingSettings,
     ReconcilerSettings,
     RecordOutcomeSettings,
@@ -382,3 +385,118 @@ def test_cluster_events_start_repairs_with_the_healing_parameters_and_least_priv
     provisioning_parameters = "arn:${AWS::Partition}:s3:::*/provisioning_parameters.json"
     assert grants["s3:GetObject"] == [{"Fn::Sub": provisioning_parameters}]
     assert not [a for a in grants if a.startswith("sagemaker:") and not a.startswith("sagemaker:Describe")]
+
+
+# ------------------------------------------------------------------ cost tags
+
+
+def _grants(policy: dict[str, Any]) -> dict[str, Any]:
+    return {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+
+
+def test_cost_tagger_runs_on_its_schedule_with_its_settings() -> None:
+    function = of_type("AWS::Serverless::Function")["CostTaggerFunction"]
+    parameters = TEMPLATE["Parameters"]
+    (event,) = function["Events"].values()
+    assert event["Properties"]["Schedule"] == {"Ref": "CostTagScheduleExpression"}
+    assert parameters["CostTagScheduleExpression"]["Default"] == "rate(1 hour)"
+    assert parameters["DefaultMonthlyBudgetUsd"]["Default"] == 0
+    # the default spells the default keys; the pattern lets through what the settings accept
+    assert parse_cost_tag_keys(parameters["CostTagKeys"]["Default"]) == CostTagKeys()
+    pattern = parameters["CostTagKeys"]["AllowedPattern"]
+    for value in (
+        parameters["CostTagKeys"]["Default"],
+        "",
+        "cost-center=CostCenter",
+        "owner=Owner,project=Team",
+    ):
+        assert re.fullmatch(pattern, value), value
+        parse_cost_tag_keys(value)
+    for value in ("team=Team", "owner", "owner=a,"):
+        assert not re.fullmatch(pattern, value), value
+
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"])
+    needed = {field.alias for field in CostTaggerSettings.model_fields.values()}
+    assert needed <= environment, needed - environment
+    api = of_type("AWS::Serverless::Function")["ApiFunction"]["Environment"]["Variables"]
+    assert api["COST_TAG_KEYS"] == {"Ref": "CostTagKeys"}
+    assert api["DEFAULT_MONTHLY_BUDGET_USD"] == {"Ref": "DefaultMonthlyBudgetUsd"}
+
+
+@pytest.mark.parametrize("machine", ["CreateClusterStateMachine", "CleanupClusterStateMachine"])
+def test_the_workflows_may_invoke_the_cost_tagger_and_nothing_else(machine: str) -> None:
+    props = of_type("AWS::Serverless::StateMachine")[machine]
+    tagger = {"Fn::GetAtt": ["CostTaggerFunction", "Arn"]}
+    assert props["DefinitionSubstitutions"]["CostTaggerFunctionArn"] == tagger
+    (policy,) = props["Policies"]
+    assert _grants(policy)["lambda:InvokeFunction"] == tagger
+
+
+def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:
+    (policy,) = of_type("AWS::Serverless::Function")["CostTaggerFunction"]["Policies"]
+    grants = _grants(policy)
+    account = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:%s"
+
+    assert grants["sagemaker:AddTags"] == {"Fn::Sub": account % ("sagemaker", "cluster/*")}
+    assert grants["s3:PutBucketTagging"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::*"}
+    assert grants["fsx:TagResource"] == {"Fn::Sub": account % ("fsx", "file-system/*")}
+    assert grants["ec2:CreateTags"] == [
+        {"Fn::Sub": account % ("ec2", "security-group/*")},
+        {"Fn::Sub": account % ("ec2", "network-interface/*")},
+    ]
+    assert grants["budgets:ModifyBudget"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-project-*"
+    }
+    # "*" only where the action takes no resource (EC2's Describe calls)
+    assert sorted(a for a, r in grants.items() if r == "*") == [
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSecurityGroups",
+    ]
+
+
+def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
+    function = of_type("AWS::Serverless::Function")["BudgetAlertsFunction"]
+    (event,) = function["Events"].values()
+    assert event == {"Type": "SNS", "Properties": {"Topic": {"Ref": "BudgetNotificationsTopic"}}}
+    (statement,) = RESOURCES["BudgetNotificationsTopicPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "budgets.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    # every cluster budget notifies it (the API puts it in the workflow input as the SNS subscriber)
+    api = of_type("AWS::Serverless::Function")["ApiFunction"]["Environment"]["Variables"]
+    assert api["BUDGET_NOTIFICATIONS_TOPIC_ARN"] == {"Ref": "BudgetNotificationsTopic"}
+
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"])
+    needed = {field.alias for field in BudgetAlertsSettings.model_fields.values()}
+    assert needed <= environment, needed - environment
+
+    (policy,) = function["Policies"]
+    grants = {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert set(grants) == {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "budgets:ViewBudget",
+        "sagemaker:DescribeCluster",
+        "sagemaker:UpdateCluster",
+        "iam:PassRole",
+        "sns:Publish",
+        "events:PutEvents",
+    }
+    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert grants["budgets:ViewBudget"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-*"
+    }
+    # SNS invokes asynchronously: what fails after Lambda's retries is kept and alarmed
+    assert function["DeadLetterQueue"]["TargetArn"] == {"Fn::GetAtt": ["BudgetAlertsDeadLetterQueue", "Arn"]}
+    alarm = RESOURCES["BudgetAlertsDeadLetterAlarm"]["Properties"]
+    assert alarm["AlarmActions"] == [{"Ref": "AlertsTopic"}]
