@@ -1,7 +1,7 @@
 """The healing routes through the Powertools resolver, on the template deployed into moto (workflows not
 executed): node health, operator repairs, a cluster's operations, the healing switch."""
 
-# ruff: noqa: F401, F811  (the `stack` fixture is imported from test_api and named by the tests)
+# ruff: noqa: F401, F811  (the `stack` and `operations` fixtures are imported and named by the tests)
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from tests.events import api_event, create_body
 from tests.events.stack import Deployed
 from tests.unit.test_api import USER_ARN, as_admin, call, create, executions, problems, stack
 from tests.unit.test_api import _registered_active as registered_active
+from tests.unit.test_api_bad_input import FakeDependencies, client_error, operations
+from tests.unit.test_api_bad_input import call as bad_input_call
 
 OTHER_USER = "arn:aws:iam::123456789012:user/mallory"
 REPORTED_AT = "2026-11-22T10:00:00.000Z"
@@ -320,3 +322,29 @@ def test_a_bad_healing_body_is_400_naming_the_field(stack: Deployed, body: dict[
 def test_healing_of_an_unknown_cluster_is_404(stack: Deployed) -> None:
     assert call(api_event("get_healing", path_parameters={"name": "nope"}))[0] == 404
     assert set_paused(True, name="nope")[0] == 404
+
+
+# --- every new route: reached without AWS, and AWS trouble is a 503 ----------------------------
+
+_ROUTES = [
+    ("reboot_node", {"name": "c1", "nodeId": "i-0123456789abcdef0"}, None),
+    ("replace_node", {"name": "c1", "nodeId": "i-0123456789abcdef0"}, None),
+    ("list_cluster_operations", {"name": "c1"}, None),
+    ("get_healing", {"name": "c1"}, None),
+    ("put_healing", {"name": "c1"}, {"paused": False}),
+]
+
+
+@pytest.mark.parametrize(("route", "path", "body"), _ROUTES, ids=[r[0] for r in _ROUTES])
+def test_each_healing_route_reaches_its_use_case_and_answers_503_when_aws_is_busy(
+    operations: FakeDependencies, route: str, path: dict[str, str], body: dict[str, Any] | None
+) -> None:
+    event = api_event(route, path_parameters=path, **({"body": body} if body else {}))
+
+    reached = bad_input_call(event)
+    operations.error = client_error("ThrottlingException")
+    busy = bad_input_call(event)
+
+    assert (reached[0], reached[2]["message"]) == (404, "reached the use case")
+    assert busy[0] == 503
+    assert int(busy[1]["Retry-After"]) > 0

@@ -77,7 +77,7 @@ from autopilot.logic.repair_node import repair_node
 from autopilot.logic.validate_config import validate_config
 from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
-from autopilot.settings import api_settings, healing_sweep_settings
+from autopilot.settings import api_settings
 
 TITLE = "HyperPod Autopilot API"
 DESCRIPTION = (
@@ -515,13 +515,7 @@ def get_healing(name: CLUSTER_NAME) -> HealingView:
     ),
 )
 def set_healing(name: CLUSTER_NAME, body: Annotated[HealingBody, Body()]) -> HealingView:
-    return healing_control.set_healing(
-        get_dependencies(),
-        name,
-        paused=body.paused,
-        requested_by=_caller(),
-        sweep_settings=healing_sweep_settings(),
-    )
+    return healing_control.set_healing(get_dependencies(), name, paused=body.paused, requested_by=_caller())
 
 
 @app.get(

@@ -21,10 +21,10 @@ from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.records import ClusterStatus, iso
 from autopilot.observability import logger
+from autopilot.settings import healing_sweep_settings
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
-    from autopilot.settings import HealingSweepSettings
 
 PAUSED_BY_OPERATOR = "paused through the API"
 
@@ -42,7 +42,6 @@ def set_healing(
     *,
     paused: bool,
     requested_by: str | None,
-    sweep_settings: HealingSweepSettings,
 ) -> HealingView:
     cluster = managed_cluster(deps, name)
     authorize_delete(
@@ -69,7 +68,8 @@ def set_healing(
             events=deps.events,
             sns=aws.client("sns"),
             settings=deps.healing_settings,
-            stuck_node_minutes=sweep_settings.stuck_node_minutes,
+            # read here: only a resume needs it
+            stuck_node_minutes=healing_sweep_settings().stuck_node_minutes,
         ).sweep_cluster(name, now)
         logger.info("resumed cluster swept", cluster=name, outcomes=dict(swept))
     return _view(deps, name)
