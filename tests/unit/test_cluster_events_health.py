@@ -416,3 +416,12 @@ def test_a_repair_that_cannot_start_is_failed_and_its_fault_claimable_again(ddb:
     retry = Healing(ddb, topology=StubTopology({}))
     retry.deliver(node_health())
     assert len(retry.started()) == 1
+
+
+def test_a_repair_is_never_recorded_as_older_than_its_event(env: Healing) -> None:
+    # the event's clock (HyperPod's; the sandbox's) is ahead of this function's
+    env.deliver(node_health(time="2026-11-22T12:00:00Z"))
+    [started] = env.started()
+    operation = env.operation(started["operationId"])
+    assert operation.created_at == "2026-11-22T12:00:00.000Z"
+    assert operation.operation_id.startswith("op-20261122120000-")

@@ -137,6 +137,8 @@ def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: Cl
         stepfunctions=healing.stepfunctions,
         events=healing.events,
         settings=healing.settings,
-        now=healing.now(),
+        # Never before the event: a clock behind HyperPod's (the sandbox runs its own, ahead of the
+        # wall) would make the repair look older than it is to the sweep's deadlines.
+        now=max(event.time, healing.now()),
     )
     return "started" if operation is not None else "duplicate"
