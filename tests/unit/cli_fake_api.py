@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import jsonschema
-import pytest
 
 OPENAPI = Path(__file__).parents[2] / "docs" / "openapi.json"
 
@@ -38,20 +37,6 @@ def find_operation(method: str, path: str) -> tuple[str, dict[str, Any]]:
         if template_pattern(template).match(path) and method.lower() in operations:
             return template, operations[method.lower()]
     raise AssertionError(f"{method} {unquote(path)} is not in docs/openapi.json")
-
-
-def in_spec(method: str, template: str) -> bool:
-    return method.lower() in spec()["paths"].get(template, {})
-
-
-def pending(method: str, template: str) -> pytest.MarkDecorator:
-    """A test of a route being added this session: expected to fail (strictly) until the route is in
-    docs/openapi.json, then an ordinary test."""
-    return pytest.mark.xfail(
-        not in_spec(method, template),
-        reason=f"{method} {template} is not in docs/openapi.json yet",
-        strict=True,
-    )
 
 
 def check_schema(instance: Any, schema: dict[str, Any], where: str) -> None:

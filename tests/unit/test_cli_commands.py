@@ -24,7 +24,7 @@ from botocore.session import Session as BotocoreSession
 from botocore.stub import Stubber
 
 from tests.events import create_body
-from tests.unit.cli_fake_api import FakeApi, pending
+from tests.unit.cli_fake_api import FakeApi
 from tests.unit.validation.builders import SLURM_CONFIG, SLURM_PROVISIONING
 
 ENDPOINT = "http://127.0.0.1:3000"
@@ -751,7 +751,6 @@ def test_nodes_list_shows_health_and_the_repair_in_flight(api: FakeApi, run: Any
     ]  # fmt: skip
 
 
-@pending("POST", "/clusters/{name}/nodes/{nodeId}/replace")
 @pytest.mark.parametrize("action", ["reboot", "replace"])
 def test_a_node_repair_is_an_operation_to_follow(api: FakeApi, run: Any, action: str) -> None:
     api.answer("POST", f"/clusters/ml-cluster/nodes/{NODE}/{action}", (202, ACCEPTED))
@@ -776,7 +775,6 @@ def test_a_node_repair_is_an_operation_to_follow(api: FakeApi, run: Any, action:
     assert "ReplaceNode ml-cluster (op-1)" in err
 
 
-@pending("GET", "/clusters/{name}/operations")
 def test_operations_list_passes_the_kind(api: FakeApi, run: Any) -> None:
     listed = operation("SUCCEEDED", ("Reboot Node", at(0)), kind="ReplaceNode")
     api.answer("GET", "/clusters/ml-cluster/operations", (200, {"operations": [listed]}))
@@ -799,7 +797,6 @@ HEALING = {
 }
 
 
-@pending("PUT", "/clusters/{name}/healing")
 @pytest.mark.parametrize(("action", "paused"), [("pause", True), ("resume", False)])
 def test_healing_pause_and_resume_put_the_switch(api: FakeApi, run: Any, action: str, paused: bool) -> None:
     api.answer("PUT", "/clusters/ml-cluster/healing", (200, {**HEALING, "paused": paused}))
@@ -810,7 +807,6 @@ def test_healing_pause_and_resume_put_the_switch(api: FakeApi, run: Any, action:
     assert json.loads(api.requests[0]["body"]) == {"paused": paused}
 
 
-@pending("GET", "/clusters/{name}/healing")
 def test_healing_get_shows_the_breaker(api: FakeApi, run: Any) -> None:
     api.answer("GET", "/clusters/ml-cluster/healing", (200, HEALING))
 
@@ -836,7 +832,6 @@ def test_cost_shows_the_estimate(api: FakeApi, run: Any) -> None:
     assert (code, out) == (0, "98.32\t7000.0\n")
 
 
-@pending("DELETE", "/clusters/{name}/growth-block")
 def test_lift_growth_block(api: FakeApi, run: Any) -> None:
     lifted = {"clusterName": "ml-cluster", "growthBlocked": False, "wasBlocked": True}
     api.answer("DELETE", "/clusters/ml-cluster/growth-block", (200, lifted))
