@@ -344,6 +344,7 @@ def test_the_breaker_trips_once_and_no_repair_starts_while_paused(env: Healing) 
     [alert] = env.sns.named("publish")
     assert alert["TopicArn"] == env.settings.alerts_topic_arn
     assert CLUSTER in alert["Subject"]
+    assert alert["MessageAttributes"]["kind"]["StringValue"] == "HealingPaused"
     [paused] = [e for e in env.healing_events() if e["DetailType"] == "Healing Paused"]
     detail = json.loads(paused["Detail"])
     assert (detail["clusterName"], detail["pausedBy"], detail["unhealthyNodes"], detail["nodeCount"]) == (

@@ -138,5 +138,7 @@ def announce_trip(
             },
             indent=2,
         ),
+        # what subscribers filter on (FilterPolicy), as the other alerts of the topic carry it
+        MessageAttributes={"kind": {"DataType": "String", "StringValue": "HealingPaused"}},
     )
     emit_healing_paused(detail, client=events)
