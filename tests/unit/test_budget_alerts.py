@@ -20,7 +20,9 @@ import pytest
 from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult
 from autopilot.dal.spend import InMemorySpendStore
 from autopilot.dal.state_table import StateTable
+from autopilot.errors import NotFoundError
 from autopilot.logic import budget_alerts
+from autopilot.logic.authorize_delete import NotAllowedError
 from autopilot.logic.budget_alerts import (
     AlertInFlightError,
     BudgetAlertDeps,
@@ -32,6 +34,7 @@ from autopilot.logic.budget_alerts import (
 from autopilot.logic.budget_enforcement import (
     GrowthBlockedError,
     ensure_growth_allowed,
+    lift_growth_block,
     scale_to_min_groups,
     worker_groups,
 )
@@ -611,3 +614,38 @@ def test_the_hourly_rate_is_the_spend_meters_of_this_month() -> None:
     assert rate("ml-cluster", date(2026, 11, 10)) == (Decimal("396.94"), f"spend meter, {as_of.isoformat()}")
     assert rate("other", date(2026, 11, 10)) is None
     assert rate("ml-cluster", date(2026, 12, 1)) is None
+
+
+ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
+
+
+@dataclass
+class ApiDeps:
+    """What DELETE /clusters/{name}/growth-block reads of the API's Dependencies."""
+
+    store: StateTable
+    settings: Any
+    now: Any = field(default=lambda: NOW)
+
+
+def test_only_an_admin_lifts_a_growth_block(world: World) -> None:
+    world.register(cluster("ml-cluster", "block-growth"))
+    handle_notification(crossing(100), None, world.deps)
+    settings = type("Settings", (), {"admin_principal_arns": ADMIN, "state_table_name": TABLE})()
+    deps = cast(Any, ApiDeps(world.store, settings))
+
+    with pytest.raises(NotAllowedError):
+        lift_growth_block(deps, "ml-cluster", caller=f"arn:aws:iam::{ACCOUNT}:user/alice", table=world.alerts)
+    with pytest.raises(NotFoundError):
+        lift_growth_block(deps, "nowhere", caller=ADMIN, table=world.alerts)
+    lifted = lift_growth_block(
+        deps,
+        "ml-cluster",
+        caller=f"arn:aws:sts::{ACCOUNT}:assumed-role/platform-admin/ann",
+        table=world.alerts,
+    )
+
+    assert (lifted.growth_blocked, lifted.was_blocked) == (False, True)
+    registered = world.store.get_cluster("ml-cluster")
+    assert registered is not None
+    ensure_growth_allowed(registered, NOW)
