@@ -174,11 +174,17 @@ def deliver(stack: Deployed) -> list[str]:
 def run(
     stack: Deployed, *arns: str, events: bool = True, timeout: float = 120.0, each_round: Any = None
 ) -> list[dict[str, Any]]:
-    """Step the clock until every execution ended; their descriptions."""
+    """Step the clock until every execution ended; their descriptions. The clock moves only while no
+    execution moved since the last round (they wait on a timer or a token), so a starved execution
+    thread does not see simulated minutes pass between two of its states."""
     sfn = stack.client("stepfunctions")
     deadline = time.monotonic() + timeout
+    moved: list[int] = []
     while time.monotonic() < deadline:
-        stack.clock.advance(STEP)
+        lengths = [len(history(stack, arn)) for arn in arns]
+        if lengths == moved:
+            stack.clock.advance(STEP)
+        moved = lengths
         stack.hyperpod.tick()
         if events:
             deliver(stack)
@@ -189,6 +195,16 @@ def run(
             return executions
         time.sleep(0.05)
     raise AssertionError(f"executions still running after {timeout}s: {arns}")
+
+
+def until_left(stack: Deployed, arn: str, state: str, timeout: float = 60.0) -> None:
+    """With the clock still, until the execution has left ``state`` (what HyperPod is doing stays so)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.get("stateExitedEventDetails", {}).get("name") == state for e in history(stack, arn)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{arn} did not leave {state} within {timeout}s")
 
 
 def operation_of(execution: dict[str, Any]) -> Operation:
@@ -297,6 +313,7 @@ def test_a_node_in_use_is_retried_until_the_call_takes_it(make_stack: Any) -> No
     # someone else's reboot is in flight: HyperPod answers the workflow's call with InstanceIdInUse
     stack.client("sagemaker").batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=[node])
     arn = start_repair(stack, node, NodeAction.REBOOT, found)
+    until_left(stack, arn, "Reboot Node")  # the first call, while the other reboot still runs
 
     [execution] = run(stack, arn)
 

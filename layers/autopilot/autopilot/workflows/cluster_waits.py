@@ -17,8 +17,10 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
 from autopilot.aws import LazyClient
+from autopilot.dal.healing import HealingTable
 from autopilot.dal.state_table import cluster_key
 from autopilot.models.hyperpod_events import DELETED
+from autopilot.models.records import NodeHealth
 
 # What a node wait reports for a node SageMaker does not know (replaced, or its cluster gone).
 NODE_NOT_FOUND = "NotFound"
@@ -81,10 +83,6 @@ class ClusterWaits:
         self._dynamodb = dynamodb
         self._stepfunctions = stepfunctions
         self._sagemaker = sagemaker
-
-    @property
-    def table_name(self) -> str:
-        return self._table
 
     # --- waiters ------------------------------------------------------------------------------
 
@@ -207,6 +205,11 @@ class ClusterWaits:
                 return NODE_NOT_FOUND
             raise
         return str(described["NodeDetails"]["InstanceStatus"]["Status"])
+
+    def node_health(self, cluster_name: str, node_id: str) -> NodeHealth | None:
+        """The health report held for the node (its node item); None when Autopilot heard of none."""
+        record = HealingTable(self._table, dynamodb=self.dynamodb).get_node(cluster_name, node_id)
+        return record.health if record is not None else None
 
     def record_status(self, cluster_name: str, cluster_arn: str, status: str, version: StatusVersion) -> bool:
         """Set the registry's SageMaker status if this report is newer than the one it holds.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from autopilot.dal.healing import HealingTable
 from autopilot.models.hyperpod_events import AwaitNode
 from autopilot.models.records import NodeHealth
 from autopilot.observability import logger
@@ -40,11 +39,8 @@ def await_node(request: AwaitNode, sent_at: int, waits: ClusterWaits) -> None:
             "stale node wait request ignored", cluster=waiter.cluster_name, execution=waiter.execution_arn
         )
         return
-    record = HealingTable(waits.table_name, dynamodb=waits.dynamodb).get_node(
-        request.cluster_name, request.node_id
-    )
-    # No node item: Autopilot heard no report of the node (a replace's successor), so none is Unhealthy.
-    healthy = record is None or record.health is not NodeHealth.UNHEALTHY
+    # No report held (a replace's successor Autopilot never heard of) is no Unhealthy report.
+    healthy = waits.node_health(request.cluster_name, request.node_id) is not NodeHealth.UNHEALTHY
     check_node(waiter, healthy, waits)
 
 
