@@ -9,15 +9,20 @@ PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# checkov pins what dev.lock cannot share (requirements/checkov.in): its own venv
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-fast lint build demo bench sandbox lock clean
+.PHONY: help venv test test-fast lint build deploy delete demo bench sandbox lock clean
 
 help:
 	@echo "make test    set up .venv and run the whole test suite (with the coverage gate)"
-	@echo "make lint    ruff, mypy --strict, sam validate --lint"
+	@echo "make lint    ruff, mypy --strict, sam validate --lint, cfn-lint serverless rules, checkov"
 	@echo "make demo    run the main job in the sandbox (scenarios + build/demo-report.json)"
 	@echo "make bench   cold-start and state-transition benchmark (build/bench.json)"
 	@echo "make build   sam build"
+	@echo "make deploy  sam build, then sam deploy --guided (asks for every parameter; samconfig.toml)"
+	@echo "make delete  sam delete (the state table, API access logs and logs role are retained)"
 	@echo "make sandbox python -m sandbox up"
 
 $(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
@@ -30,6 +35,12 @@ $(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e ./cli
 	touch $(STAMP)
 
+$(CHECKOV_STAMP): requirements/checkov.lock
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON312) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements/checkov.lock
+	touch $(CHECKOV_STAMP)
+
 venv: $(STAMP)
 
 test: $(STAMP)
@@ -38,16 +49,28 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -q $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy layers/autopilot/autopilot cli/src/autopilot_cli sandbox
 	# every handler is a module named app: one mypy run per function folder
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1
+	# serverless best practices (cfn-lint-serverless); the rules that do not fit are ignored in the template
+	$(BIN)/cfn-lint template.yaml -a cfn_lint_serverless.rules
+	# checkov: stack-wide skips in .checkov.yaml, a resource's own under its Metadata (each with its reason)
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml --file template.yaml
 
 build: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --template template.yaml
+
+# Deploy to the account and region of your AWS credentials (not run in CI): the first run asks for
+# every parameter and saves the answers in samconfig.toml; later runs show the change set to confirm.
+deploy: build
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --guided
+
+delete: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam delete
 
 demo: $(STAMP)
 	$(BIN)/python -m sandbox demo
@@ -63,6 +86,9 @@ lock:
 	$(PYTHON312) -m venv build/lockenv && build/lockenv/bin/pip install -q -r requirements/dev.in \
 	  && { echo "# Pinned development + test environment (Python 3.12). Regenerate: make lock"; \
 	       build/lockenv/bin/pip freeze --exclude setuptools --exclude wheel; } > requirements/dev.lock
+	$(PYTHON312) -m venv build/checkovlockenv && build/checkovlockenv/bin/pip install -q -r requirements/checkov.in \
+	  && { echo "# checkov in .venv-checkov (Python 3.12). Regenerate: make lock"; \
+	       build/checkovlockenv/bin/pip freeze --exclude setuptools --exclude wheel; } > requirements/checkov.lock
 
 clean:
-	rm -rf $(VENV) .aws-sam build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .aws-sam build .pytest_cache .mypy_cache .ruff_cache

@@ -11,7 +11,7 @@ from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
-from autopilot.observability import logger, tracer
+from autopilot.observability import logger, metrics, tracer
 from autopilot.settings import healing_settings, healing_sweep_settings
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
     scheduled = parse(event=event, model=EventBridgeModel)
