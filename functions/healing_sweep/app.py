@@ -7,6 +7,7 @@ from typing import Any
 
 from autopilot import aws
 from autopilot.dal.healing import HealingTable
+from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.logic.healing.sweep import HealingSweep
@@ -30,6 +31,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         store=StateTable(settings.state_table_name),
         healing=HealingTable(settings.state_table_name),
         stuck=StuckNodes(settings.state_table_name),
+        watch=RepairWatch(settings.state_table_name),
         topology=TopologyReader(sagemaker=sagemaker),
         sagemaker=sagemaker,
         stepfunctions=aws.client("stepfunctions"),

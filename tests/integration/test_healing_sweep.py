@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from autopilot.dal.healing import HealingTable, healing_key
+from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.logic.healing.start_repair import RepairRequest, start_repair
@@ -59,6 +60,7 @@ def sweep(stack: Deployed, *, sagemaker: Any = None) -> HealingSweep:
         store=StateTable(table(stack), client=stack.client("dynamodb")),
         healing=healing(stack),
         stuck=StuckNodes(table(stack), dynamodb=stack.client("dynamodb")),
+        watch=RepairWatch(table(stack), dynamodb=stack.client("dynamodb")),
         topology=TopologyReader(sagemaker=client, s3=stack.client("s3")),
         sagemaker=client,
         stepfunctions=stack.client("stepfunctions"),
@@ -232,6 +234,7 @@ def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(s
     )
     deadline = repair_deadline(settings(stack))
 
+    assert "overdue_failed" not in sweep(stack).run(NOW)  # first seen RUNNING: the deadline counts from here
     assert "overdue_failed" not in sweep(stack).run(NOW + deadline - timedelta(minutes=1))
     outcomes = sweep(stack).run(NOW + deadline)
 
@@ -295,3 +298,32 @@ def test_one_cluster_failing_does_not_stop_the_others(stack: Deployed) -> None:
         sweep(stack, sagemaker=ThrottledFor(stack.client("sagemaker"), "a-throttled")).run(NOW)
 
     assert [r["nodeId"] for r in repairs(stack)] == [node]
+
+
+def test_the_new_instance_of_a_replace_in_flight_is_not_taken_for_a_stuck_node(stack: Deployed) -> None:
+    worker = registered(stack, "c1")["worker-group-1"][0]
+    operation = start_repair(
+        RepairRequest(
+            cluster_name="c1",
+            node_id=worker,
+            action=NodeAction.REPLACE,
+            trigger=RepairTrigger.EVENT,
+            fault=Fault(reason="fault type NvidiaErrorTerminate", detected_at=iso(NOW)),
+        ),
+        healing=healing(stack),
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        settings=settings(stack),
+        now=NOW,
+    )
+    assert operation is not None
+    # the workflow's replace: the successor stays Pending while HyperPod launches it
+    stack.client("sagemaker").batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[worker])
+    environment = stack.environment("HealingSweepFunction")
+    stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+
+    sweep(stack).run(NOW)
+    late = sweep(stack).run(NOW + stuck_after)
+
+    assert "repair_started" not in late
+    assert [r["operationId"] for r in repairs(stack)] == [operation.operation_id]

@@ -66,7 +66,7 @@ class StuckNodes:
                 ":status": {"S": status},
                 ":at": {"S": at},
             },
-            ReturnValues="UPDATED_NEW",
+            ReturnValues="ALL_NEW",
         )
         return str(response["Attributes"]["notRunningSince"]["S"])
 

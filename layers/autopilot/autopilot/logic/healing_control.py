@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from autopilot import aws
 from autopilot.api.models import BreakerView, HealingView
+from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.errors import NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
@@ -62,6 +63,7 @@ def set_healing(
             store=deps.store,
             healing=deps.healing,
             stuck=StuckNodes(deps.settings.state_table_name),
+            watch=RepairWatch(deps.settings.state_table_name),
             topology=TopologyReader(sagemaker=deps.sagemaker),
             sagemaker=deps.sagemaker,
             stepfunctions=deps.stepfunctions,

@@ -13,7 +13,8 @@ Every HealingSweepScheduleExpression, for each ACTIVE registered cluster:
   in only past HyperPodRepairDeadlineMinutes (or at once for a node in ``Failure``);
 - a paused cluster starts nothing (the reports are kept, so the sweep after the resume starts them);
 - lease holders whose operation is no longer RUNNING are released, and ReplaceNode operations RUNNING
-  past their deadline are failed with the cause, their execution stopped, their lease and node freed,
+  past their deadline (counted from the sweep's first sighting of them, on the sweep's own clock:
+  dal/repair_watch.py) are failed with the cause, their execution stopped, their lease and node freed,
   and announced (``Node Repair Failed`` goes to the alerts topic).
 
 One cluster failing (AWS throttling past the retries, a cluster deleted meanwhile) does not stop the
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
     from autopilot.dal.healing import HealingTable
+    from autopilot.dal.repair_watch import RepairWatch
     from autopilot.dal.state_store import StateStore
     from autopilot.dal.stuck_nodes import StuckNodes
     from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
@@ -92,6 +94,7 @@ class HealingSweep:
         store: StateStore,
         healing: HealingTable,
         stuck: StuckNodes,
+        watch: RepairWatch,
         topology: TopologyReader,
         sagemaker: SageMakerClient,
         stepfunctions: SFNClient,
@@ -103,6 +106,7 @@ class HealingSweep:
         self.store = store
         self.healing = healing
         self.stuck = stuck
+        self.watch = watch
         self.topology = topology
         self.sagemaker = sagemaker
         self.stepfunctions = stepfunctions
@@ -149,6 +153,12 @@ class HealingSweep:
         automatic = self.sagemaker.describe_cluster(ClusterName=name).get("NodeRecovery") == "Automatic"
         records = {r.node_id: r for r in self.healing.list_nodes(name)}
         not_running_since = self.stuck.not_running_since(name)
+        # A replace launches its new instance after the repair started: a Pending node launched since the
+        # oldest open repair may be one, and its repair's own deadline covers it.
+        open_repairs = [self.healing.get_operation(r.open_repair) for r in records.values() if r.open_repair]
+        repairing_since = min(
+            (datetime.fromisoformat(o.created_at) for o in open_repairs if o is not None), default=None
+        )
         paused = self.healing.get_healing(name).paused
         for summary in self._nodes(name):
             node_id = summary["InstanceId"]
@@ -156,7 +166,15 @@ class HealingSweep:
             if status == RUNNING and node_id in not_running_since:
                 self.stuck.clear(name, node_id)
             record = records.get(node_id)
-            fault, new = self._fault(name, summary, record, not_running_since, now, automatic=automatic)
+            fault, new = self._fault(
+                name,
+                summary,
+                record,
+                not_running_since,
+                now,
+                automatic=automatic,
+                repairing_since=repairing_since,
+            )
             if fault is None:
                 continue
             if record is not None and record.open_repair is not None:
@@ -194,6 +212,7 @@ class HealingSweep:
         now: datetime,
         *,
         automatic: bool,
+        repairing_since: datetime | None,
     ) -> tuple[Fault | None, bool]:
         """The node's fault, if any, and whether the sweep is the first to find it."""
         node_id = summary["InstanceId"]
@@ -214,6 +233,9 @@ class HealingSweep:
             message = summary["InstanceStatus"].get("Message") or "no message"
             reason = f"InstanceStatus Failure found by the sweep: {message}"
             return Fault(fault_type=fault_type_of(message), reason=reason, detected_at=iso(now)), True
+        launched = summary.get("LaunchTime")
+        if status == "Pending" and repairing_since is not None and launched and launched >= repairing_since:
+            return None, False
         if status in STUCK_STATUSES:
             since = not_running_since.get(node_id) or self.stuck.mark_not_running(
                 name, node_id, status=status, at=iso(now)
@@ -279,7 +301,8 @@ class HealingSweep:
         for operation in self.store.list_running_operations(created_after=now - LOOKBACK):
             if operation.operation_type is not OperationType.REPLACE_NODE:
                 continue
-            if now - datetime.fromisoformat(operation.created_at) < deadline:
+            seen = self.watch.running_since(operation.operation_id, at=iso(now))
+            if seen is None or now - datetime.fromisoformat(seen) < deadline:
                 continue
             outcomes[
                 "overdue_failed" if self._fail_overdue(operation, deadline, now) else "overdue_final"
@@ -294,7 +317,7 @@ class HealingSweep:
             error=DEADLINE_EXCEEDED,
             cause=(
                 f"the repair of node {operation.node_id} was still running {minutes} "
-                "minutes after it started (RebootDeadlineMinutes + ReplaceDeadlineMinutes + "
+                "minutes after the sweep first saw it (RebootDeadlineMinutes + ReplaceDeadlineMinutes + "
                 "HyperPodRepairDeadlineMinutes); the healing sweep stopped it"
             ),
         )
