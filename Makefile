@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-fast lint build deploy delete demo bench sandbox lock clean
+.PHONY: help venv test test-fast lint build deploy delete demo bench sandbox docs lock clean
 
 help:
 	@echo "make test    set up .venv and run the whole test suite (with the coverage gate)"
@@ -24,6 +24,7 @@ help:
 	@echo "make deploy  sam build, then sam deploy --guided (asks for every parameter; samconfig.toml)"
 	@echo "make delete  sam delete (the state table, API access logs and logs role are retained)"
 	@echo "make sandbox python -m sandbox up"
+	@echo "make docs    regenerate docs/workflows/*.md (from the ASL) and docs/deploy.md's parameter table"
 
 $(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
@@ -80,6 +81,10 @@ bench: $(STAMP)
 
 sandbox: $(STAMP)
 	$(BIN)/python -m sandbox up
+
+# generated docs; tests/unit/test_workflow_diagrams.py and test_docs.py fail when they are stale
+docs: $(STAMP)
+	$(BIN)/python -m sandbox.docgen
 
 # Re-resolve the pinned environment from the top-level requirements.
 lock:

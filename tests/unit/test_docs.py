@@ -99,7 +99,13 @@ def test_read_only_policy_cannot_change_anything() -> None:
             assert not _allows(read_only, method, path), f"{method} {path}"
 
 
-_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+_LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation but '-' dropped, spaces as '-'."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
 
 
 @pytest.mark.parametrize(
@@ -108,7 +114,10 @@ _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
     ids=lambda path: path.name,
 )
 def test_local_links_resolve(page: Path) -> None:
-    for target in _LINK.findall(page.read_text()):
+    for target, anchor in _LINK.findall(page.read_text()):
         if "://" in target or target.startswith("mailto:"):
             continue
-        assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+        linked = page.parent / target if target else page
+        assert linked.exists(), f"{page.name} links to {target}, which does not exist"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{page.name} links to {target}#{anchor}: no such heading"
