@@ -2,8 +2,9 @@
 
 `python -m sandbox.docgen` (or `make docs`) writes docs/workflows/<name>.md from
 statemachines/<name>.asl.json and the table between the markers in docs/deploy.md from template.yaml's
-Parameters; `--check` writes nothing and exits 1 naming each stale file (tests/unit/test_docgen.py runs
-the same comparison), so a workflow or parameter change cannot leave its documentation behind.
+Parameters; `--check` writes nothing and exits 1 naming each stale file (tests/unit/
+test_workflow_diagrams.py and test_docs.py make the same comparison), so a workflow or parameter change
+cannot leave its documentation behind.
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ def workflow_doc(asl_path: Path) -> str:
         f"# Workflow `{title}`",
         "",
         f"Generated from [`statemachines/{asl_path.name}`](../../statemachines/{asl_path.name}) by "
-        "`make docs` (`python -m sandbox.docgen`); do not edit: tests/unit/test_docgen.py fails when it "
-        "is stale.",
+        "`make docs` (`python -m sandbox.docgen`); do not edit: tests/unit/test_workflow_diagrams.py "
+        "fails when it is stale.",
         "",
         definition.get("Comment", ""),
         "",

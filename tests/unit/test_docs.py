@@ -110,7 +110,7 @@ def _anchors(page: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "page",
-    [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
+    [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
     ids=lambda path: path.name,
 )
 def test_local_links_resolve(page: Path) -> None:
