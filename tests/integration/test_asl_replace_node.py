@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     RepairTrigger,
+    iso,
     new_operation_id,
 )
 from autopilot.workflows.cluster_waits import ClusterWaits
@@ -82,7 +82,7 @@ def fault(stack: Deployed, node_id: str, fault_type: str = "NvidiaErrorReboot", 
         reason=reported["HealthStatusReason"],
         repair_action=reported["RepairAction"],
         recommendation=reported["Recommendation"],
-        detected_at=stack.clock.now().isoformat(),
+        detected_at=iso(stack.clock.now()),
     )
 
 
@@ -100,7 +100,7 @@ def start_repair(
     allow_replace: bool = True,
 ) -> str:
     """Claim the repair and start its execution; the execution ARN."""
-    now = stack.clock.now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    now = iso(stack.clock.now())
     operation = Operation(
         operation_id=new_operation_id(stack.clock.now()),
         operation_type=OperationType.REPLACE_NODE,
@@ -452,6 +452,28 @@ def test_hyperpods_own_repair_is_observed_without_a_call(make_stack: Any) -> Non
     assert [(a.action.value, a.result.value) for a in operation.actions or []] == [("observe", "succeeded")]
 
 
+def test_a_node_hyperpod_replaces_itself_is_followed_to_its_successor(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0)
+    node = make_cluster(stack, node_recovery="Automatic")[WORKERS][0]
+    found = fault(stack, node, "NvidiaErrorTerminate", auto_recover=True)  # HyperPod replaces it
+    arn = start_repair(stack, node, NodeAction.OBSERVE, found)
+
+    [execution] = run(stack, arn)
+
+    assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, arn))
+    assert not {"Reboot Node", "Replace Node"} & set(states)
+    assert "Find Successor" in states
+    operation = operation_of(execution)
+    successor = operation.successor_node_id
+    assert successor is not None
+    assert successor != node
+    assert [(a.action.value, a.result.value, a.successor_node_id) for a in operation.actions or []] == [
+        ("observe", "succeeded", successor)
+    ]
+    assert node_status(stack, successor) == "Running"
+
+
 def test_hyperpods_repair_that_stalls_is_escalated_to_a_replace(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0)
     node = make_cluster(stack, node_recovery="Automatic")[WORKERS][0]
@@ -514,7 +536,7 @@ def test_a_paused_cluster_starts_no_repair_until_the_deadline(make_stack: Any) -
     stack = make_stack(clock_speed=0)
     node = make_cluster(stack)[WORKERS][0]
     found = fault(stack, node)
-    now = stack.clock.now().isoformat()
+    now = iso(stack.clock.now())
     assert healing_table(stack).pause(
         CLUSTER, by="arn:aws:iam::123456789012:user/ops", reason="test", now=now
     )
