@@ -35,7 +35,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Protocol, TextIO, TypeVar
 
@@ -54,6 +54,22 @@ DEFAULT_SPEED: Final = 1200.0
 # machine starves the control plane of CPU, so a deadline near the simulated create time would turn
 # load into failures that AWS would not give.
 DEMO_PARAMETERS: Final[Mapping[str, Any]] = {"LogLevel": "WARNING"}
+# The demo's own run adds: the sweeps on an hourly schedule. At x1200 a 5-minute schedule fires four
+# times a wall second and each run finds nothing the events did not already handle: on a 2-core
+# machine those runs starve the workflows the scenarios follow. Every sweep still runs (hourly is 3 s).
+DEMO_RUN_PARAMETERS: Final[Mapping[str, Any]] = {
+    **DEMO_PARAMETERS,
+    "ReconcileScheduleExpression": "rate(1 hour)",
+    "HealingSweepScheduleExpression": "rate(1 hour)",
+    "SessionGuardScheduleExpression": "rate(1 hour)",
+    "SpendMeterMinutes": 60,
+}
+# Early in a month: the simulated days the demo covers (x1200 for a few minutes, plus budget_alert's
+# steps) stay within one budget period.
+DEMO_CLOCK_START: Final = datetime(2026, 11, 2, 6, 0, tzinfo=UTC)
+# EventBridge delivers at least once, AWS Budgets now and then notifies a crossing twice: in the demo
+# every HyperPod event and every Budgets SNS notification comes twice.
+DEMO_DUPLICATES: Final = 1.0
 OPERATION_TIMEOUT_S: Final = 90.0
 POLL_S: Final = 0.2
 _SCENARIO_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -69,6 +85,7 @@ class Scenario:
     name: str
     summary: str
     run: ScenarioFunction
+    final: bool = False  # runs after every other scenario (e.g. the cleanup of what they left)
 
 
 class UnknownScenarioError(ValueError):
@@ -81,21 +98,29 @@ class ScenarioRegistry:
     def __init__(self) -> None:
         self._scenarios: dict[str, Scenario] = {}
 
-    def scenario(self, name: str, summary: str) -> Callable[[ScenarioFunction], ScenarioFunction]:
-        """Register the decorated function as scenario ``name`` (what it shows: ``summary``)."""
+    def scenario(
+        self, name: str, summary: str, *, final: bool = False
+    ) -> Callable[[ScenarioFunction], ScenarioFunction]:
+        """Register the decorated function as scenario ``name`` (what it shows: ``summary``); a
+        ``final`` one runs after all the others."""
         if not _SCENARIO_NAME.fullmatch(name):
             raise ValueError(f"scenario name {name!r} must be snake_case ({_SCENARIO_NAME.pattern})")
 
         def register(function: ScenarioFunction) -> ScenarioFunction:
             if name in self._scenarios:
                 raise ValueError(f"scenario {name!r} is registered twice")
-            self._scenarios[name] = Scenario(name, summary, function)
+            self._scenarios[name] = Scenario(name, summary, function, final)
             return function
 
         return register
 
     def names(self) -> list[str]:
-        return list(self._scenarios)
+        """Registration order, final scenarios last."""
+        return [s.name for s in self._ordered()]
+
+    def _ordered(self) -> list[Scenario]:
+        every = list(self._scenarios.values())
+        return [s for s in every if not s.final] + [s for s in every if s.final]
 
     def get(self, name: str) -> Scenario:
         try:
@@ -107,7 +132,7 @@ class ScenarioRegistry:
     def select(self, names: Sequence[str] | None) -> list[Scenario]:
         """The named scenarios in the order given (duplicates once); all of them when ``names`` is empty."""
         if not names:
-            return list(self._scenarios.values())
+            return self._ordered()
         return [self.get(name) for name in dict.fromkeys(names)]
 
 
@@ -115,13 +140,17 @@ REGISTRY: Final = ScenarioRegistry()
 scenario: Final = REGISTRY.scenario
 
 
+# The story's order: a cluster is made, then healed, then governed (the others follow by name).
+MODULE_ORDER: Final = ("scenarios_lifecycle", "scenarios_healing", "scenarios_governance")
+
+
 def load_scenarios() -> ScenarioRegistry:
-    """Import every ``sandbox.demo.scenarios_*`` module (lifecycle first, then by name)."""
+    """Import every ``sandbox.demo.scenarios_*`` module (MODULE_ORDER first, then by name)."""
     package = importlib.import_module("sandbox.demo")
     found = sorted(
         info.name for info in pkgutil.iter_modules(package.__path__) if info.name.startswith("scenarios_")
     )
-    first = [name for name in found if name == "scenarios_lifecycle"]
+    first = [name for name in MODULE_ORDER if name in found]
     for name in [*first, *(n for n in found if n not in first)]:
         importlib.import_module(f"sandbox.demo.{name}")
     return REGISTRY
@@ -221,6 +250,9 @@ class DemoEnvironment(Protocol):
 
     def apply_fault(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]: ...
 
+    def advance_clock(self, seconds: float) -> None:
+        """Move the sandbox clock ahead (hours of simulated time in a moment)."""
+
     def stack_output(self, name: str) -> str: ...
 
     def metrics(self) -> ControlPlaneMetrics: ...
@@ -313,10 +345,13 @@ class SandboxEnvironment:
         return self._clients[service]
 
     def apply_fault(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        if self.sandbox.hyperpod is None:
-            raise RuntimeError("the HyperPod simulator is not installed in this sandbox")
-        result: dict[str, Any] = self.sandbox.hyperpod.apply_fault(name, dict(params))
+        """The sandbox's fault injection (``POST /_sandbox/faults``): AWS call faults or HyperPod's."""
+        result: dict[str, Any] = self.sandbox.apply_fault(name, dict(params))
         return result
+
+    def advance_clock(self, seconds: float) -> None:
+        """``POST /_sandbox/clock {"advance": seconds}``: the clock jumps, then keeps running."""
+        self.sandbox.admin("POST", "/_sandbox/clock", {"advance": seconds})
 
     def stack_output(self, name: str) -> str:
         return str(self.sandbox.stack.outputs[name])
@@ -350,6 +385,7 @@ def embedded_environment(*, speed: float, log_path: Path | None) -> Iterator[San
     ``log_path``: where the sandbox's own chatter on stderr goes (API access log, moto's workflow
     error log); None leaves it on stderr.
     """
+    from sandbox.clock import SandboxClock  # noqa: PLC0415 - as below
     from sandbox.core import Sandbox  # noqa: PLC0415 - keeps the runner importable without moto started
 
     with contextlib.ExitStack() as stack:
@@ -357,10 +393,21 @@ def embedded_environment(*, speed: float, log_path: Path | None) -> Iterator[San
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log = stack.enter_context(log_path.open("w", encoding="utf-8"))
             stack.enter_context(contextlib.redirect_stderr(log))
+            # The functions' metrics (EMF lines) go to stdout, as Lambda's do: the timeline holds
+            # the terminal it was given before this.
+            stack.enter_context(contextlib.redirect_stdout(log))
         stack.enter_context(warnings.catch_warnings())
         # Powertools warns on every invocation whose handler published no metric: noise here.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        sandbox = stack.enter_context(Sandbox(parameters=DEMO_PARAMETERS, speed=speed))
+        sandbox = stack.enter_context(
+            Sandbox(
+                parameters=DEMO_RUN_PARAMETERS,
+                clock=SandboxClock(speed=speed, start=DEMO_CLOCK_START),
+                duplicate_events=DEMO_DUPLICATES,
+            )
+        )
+        if sandbox.budgets is not None:
+            sandbox.budgets.duplicate_deliveries = DEMO_DUPLICATES
         yield SandboxEnvironment(sandbox, sandbox.serve_api(0))
 
 
@@ -661,7 +708,7 @@ def build_report(
         "lambda_invocations_by_function": metrics.lambda_invocations,
         "passed": bool(results) and all(r.passed for r in results),
         "wall_time_s": round(wall_time_s, 3),
-        "sandbox": {"speed": options.speed, "parameters": dict(DEMO_PARAMETERS)},
+        "sandbox": {"speed": options.speed, "parameters": dict(DEMO_RUN_PARAMETERS)},
     }
     if environment_error:
         report["environment_error"] = environment_error

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +30,9 @@ ALERT_EMAIL: Final = "ml-platform@example.com"
 EXPECTED_NOTIFICATIONS: Final = {("ACTUAL", 50.0), ("ACTUAL", 80.0), ("ACTUAL", 100.0), ("FORECASTED", 100.0)}
 SUCCEEDED_EVENT: Final = "Cluster Operation Succeeded"
 FAILED_EVENT: Final = "Cluster Operation Failed"
+# Wall seconds for an event to reach a subscriber (SNS and SQS deliveries are asynchronous; a busy
+# machine delays them, a lost one never comes).
+EVENT_TIMEOUT_S: Final = 30.0
 
 
 def workshop_config(cluster_name: str, region: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -41,6 +45,8 @@ def workshop_config(cluster_name: str, region: str) -> tuple[dict[str, Any], dic
     config["ClusterName"] = cluster_name
     # The request's owner/project become the cost tags; a config tag may repeat them, not contradict them.
     config["Tags"] = [t for t in config.get("Tags", []) if t.get("Key") not in ("owner", "project")]
+    # Autopilot does the healing (HyperPod's own repair would leave Autopilot only observing it).
+    config["NodeRecovery"] = "None"
     return config, provisioning
 
 
@@ -78,13 +84,16 @@ def accepted(result: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------------
 # observing AWS
 # --------------------------------------------------------------------------------------------------
-class NotificationsInbox:
-    """An SQS queue subscribed to the NotificationsTopic, as a downstream system would follow results."""
+class TopicInbox:
+    """An SQS queue subscribed to one of the stack's topics, as a downstream system would follow it."""
+
+    OUTPUT = ""  # the stack output naming the topic
+    QUEUE = ""
 
     def __init__(self, ctx: DemoContext) -> None:
         self._sqs = ctx.aws("sqs")
-        topic = ctx.env.stack_output("NotificationsTopicArn")
-        self._url: str = self._sqs.create_queue(QueueName="demo-notifications-inbox")["QueueUrl"]
+        topic = ctx.env.stack_output(self.OUTPUT)
+        self._url: str = self._sqs.create_queue(QueueName=self.QUEUE)["QueueUrl"]
         arn = self._sqs.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
@@ -94,11 +103,18 @@ class NotificationsInbox:
         self.events: list[dict[str, Any]] = []
 
     @classmethod
-    def of(cls, ctx: DemoContext) -> NotificationsInbox:
-        inbox = ctx.shared.get("inbox")
-        if not isinstance(inbox, NotificationsInbox):
-            inbox = ctx.shared["inbox"] = cls(ctx)
+    def of[I: TopicInbox](cls: type[I], ctx: DemoContext) -> I:
+        """The run's one inbox of this kind (subscribed on first use: it sees what came after)."""
+        inbox = ctx.shared.get(cls.QUEUE)
+        if not isinstance(inbox, cls):
+            inbox = cls(ctx)
+            ctx.shared[cls.QUEUE] = inbox
         return inbox
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every message received so far (JSON bodies; a plain-text alert as ``{"text": …}``)."""
+        self._drain()
+        return self.events
 
     def _drain(self) -> None:
         while True:
@@ -108,8 +124,19 @@ class NotificationsInbox:
             if not messages:
                 return
             for message in messages:
-                self.events.append(json.loads(message["Body"]))
+                try:
+                    body = json.loads(message["Body"])
+                except ValueError:
+                    body = None
+                self.events.append(body if isinstance(body, dict) else {"text": message["Body"]})
                 self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
+
+
+class NotificationsInbox(TopicInbox):
+    """The NotificationsTopic: every ``hyperpod.autopilot`` event (results, repairs, sessions)."""
+
+    OUTPUT = "NotificationsTopicArn"
+    QUEUE = "demo-notifications-inbox"
 
     def find(self, detail_type: str, operation_id: str) -> dict[str, Any] | None:
         self._drain()
@@ -120,6 +147,13 @@ class NotificationsInbox:
             ):
                 return event
         return None
+
+
+class AlertsInbox(TopicInbox):
+    """The AlertsTopic: what pages a person (failures, the breaker, refused sessions, budgets)."""
+
+    OUTPUT = "AlertsTopicArn"
+    QUEUE = "demo-alerts-inbox"
 
 
 def aws_error_code(ctx: DemoContext, action: Any) -> str | None:
@@ -156,13 +190,40 @@ def budget_subscribers(
 def create_cluster_and_wait(
     ctx: DemoContext, name: str, *, idempotency_key: str | None = None
 ) -> dict[str, Any]:
-    """POST /clusters with the workshop config and follow the operation to its end."""
+    """POST /clusters with the workshop config and follow the operation to its end; the cluster is
+    left for cleanup_leaves_nothing."""
+    NotificationsInbox.of(ctx)  # subscribed before anything happens to the cluster
+    AlertsInbox.of(ctx)
+    ctx.shared.setdefault("clusters", []).append(name)
     result = ctx.call(
         f"POST /clusters ({name})",
         lambda: ctx.api.create_cluster(create_body(name, ctx.api.region), idempotency_key=idempotency_key),
         accepted,
     )
     return ctx.wait_for_operation(result["operationId"])
+
+
+def shared_cluster(ctx: DemoContext) -> str:
+    """The cluster create_cluster left running, or (a scenario run alone) one created now."""
+    name = ctx.shared.get("cluster")
+    if isinstance(name, str):
+        return name
+    name = unique_name(ctx, "demo-llm")
+    ctx.info(f"no cluster left by create_cluster: creating {name} first")
+    created = create_cluster_and_wait(ctx, name)
+    ctx.check(created["status"] == "SUCCEEDED", f"{name} created", json.dumps(created.get("error")))
+    ctx.shared["cluster"] = name
+    return name
+
+
+def budget_notifications_topic(ctx: DemoContext) -> str:
+    """The stack's topic AWS Budgets notifies (found as an operator would: ListTopics)."""
+    for page in ctx.aws("sns").get_paginator("list_topics").paginate():
+        for topic in page["Topics"]:
+            if "budget-notifications" in topic["TopicArn"]:
+                return str(topic["TopicArn"])
+    ctx.fail("no budget notifications topic in the account")
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -324,19 +385,21 @@ def create_cluster(ctx: DemoContext) -> None:
         "budget alerts at 50/80/100 % actual and 100 % forecast",
         f"found {sorted(seen)}",
     )
-    wanted_subscribers = {("SNS", ctx.env.stack_output("AlertsTopicArn")), ("EMAIL", ALERT_EMAIL)}
+    # AWS Budgets notifies the stack's budget notifications topic; BudgetAlertsFunction turns each
+    # crossing into one alert on the AlertsTopic (budget_alert).
+    wanted_subscribers = {("SNS", budget_notifications_topic(ctx)), ("EMAIL", ALERT_EMAIL)}
     for alert in notifications:
         subscribers = budget_subscribers(budgets, account, budget_name, alert)
         ctx.check(
             wanted_subscribers <= subscribers,
-            f"{alert['NotificationType']} {float(alert['Threshold']):g} % alert goes to AlertsTopic "
-            f"and {ALERT_EMAIL}",
+            f"{alert['NotificationType']} {float(alert['Threshold']):g} % alert goes to the budget "
+            f"notifications topic and {ALERT_EMAIL}",
             f"subscribers: {sorted(subscribers)}",
         )
     event = ctx.wait_until(
         f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
         lambda: inbox.find(SUCCEEDED_EVENT, operation_id),
-        timeout_s=10.0,
+        timeout_s=EVENT_TIMEOUT_S,
     )
     ctx.check(
         event["source"] == "hyperpod.autopilot" and event["detail"].get("clusterName") == name,
@@ -392,7 +455,7 @@ def create_fails_for_capacity(ctx: DemoContext) -> None:
     event = ctx.wait_until(
         f"a '{FAILED_EVENT}' event for {operation_id}",
         lambda: inbox.find(FAILED_EVENT, operation_id),
-        timeout_s=10.0,
+        timeout_s=EVENT_TIMEOUT_S,
     )
     ctx.check(
         event["detail"].get("status") == "FAILED"
@@ -406,63 +469,87 @@ def create_fails_for_capacity(ctx: DemoContext) -> None:
 
 @scenario(
     "cleanup_leaves_nothing",
-    "DELETE /clusters/{name} -> SUCCEEDED; cluster gone, budget gone, nothing left tagged with it",
+    "DELETE /clusters/{name} for every cluster the demo made -> SUCCEEDED; clusters, budgets, tags gone",
+    final=True,
 )
 def cleanup_leaves_nothing(ctx: DemoContext) -> None:
     inbox = NotificationsInbox.of(ctx)
-    name = ctx.shared.pop("cluster", None)
-    if name is None:
+    names: list[str] = ctx.shared.pop("clusters", [])
+    ctx.shared.pop("cluster", None)
+    if not names:
         name = unique_name(ctx, "demo-cleanup")
-        ctx.info(f"no cluster left by create_cluster: creating {name} first")
+        ctx.info(f"no cluster left by the other scenarios: creating {name} first")
         created = create_cluster_and_wait(ctx, name)
         ctx.check(created["status"] == "SUCCEEDED", f"{name} created", json.dumps(created.get("error")))
-    view = ctx.api.get_cluster(name)
-    budget_name = str(view.get("budgetName"))
-    cluster_arn = str((view.get("sagemaker") or {}).get("ClusterArn"))
-    account = cluster_arn.split(":")[4]
+        names = ctx.shared.pop("clusters")
     budgets = ctx.aws("budgets")
-    code = aws_error_code(ctx, lambda: budgets.describe_budget(AccountId=account, BudgetName=budget_name))
-    ctx.check(code is None, f"before: budget {budget_name} exists", str(code))
-    # The "nothing tagged left" check below proves something only if it can see the cluster now.
-    before = tagged_with_cluster(ctx, name)
-    ctx.check(
-        cluster_arn in before,
-        f"before: GetResources(ClusterName={name}) finds the cluster",
-        f"found {before}",
-    )
+    # Every DELETE first, then follow each: the deletions run side by side, as an operator's would.
+    started: list[tuple[str, str, str, str]] = []
+    for name in names:
+        view = ctx.api.get_cluster(name)
+        budget_name = str(view.get("budgetName"))
+        cluster_arn = str((view.get("sagemaker") or {}).get("ClusterArn"))
+        account = cluster_arn.split(":")[4]
+        code = aws_error_code(
+            ctx, partial(budgets.describe_budget, AccountId=account, BudgetName=budget_name)
+        )
+        ctx.check(code is None, f"before: budget {budget_name} exists", str(code))
+        # The "nothing tagged left" check below proves something only if it can see the cluster now.
+        before = tagged_with_cluster(ctx, name)
+        ctx.check(
+            cluster_arn in before,
+            f"before: GetResources(ClusterName={name}) finds the cluster",
+            f"found {before}",
+        )
+        result = ctx.call(f"DELETE /clusters/{name}", partial(ctx.api.delete_cluster, name), accepted)
+        started.append((name, str(result["operationId"]), budget_name, account))
 
-    result = ctx.call(f"DELETE /clusters/{name}", lambda: ctx.api.delete_cluster(name), accepted)
-    operation = ctx.wait_for_operation(result["operationId"])
-    ctx.check(operation["status"] == "SUCCEEDED", "operation SUCCEEDED", json.dumps(operation.get("error")))
-
-    code = aws_error_code(ctx, lambda: ctx.aws("sagemaker").describe_cluster(ClusterName=name))
-    ctx.check(
-        code == "ResourceNotFound", "DescribeCluster -> ResourceNotFound", f"got {code or 'the cluster'}"
-    )
-    code = aws_error_code(ctx, lambda: budgets.describe_budget(AccountId=account, BudgetName=budget_name))
-    ctx.check(
-        code == "NotFoundException", f"DescribeBudget {budget_name} -> NotFoundException", f"got {code}"
-    )
-    leftovers = tagged_with_cluster(ctx, name)
-    ctx.check(not leftovers, f"after: GetResources(ClusterName={name}): nothing tagged left", str(leftovers))
-    recorded = operation.get("leftovers")
-    ctx.check(recorded == [], "the operation records no leftovers", str(recorded))
-    after = ctx.api.get_cluster(name)
-    ctx.check(
-        after["status"] == "DELETED" and after.get("sagemaker") is None,
-        "GET /clusters/{name}: DELETED, no live cluster",
-        f"{after['status']}, sagemaker={after.get('sagemaker')}",
-    )
-    operation_id = str(operation["operationId"])
-    event = ctx.wait_until(
-        f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
-        lambda: inbox.find(SUCCEEDED_EVENT, operation_id),
-        timeout_s=10.0,
-    )
-    ctx.check(
-        event["detail"].get("operationType") == "DeleteCluster",
-        f"'{SUCCEEDED_EVENT}' event for the cleanup",
-        json.dumps(event["detail"])[:300],
-    )
-    ctx.details.update(cluster=name, budget=budget_name, leftovers=leftovers)
-    ctx.summary = f"{name} deleted; budget {budget_name} gone; 0 tagged leftovers"
+    for name, operation_id, budget_name, account in started:
+        operation = ctx.wait_for_operation(operation_id)
+        ctx.check(
+            operation["status"] == "SUCCEEDED",
+            f"{name}: operation SUCCEEDED",
+            json.dumps(operation.get("error")),
+        )
+        code = aws_error_code(ctx, partial(ctx.aws("sagemaker").describe_cluster, ClusterName=name))
+        ctx.check(
+            code == "ResourceNotFound",
+            f"DescribeCluster {name} -> ResourceNotFound",
+            f"got {code or 'the cluster'}",
+        )
+        code = aws_error_code(
+            ctx, partial(budgets.describe_budget, AccountId=account, BudgetName=budget_name)
+        )
+        ctx.check(
+            code == "NotFoundException", f"DescribeBudget {budget_name} -> NotFoundException", f"got {code}"
+        )
+        leftovers = tagged_with_cluster(ctx, name)
+        ctx.check(
+            not leftovers, f"after: GetResources(ClusterName={name}): nothing tagged left", str(leftovers)
+        )
+        recorded = operation.get("leftovers")
+        ctx.check(recorded == [], f"{name}: the operation records no leftovers", str(recorded))
+        after = ctx.api.get_cluster(name)
+        ctx.check(
+            after["status"] == "DELETED" and after.get("sagemaker") is None,
+            f"GET /clusters/{name}: DELETED, no live cluster",
+            f"{after['status']}, sagemaker={after.get('sagemaker')}",
+        )
+        event = ctx.wait_until(
+            f"a '{SUCCEEDED_EVENT}' event for {operation_id}",
+            partial(inbox.find, SUCCEEDED_EVENT, operation_id),
+            timeout_s=EVENT_TIMEOUT_S,
+        )
+        ctx.check(
+            event["detail"].get("operationType") == "DeleteCluster",
+            f"'{SUCCEEDED_EVENT}' event for the cleanup of {name}",
+            json.dumps(event["detail"])[:300],
+        )
+    live = [
+        c["ClusterName"]
+        for c in ctx.aws("sagemaker").list_clusters()["ClusterSummaries"]
+        if c["ClusterName"] in names
+    ]
+    ctx.check(not live, "SageMaker ListClusters: none of the demo's clusters left", str(live))
+    ctx.details.update(clusters=names, budgets=[b for _, _, b, _ in started])
+    ctx.summary = f"{len(names)} cluster(s) deleted ({', '.join(names)}); budgets gone; 0 tagged leftovers"

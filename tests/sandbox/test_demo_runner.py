@@ -46,6 +46,9 @@ class FakeEnvironment:
         self.faults.append((name, dict(params)))
         return {"applied": name}
 
+    def advance_clock(self, seconds: float) -> None:
+        raise AssertionError("the runner itself must not move the clock")
+
     def stack_output(self, name: str) -> str:
         return f"arn:{name}"
 
@@ -214,11 +217,27 @@ def test_registering_is_one_decorator_and_names_are_unique() -> None:
         scenarios.scenario("Bad Name", "no")
 
 
-def test_the_lifecycle_scenarios_are_discovered_in_order() -> None:
-    assert load_scenarios().names()[:4] == [
+def test_a_final_scenario_runs_after_every_other_whatever_its_registration() -> None:
+    scenarios = ScenarioRegistry()
+    for name, final in [("make", False), ("clean_up", True), ("heal", False)]:
+        scenarios.scenario(name, "shows something", final=final)(lambda ctx: None)
+
+    assert scenarios.names() == ["make", "heal", "clean_up"]
+    assert [s.name for s in scenarios.select(None)] == ["make", "heal", "clean_up"]
+    assert [s.name for s in scenarios.select(["clean_up", "make"])] == ["clean_up", "make"]  # as asked
+
+
+def test_the_scenarios_are_discovered_in_the_story_s_order() -> None:
+    assert load_scenarios().names() == [
         "validate_rejects_bad_config",
         "create_cluster",
         "create_fails_for_capacity",
+        "node_failure_replace",
+        "duplicate_events_ignored",
+        "healing_breaker_trips",
+        "session_limits",
+        "cost_tags_drift_repaired",
+        "budget_alert",
         "cleanup_leaves_nothing",
     ]
 
