@@ -13,10 +13,9 @@ from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.budget_alerts import BudgetAlertDeps, Handled, handle_notification, spend_meter_rate
+from autopilot.models.envelopes import SnsModel
 from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import budget_alerts_settings
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import SnsModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
@@ -44,7 +43,7 @@ def dependencies() -> BudgetAlertDeps:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, list[str]]:
-    records = parse(event=event, model=SnsModel).Records
+    records = SnsModel.model_validate(event).Records
     # Budgets' message is plain text (never JSON), so the parser leaves it a string.
     handled = [
         handle_notification(str(record.Sns.Message), record.Sns.Subject, dependencies()).value

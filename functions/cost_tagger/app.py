@@ -19,10 +19,9 @@ from autopilot.logic.cost_tags import (
     tag_cluster,
 )
 from autopilot.models.cost_allocation import parse_cost_tag_keys
+from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import cost_tagger_settings
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
@@ -57,7 +56,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     keys = parse_cost_tag_keys(settings.cost_tag_keys)
     if "action" not in event:
         # The schedule's time is "now" (the sandbox's clock in the sandbox).
-        scheduled = parse(event=event, model=EventBridgeModel)
+        scheduled = EventBridgeModel.model_validate(event)
         repairs = TagRepairRecords(settings.state_table_name)
         counts = sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
         count(Count.CLUSTER_TAGS_REPAIRED, counts["repaired"])

@@ -12,10 +12,9 @@ from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
+from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import logger, metrics, tracer
 from autopilot.settings import healing_settings, healing_sweep_settings
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
@@ -24,7 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
-    scheduled = parse(event=event, model=EventBridgeModel)
+    scheduled = EventBridgeModel.model_validate(event)
     settings = healing_settings()
     sagemaker = aws.client("sagemaker")
     sweep = HealingSweep(

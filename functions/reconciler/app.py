@@ -8,10 +8,9 @@ from typing import Any
 from autopilot import aws
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import reconcile
+from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import logger, metrics, tracer
 from autopilot.settings import reconciler_settings
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
@@ -20,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": the grace period counts from it (the sandbox's clock in the sandbox).
-    scheduled = parse(event=event, model=EventBridgeModel)
+    scheduled = EventBridgeModel.model_validate(event)
     settings = reconciler_settings()
     return reconcile(
         scheduled.time,

@@ -13,7 +13,6 @@ from autopilot.logic.record_outcome import record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange
 from autopilot.observability import logger, metrics, tracer
 from autopilot.settings import record_outcome_settings
-from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
@@ -21,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
-    change = parse(event=event, model=ExecutionStatusChange)
+    change = ExecutionStatusChange.model_validate(event)
     resolution = record_outcome(
         change.detail,
         store=StateTable(record_outcome_settings().state_table_name),

@@ -10,7 +10,6 @@ from autopilot.logic.session_guard import TERMINATED, SessionGuard
 from autopilot.models.sessions import StartSessionEvent
 from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import session_guard_settings
-from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 SCHEDULED = "Scheduled Event"
@@ -28,7 +27,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     if event.get("detail-type") == SCHEDULED:
         outcomes = guard().sweep()
     else:
-        outcomes = guard().on_start_session(parse(event=event, model=StartSessionEvent).detail)
+        outcomes = guard().on_start_session(StartSessionEvent.model_validate(event).detail)
     logger.info("sessions checked", trigger=event.get("detail-type"), outcomes=outcomes)
     count(Count.SESSIONS_TERMINATED, outcomes.get(TERMINATED, 0))
     return outcomes

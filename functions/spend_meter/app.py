@@ -10,11 +10,10 @@ from autopilot import aws
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.spend_meter import run_spend_meter
+from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import logger, metrics, tracer
 from autopilot.pricing import ListPrices
 from autopilot.settings import spend_meter_settings
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
@@ -23,7 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": a retried invocation carries the same time and adds nothing.
-    scheduled = parse(event=event, model=EventBridgeModel)
+    scheduled = EventBridgeModel.model_validate(event)
     settings = spend_meter_settings()
     spend = SpendTable(settings.state_table_name)
     return run_spend_meter(

@@ -12,8 +12,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
+
+from autopilot.models.envelopes import EventBridgeModel
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 SOURCE = "aws.states"

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
+
+from autopilot.models.envelopes import EventBridgeModel
 
 STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"

@@ -7,9 +7,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+
+from autopilot.models.envelopes import EventBridgeModel
 
 HYPERPOD_TARGET_PREFIX = "sagemaker-cluster:"
 RUN_AS_TAG = "SSMSessionRunAs"
