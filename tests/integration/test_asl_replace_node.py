@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import pytest
+from autopilot.api.models import OperationView
 from autopilot.dal.healing import HealingTable, healing_key, node_key
 from autopilot.dal.state_table import _key_attributes
 from autopilot.logic.cluster_events import handle_message
@@ -98,6 +99,7 @@ def start_repair(
     *,
     deadlines: RepairDeadlines = DEADLINES,
     allow_replace: bool = True,
+    trigger: RepairTrigger = RepairTrigger.EVENT,
 ) -> str:
     """Claim the repair and start its execution; the execution ARN."""
     now = iso(stack.clock.now())
@@ -109,7 +111,7 @@ def start_repair(
         created_at=now,
         updated_at=now,
         node_id=node_id,
-        trigger=RepairTrigger.EVENT,
+        trigger=trigger,
         fault=found,
         actions=[],
     )
@@ -120,7 +122,7 @@ def start_repair(
         cluster_name=CLUSTER,
         node_id=node_id,
         action=action,
-        trigger=RepairTrigger.EVENT,
+        trigger=trigger,
         fault=found,
         deadlines=deadlines,
         allow_replace=allow_replace,
@@ -207,7 +209,7 @@ def until_left(stack: Deployed, arn: str, state: str, timeout: float = 60.0) -> 
     raise AssertionError(f"{arn} did not leave {state} within {timeout}s")
 
 
-def operation_of(execution: dict[str, Any]) -> Operation:
+def operation_of(execution: dict[str, Any]) -> OperationView:
     return get_operation(dependencies(), execution["executionArn"].rsplit(":", 1)[1])
 
 
@@ -556,3 +558,33 @@ def test_a_paused_cluster_starts_no_repair_until_the_deadline(make_stack: Any) -
     assert operation.error.error == "Autopilot.NoRepairSlot"
     assert "Reboot Node" not in entered(history(stack, arn))
     assert_released(stack, execution, node)
+
+
+def test_an_operators_repair_on_a_paused_cluster_takes_a_slot_and_completes(make_stack: Any) -> None:
+    # the pause holds automatic repairs only: POST .../reboot (trigger api) is an operator's explicit request
+    stack = make_stack(clock_speed=0, MaxConcurrentRepairs=1)
+    node, other = make_cluster(stack)[WORKERS][:2]
+    found = fault(stack, node)
+    now = iso(stack.clock.now())
+    assert healing_table(stack).pause(
+        CLUSTER, by="arn:aws:iam::123456789012:user/ops", reason="test", now=now
+    )
+    arn = start_repair(stack, node, NodeAction.REBOOT, found, trigger=RepairTrigger.API)
+    automatic = start_repair(
+        stack,
+        other,
+        NodeAction.REBOOT,
+        fault(stack, other),
+        deadlines=RepairDeadlines(reboot_seconds=1800, replace_seconds=600, hyperpod_seconds=2400),
+    )
+
+    operator, held = run(stack, arn, automatic)
+
+    assert operator["status"] == "SUCCEEDED"
+    assert entered(history(stack, arn)).count("Reboot Node") == 1
+    assert node_status(stack, node) == "Running"
+    assert_released(stack, operator, node)
+    # the same pause still holds the automatic repair beside it
+    assert held["status"] == "FAILED"
+    assert operation_of(held).error is not None
+    assert "Reboot Node" not in entered(history(stack, automatic))
