@@ -1,7 +1,16 @@
 """ClusterEventsFunction: the cluster-events queue (HyperPod's events and the workflows' wait
 requests) → autopilot.logic.cluster_events, one message at a time, partial batch failures."""
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the batch import goes first (below)
+
+# Before anything imports pydantic: Powertools' batch types build its parser's event models (a hundred
+# pydantic classes, 0.3-0.9 s of cold start) only when pydantic is imported already.
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 import json
 from functools import cache
@@ -12,8 +21,6 @@ from autopilot.logic.healing.node_health import NodeHealing
 from autopilot.observability import Count, count, logger, metrics, tracer
 from autopilot.settings import cluster_events_settings, healing_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 

@@ -55,11 +55,9 @@ def test_a_budgets_notification_reads_alike() -> None:
     assert (ours.Message, ours.Subject, ours.TopicArn) == (theirs.Message, theirs.Subject, theirs.TopicArn)
 
 
-@pytest.mark.parametrize(
-    "function", ["reconciler", "record_outcome", "session_guard", "spend_meter", "budget_alerts"]
-)
-def test_a_function_that_reads_envelopes_does_not_import_the_parser(function: str) -> None:
-    probe = "import sys, app; print('aws_lambda_powertools.utilities.parser' in sys.modules)"
+def _imports_the_parser(function: str) -> bool:
+    """Whether importing functions/<function>/app.py (as Lambda does) imports Powertools' parser models."""
+    probe = "import sys, app; print('aws_lambda_powertools.utilities.parser.models' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", probe],
         env={
@@ -72,5 +70,25 @@ def test_a_function_that_reads_envelopes_does_not_import_the_parser(function: st
         check=True,
         timeout=120,
     )
+    return result.stdout.strip() == "True"
 
-    assert result.stdout.strip() == "False"
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        "reconciler",
+        "record_outcome",
+        "session_guard",
+        "spend_meter",
+        "budget_alerts",
+        "cost_tagger",
+        "healing_sweep",
+    ],
+)
+def test_a_function_that_reads_envelopes_does_not_import_the_parser(function: str) -> None:
+    assert not _imports_the_parser(function)
+
+
+def test_cluster_events_imports_the_batch_processor_without_the_parsers_models() -> None:
+    # Powertools' batch types import the parser's models when pydantic is already imported
+    assert not _imports_the_parser("cluster_events")
