@@ -167,7 +167,7 @@ def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:
 
 def test_the_project_budget_goes_with_the_projects_last_cluster(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN, FallbackPollSeconds=300)
-    project_budget = "hyperpod-project-llm-pretraining"
+    project_budget = "hyperpod-project.llm-pretraining"
     for name in ("first", "second"):  # the second finds the project's budget there (its limit holds)
         created = start(name, budget={"projectMonthlyLimitUsd": 900})
         assert wait(stack, created, advance=STEP)["status"] == "SUCCEEDED"

@@ -259,7 +259,7 @@ def test_tag_cluster_tags_what_the_cluster_uses_and_the_project_gets_its_budget(
     [sg] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
     assert {t["Key"]: t["Value"] for t in sg["Tags"]} == wanted
     project = stack.client("budgets").describe_budget(
-        AccountId="123456789012", BudgetName="hyperpod-project-llm-pretraining"
+        AccountId="123456789012", BudgetName="hyperpod-project.llm-pretraining"
     )["Budget"]
     assert float(project["BudgetLimit"]["Amount"]) == 900
     assert project["CostFilters"] == {"TagKeyValue": ["user:project$llm-pretraining"]}

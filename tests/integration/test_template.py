@@ -450,7 +450,7 @@ def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:
         {"Fn::Sub": account % ("ec2", "network-interface/*")},
     ]
     assert grants["budgets:ModifyBudget"] == {
-        "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-project-*"
+        "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-project.*"
     }
     # "*" only where the action takes no resource (EC2's Describe calls)
     assert sorted(a for a, r in grants.items() if r == "*") == [

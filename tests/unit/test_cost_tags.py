@@ -29,6 +29,7 @@ from autopilot.logic.cost_tags import (
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.models.cost_allocation import (
     CostTagKeys,
+    budget_name_for,
     cost_tag_set,
     file_system_ids,
     parse_cost_tag_keys,
@@ -394,8 +395,8 @@ def test_the_project_budget_goes_with_the_projects_last_cluster(
 
     name = release_project_budget("first", account=ACCOUNT, store=world.store, budgets=world.clients.budgets)
 
-    assert name == ("hyperpod-project-llm" if removed else None)
-    assert ("hyperpod-project-llm" in _budget_names(world)) is not removed
+    assert name == ("hyperpod-project.llm" if removed else None)
+    assert ("hyperpod-project.llm" in _budget_names(world)) is not removed
 
 
 def test_releasing_a_budget_that_is_gone_is_fine(world: World) -> None:
@@ -403,7 +404,7 @@ def test_releasing_a_budget_that_is_gone_is_fine(world: World) -> None:
 
     assert (
         release_project_budget("only", account=ACCOUNT, store=world.store, budgets=world.clients.budgets)
-        == "hyperpod-project-llm"
+        == "hyperpod-project.llm"
     )
 
 
@@ -415,7 +416,7 @@ _BUDGET_NAME = botocore.session.get_session().get_service_model("budgets").shape
 @pytest.mark.parametrize(
     ("project", "expected"),
     [
-        ("llm-pretraining", "hyperpod-project-llm-pretraining"),
+        ("llm-pretraining", "hyperpod-project.llm-pretraining"),
         ("team:vision/2026", None),
         ("x" * 256, None),
     ],
@@ -426,6 +427,22 @@ def test_project_budget_names_are_valid_budget_names(project: str, expected: str
     assert _BUDGET_NAME["min"] <= len(name) <= _BUDGET_NAME["max"]
     assert re.fullmatch(r"[^:\\]+", name)
     assert name == expected or (expected is None and name != project_budget_name_for(project + "!"))
+
+
+_CLUSTER_NAME = (
+    botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterName").metadata
+)
+
+
+@pytest.mark.parametrize("project", ["llm", "llm-pretraining", "team:vision/2026", "x" * 256])
+def test_no_cluster_budget_is_named_as_a_project_budget(project: str) -> None:
+    # A cluster named "project-<project>" once had the project's budget name: its Cleanup deleted the
+    # project's budget, and BudgetAlertsFunction took the project's notifications for the cluster's.
+    project_budget = project_budget_name_for(project)
+    cluster_part = project_budget.removeprefix(budget_name_for(""))
+
+    assert budget_name_for(f"project-{project}") != project_budget
+    assert not re.fullmatch(_CLUSTER_NAME["pattern"], cluster_part)
 
 
 @pytest.mark.parametrize(
@@ -519,7 +536,7 @@ def test_a_project_budget_cost_center_and_file_systems_reach_the_workflow_and_th
 
     assert workflow_input["budget"] is None  # no cluster limit, no default
     assert workflow_input["projectBudget"] == {
-        "budgetName": "hyperpod-project-llm-pretraining",
+        "budgetName": "hyperpod-project.llm-pretraining",
         "limitAmount": "9000.00",
         "costFilter": "user:project$llm-pretraining",
         "subscribers": [

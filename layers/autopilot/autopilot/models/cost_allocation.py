@@ -20,7 +20,9 @@ TAG_PROJECT = "project"
 TAG_COST_CENTER = "cost-center"
 TAG_OPERATION = "autopilot:operation-id"
 
-PROJECT_BUDGET_PREFIX = "hyperpod-project-"
+# The "." keeps project budgets apart from cluster budgets (hyperpod-<cluster>): a cluster name holds
+# only letters, digits and "-", so a cluster named "project-x" cannot take (or delete) project x's.
+PROJECT_BUDGET_PREFIX = "hyperpod-project."
 _BUDGET_NAME_MAX = 100
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # provisioning-parameters.json names FSx file systems by DNS name: fs-<id>.fsx.<region>.amazonaws.com
