@@ -8,6 +8,7 @@ contract (tests check the state machines' Detail against it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +29,26 @@ NODE_REPAIRED = "Node Repaired"
 NODE_REPAIR_FAILED = "Node Repair Failed"
 DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED, NODE_REPAIRED, NODE_REPAIR_FAILED)
 SESSION_TERMINATED = "Session Terminated"
+
+
+def put_event(
+    client: EventBridgeClient, detail_type: str, detail: str, *, resources: Sequence[str] = ()
+) -> None:
+    """Put one Autopilot event (``detail``: its JSON) on the default bus; raises if EventBridge
+    rejects it (PutEvents answers 200 with the entry failed, not an error)."""
+    response = client.put_events(
+        Entries=[
+            {
+                "Source": SOURCE,
+                "DetailType": detail_type,
+                "Detail": detail,
+                "Resources": list(resources),
+                "EventBusName": "default",
+            }
+        ]
+    )
+    if response.get("FailedEntryCount", 0):
+        raise RuntimeError(f"EventBridge rejected the {detail_type} event: {response.get('Entries')}")
 
 
 class OperationEventDetail(BaseModel):
@@ -57,19 +78,7 @@ def emit_operation_event(detail: OperationEventDetail, *, client: EventBridgeCli
         detail_type = NODE_REPAIRED if succeeded else NODE_REPAIR_FAILED
     else:
         detail_type = OPERATION_SUCCEEDED if succeeded else OPERATION_FAILED
-    response = events.put_events(
-        Entries=[
-            {
-                "Source": SOURCE,
-                "DetailType": detail_type,
-                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
-                "Resources": [],
-                "EventBusName": "default",
-            }
-        ]
-    )
-    if response.get("FailedEntryCount", 0):
-        raise RuntimeError(f"EventBridge rejected the operation event: {response.get('Entries')}")
+    put_event(events, detail_type, detail.model_dump_json(by_alias=True, exclude_none=True))
 
 
 def emit_operation_failed(
@@ -112,19 +121,7 @@ class SessionTerminatedEventDetail(BaseModel):
 
 def emit_session_terminated(detail: SessionTerminatedEventDetail, *, client: EventBridgeClient) -> None:
     """Put one ``Session Terminated`` event on the bus; raises if EventBridge rejects it."""
-    response = client.put_events(
-        Entries=[
-            {
-                "Source": SOURCE,
-                "DetailType": SESSION_TERMINATED,
-                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
-                "Resources": [],
-                "EventBusName": "default",
-            }
-        ]
-    )
-    if response.get("FailedEntryCount", 0):
-        raise RuntimeError(f"EventBridge rejected the session event: {response.get('Entries')}")
+    put_event(client, SESSION_TERMINATED, detail.model_dump_json(by_alias=True, exclude_none=True))
 
 
 HEALING_PAUSED = "Healing Paused"
@@ -149,16 +146,4 @@ class HealingPausedEventDetail(BaseModel):
 
 def emit_healing_paused(detail: HealingPausedEventDetail, *, client: EventBridgeClient) -> None:
     """Put one ``Healing Paused`` event on the bus; raises if EventBridge rejects it."""
-    response = client.put_events(
-        Entries=[
-            {
-                "Source": SOURCE,
-                "DetailType": HEALING_PAUSED,
-                "Detail": detail.model_dump_json(by_alias=True, exclude_none=True),
-                "Resources": [],
-                "EventBusName": "default",
-            }
-        ]
-    )
-    if response.get("FailedEntryCount", 0):
-        raise RuntimeError(f"EventBridge rejected the healing event: {response.get('Entries')}")
+    put_event(client, HEALING_PAUSED, detail.model_dump_json(by_alias=True, exclude_none=True))

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autopilot.aws import LazyClient
-from autopilot.events import SOURCE
+from autopilot.events import put_event
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
     CostTagKeys,
@@ -397,19 +397,9 @@ def _record_repair(
     changes = [change.model_dump(mode="json", by_alias=True) for change in report.changes]
     repairs.record(report.cluster_name, now.isoformat(), json.dumps(changes))
     detail = {"clusterName": report.cluster_name, "changes": changes}
-    response = clients.events.put_events(
-        Entries=[
-            {
-                "Source": SOURCE,
-                "DetailType": COST_TAGS_REPAIRED,
-                "Detail": json.dumps(detail),
-                "Resources": [c.resource for c in report.changes],
-                "EventBusName": "default",
-            }
-        ]
+    put_event(
+        clients.events, COST_TAGS_REPAIRED, json.dumps(detail), resources=[c.resource for c in report.changes]
     )
-    if response.get("FailedEntryCount", 0):
-        raise RuntimeError(f"EventBridge rejected the cost tags event: {response.get('Entries')}")
     logger.warning("cost tags repaired", cluster=report.cluster_name, changes=changes)
 
 
