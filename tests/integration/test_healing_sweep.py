@@ -18,9 +18,11 @@ from autopilot.logic.healing.start_repair import RepairRequest, start_repair
 from autopilot.logic.healing.sweep import HealingSweep, SweepIncompleteError, repair_deadline
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.records import (
+    ClusterStatus,
     Fault,
     NodeAction,
     NodeHealth,
+    OperationError,
     OperationStatus,
     RepairTrigger,
     iso,
@@ -173,7 +175,30 @@ def test_nodes_stuck_out_of_running_are_repaired_past_stuck_node_minutes(
         worker = groups["worker-group-1"][0]
         actions = {node: started[node]["action"] for node in (controller, login, worker)}
         assert actions == {controller: "alert", login: "reboot", worker: "replace"}
+        # a login node's reboot that does not heal is not escalated to a replace (AllowLoginReplace=false)
+        allowed = {node: started[node]["allowReplace"] for node in (controller, login, worker)}
+        assert allowed == {controller: False, login: False, worker: True}
         assert "not Running since" in started[worker]["fault"]["reason"]
+
+
+def test_an_automatic_cluster_waits_for_hyperpod_before_taking_a_node_for_stuck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a node out of Running on a NodeRecovery Automatic cluster may be HyperPod's own repair in progress
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with deployed(execute=False, parameters={"MaxUnhealthyPercent": 100}) as stack:
+        registered(stack, "c1", running=False, node_recovery="Automatic")  # every node Pending
+        environment = stack.environment("HealingSweepFunction")
+        stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+        hyperpod = timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
+        assert hyperpod > stuck_after
+
+        sweep(stack).run(NOW)
+        at_stuck = sweep(stack).run(NOW + stuck_after)
+        late = sweep(stack).run(NOW + hyperpod)
+
+        assert "repair_started" not in at_stuck
+        assert late["repair_started"] == len(repairs(stack)) == 6
 
 
 def test_the_breaker_trips_on_the_sweeps_own_findings(stack: Deployed) -> None:
@@ -218,6 +243,7 @@ def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(s
             action=NodeAction.REBOOT,
             trigger=RepairTrigger.EVENT,
             fault=Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(NOW)),
+            allow_replace=True,
         ),
         healing=table_,
         stepfunctions=stack.client("stepfunctions"),
@@ -271,6 +297,44 @@ def test_lease_holders_whose_repair_ended_are_released(stack: Deployed) -> None:
     assert healing(stack).get_healing("c1").lease_holders == set()
 
 
+def test_a_node_whose_repair_execution_died_is_freed_and_repaired_again(stack: Deployed) -> None:
+    node = registered(stack, "c1")["worker-group-1"][0]
+    table_ = healing(stack)
+    operation = start_repair(
+        RepairRequest(
+            cluster_name="c1",
+            node_id=node,
+            action=NodeAction.REBOOT,
+            trigger=RepairTrigger.EVENT,
+            fault=Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(NOW - timedelta(hours=1))),
+            allow_replace=True,
+        ),
+        healing=table_,
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        settings=settings(stack),
+        now=NOW - timedelta(hours=1),
+    )
+    assert operation is not None
+    # the execution died: RecordOutcome recorded the operation FAILED, nothing touched the node item
+    assert StateTable(table(stack), client=stack.client("dynamodb")).fail_running_operation(
+        operation,
+        OperationError(error="Autopilot.ExecutionAborted", cause="stopped"),
+        cluster_status=ClusterStatus.ACTIVE,
+        sagemaker_status=None,
+        now=iso(NOW),
+    )
+    fail_node(stack, "c1", node)  # and the node is still faulty
+
+    outcomes = sweep(stack).run(NOW)
+
+    assert outcomes["nodes_freed"] == 1
+    assert outcomes["repair_started"] == 1
+    record = table_.get_node("c1", node)
+    assert record is not None
+    assert record.open_repair not in (None, operation.operation_id)
+
+
 class ThrottledFor:
     """The SageMaker client, throttled (after boto3's retries) for one cluster's node listing."""
 
@@ -309,6 +373,7 @@ def test_the_new_instance_of_a_replace_in_flight_is_not_taken_for_a_stuck_node(s
             action=NodeAction.REPLACE,
             trigger=RepairTrigger.EVENT,
             fault=Fault(reason="fault type NvidiaErrorTerminate", detected_at=iso(NOW)),
+            allow_replace=True,
         ),
         healing=healing(stack),
         stepfunctions=stack.client("stepfunctions"),

@@ -135,6 +135,39 @@ def test_the_slurm_controller_is_never_replaced_but_may_be_rebooted(
     assert "controller" in answer["message"]
     assert repair_inputs(stack) == []
     assert repair("reboot", controller)[0] == 202
+    [workflow_input] = repair_inputs(stack)
+    assert workflow_input["allowReplace"] is False  # a reboot that does not heal is not escalated
+
+
+def test_a_login_node_is_only_rebooted_unless_allow_login_replace(
+    stack: Deployed, healing: HealingTable
+) -> None:
+    groups = active_cluster(stack)
+    [login] = groups["login-group"]
+    worker = groups["worker-group-1"][0]
+
+    status, answer = repair("replace", login)
+
+    assert status == 409
+    assert login in answer["message"]
+    assert "AllowLoginReplace" in answer["message"]
+    assert repair_inputs(stack) == []
+    assert repair("reboot", login)[0] == 202
+    assert repair("reboot", worker)[0] == 202
+    allowed = {i["nodeId"]: i["allowReplace"] for i in repair_inputs(stack)}
+    assert allowed == {login: False, worker: True}
+
+
+def test_allow_login_replace_lets_an_operator_replace_a_login_node(
+    stack: Deployed, healing: HealingTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLOW_LOGIN_REPLACE", "true")
+    healing_settings.cache_clear()
+    [login] = active_cluster(stack)["login-group"]
+
+    assert repair("replace", login)[0] == 202
+    [workflow_input] = repair_inputs(stack)
+    assert (workflow_input["action"], workflow_input["allowReplace"]) == ("replace", True)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 claim and ReplaceNode workflow as a Node Health event's (logic/healing/start_repair.py).
 
 Only clusters Autopilot manages (registered and ACTIVE), only by the cluster's creator or an admin
-(as DELETE), never a replace of the Slurm controller, never a second repair of a node while one is
+(as DELETE), never a replace of the Slurm controller (nor of a login node unless AllowLoginReplace,
+and a reboot of either is not escalated to one), never a second repair of a node while one is
 open. Healing being paused does not refuse it: the breaker stops automatic repairs, and an operator's
 explicit request is the decision the pause waits for.
 """
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 
 class ControllerReplaceError(ConflictError):
     """A replace was asked of a Slurm controller node (Autopilot never replaces one)."""
+
+
+class LoginReplaceError(ConflictError):
+    """A replace was asked of a login node while AllowLoginReplace is false (reboot only)."""
 
 
 def repair_node(
@@ -87,11 +92,23 @@ def _repair_node(
     group = topology.node_group(name, node_id)
     if group is None:
         raise NotFoundError(f"node {node_id} not found in cluster {name!r}")
-    shape = topology.cluster(name) if action is NodeAction.REPLACE else None
-    if shape is not None and shape.role(group) is NodeRole.CONTROLLER:
+    shape = topology.cluster(name)
+    if shape is None:
+        raise NotFoundError(f"cluster {name!r} not found in SageMaker")
+    role = shape.role(group)
+    # The same rule as the policy's (logic/healing/decide.py), for the escalation of a reboot too.
+    allow_replace = role is NodeRole.WORKER or (
+        role is NodeRole.LOGIN and deps.healing_settings.allow_login_replace
+    )
+    if action is NodeAction.REPLACE and role is NodeRole.CONTROLLER:
         raise ControllerReplaceError(
             f"node {node_id} is the Slurm controller of cluster {name!r} (instance group {group!r}): "
             "Autopilot never replaces a controller; reboot it, or replace it yourself"
+        )
+    if action is NodeAction.REPLACE and not allow_replace:
+        raise LoginReplaceError(
+            f"node {node_id} is a login node of cluster {name!r} (instance group {group!r}): "
+            "Autopilot only reboots login nodes (AllowLoginReplace=false); reboot it, or replace it yourself"
         )
     now = deps.now()
     fault = Fault(reason=f"{action.value} requested through the API by {requested_by}", detected_at=iso(now))
@@ -104,6 +121,7 @@ def _repair_node(
         actor=RepairActor.AUTOPILOT,
         instance_group=group,
         requested_by=requested_by,
+        allow_replace=allow_replace,
     )
     operation = start_repair(
         request,

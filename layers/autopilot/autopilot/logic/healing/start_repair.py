@@ -58,9 +58,10 @@ class RepairRequest(BaseModel):
     instance_group: str | None = None
     # The principal of an API request.
     requested_by: str | None = None
-    # False for a node that may only be rebooted (a login node without AllowLoginReplace): the workflow
-    # alerts instead of escalating a reboot that did not heal it.
-    allow_replace: bool = True
+    # False for a node that may only be rebooted (a controller, a login node without AllowLoginReplace):
+    # the workflow alerts instead of escalating a reboot that did not heal it. No default: every
+    # trigger says it (the decide table's ``Decision.allow_replace``, or the API's own check).
+    allow_replace: bool
 
 
 def repair_deadlines(settings: HealingSettings) -> RepairDeadlines:

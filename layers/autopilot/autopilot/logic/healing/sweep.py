@@ -12,7 +12,8 @@ Every HealingSweepScheduleExpression, for each ACTIVE registered cluster:
 - on a NodeRecovery ``Automatic`` cluster HyperPod repairs an Unhealthy node itself, so the sweep steps
   in only past HyperPodRepairDeadlineMinutes (or at once for a node in ``Failure``);
 - a paused cluster starts nothing (the reports are kept, so the sweep after the resume starts them);
-- lease holders whose operation is no longer RUNNING are released, and ReplaceNode operations RUNNING
+- lease holders and nodes' open repairs whose operation is no longer RUNNING (its execution died) are
+  released, and ReplaceNode operations RUNNING
   past their deadline (counted from the sweep's first sighting of them, on the sweep's own clock:
   dal/repair_watch.py) are failed with the cause, their execution stopped, their lease and node freed,
   and announced (``Node Repair Failed`` goes to the alerts topic).
@@ -146,6 +147,9 @@ class HealingSweep:
         outcomes: Counter[str] = Counter()
         released = self.healing.prune_lease_holders(name)
         outcomes["leases_released"] += len(released)
+        # A repair whose execution died (recorded FAILED by RecordOutcome or the reconciler) never
+        # removed its node's openRepair: free the node, or no repair could ever claim it again.
+        outcomes["nodes_freed"] += len(self.healing.prune_open_repairs(name))
         topology = self.topology.cluster(name)
         if topology is None:
             outcomes["cluster_gone"] += 1
@@ -240,7 +244,14 @@ class HealingSweep:
             since = not_running_since.get(node_id) or self.stuck.mark_not_running(
                 name, node_id, status=status, at=iso(now)
             )
-            if now - datetime.fromisoformat(since) < self.stuck_after:
+            stuck_after = self.stuck_after
+            if automatic:
+                # HyperPod's own reboot or replace keeps a node out of Running for minutes to an hour
+                # (the missed event named it): one actor per node, so its deadline first.
+                stuck_after = max(
+                    stuck_after, timedelta(minutes=self.settings.hyperpod_repair_deadline_minutes)
+                )
+            if now - datetime.fromisoformat(since) < stuck_after:
                 return None, False
             reason = f"not Running since {since} (now {status}), past StuckNodeMinutes"
             return Fault(reason=reason, detected_at=iso(now)), True
@@ -278,6 +289,7 @@ class HealingSweep:
             fault=fault,
             actor=decision.actor,
             instance_group=group,
+            allow_replace=decision.allow_replace,
         )
         try:
             started = start_repair(
