@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot.dal.healing import HealingTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import execution_arn_for, reconcile
 from autopilot.logic.record_outcome import Resolution, record_outcome
@@ -286,6 +287,48 @@ def test_a_newer_operations_cluster_is_not_touched(store: StateTable) -> None:
     cluster = store.get_cluster("c1")
     assert cluster is not None
     assert (cluster.status, cluster.last_operation_id) == (ClusterStatus.DELETING, "op-2")
+
+
+class NoSageMaker:
+    """A repair's outcome needs no SageMaker call."""
+
+    def describe_cluster(self, ClusterName: str) -> dict[str, Any]:
+        raise AssertionError(f"DescribeCluster {ClusterName} called")
+
+
+def test_a_died_repair_is_recorded_failed_without_asking_sagemaker(store: StateTable) -> None:
+    accept(store, "op-1", cluster="c1")  # the create holds the cluster
+    at = NOW.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    repair = Operation(
+        operation_id="op-r",
+        operation_type=OperationType.REPLACE_NODE,
+        cluster_name="c1",
+        status=OperationStatus.RUNNING,
+        created_at=at,
+        updated_at=at,
+        node_id="i-0123456789abcdef0",
+    )
+    assert HealingTable("state", dynamodb=boto3.client("dynamodb", region_name="us-east-1")).claim_repair(
+        repair, fault_at=at
+    )
+    store.set_execution_arn("op-r", execution_arn("op-r", "replace"))
+
+    resolution = record_outcome(
+        ended("op-r", "ABORTED", machine="replace"),
+        store=store,
+        stepfunctions=FakeStepFunctions(),  # type: ignore[arg-type]
+        sagemaker=NoSageMaker(),  # type: ignore[arg-type]
+        events=FakeEvents(),  # type: ignore[arg-type]
+        now=NOW,
+    )
+
+    assert resolution is Resolution.RECORDED
+    failed = store.get_operation("op-r")
+    assert failed is not None
+    assert failed.status is OperationStatus.FAILED
+    cluster = store.get_cluster("c1")
+    assert cluster is not None
+    assert (cluster.status, cluster.last_operation_id) == (ClusterStatus.CREATING, "op-1")
 
 
 def test_an_execution_that_is_no_operation_is_ignored(store: StateTable) -> None:

@@ -126,8 +126,13 @@ def fail_operation(
     """Record ``operation`` FAILED with the cause of ``end`` and settle its cluster; emit the failure."""
     if operation.status is not OperationStatus.RUNNING:
         return Resolution.ALREADY_FINAL
-    seen = sagemaker_cluster_status(sagemaker, operation.cluster_name)
-    cluster_status = cluster_status_after_failure(operation.operation_type, seen)
+    if operation.operation_type is OperationType.REPLACE_NODE:
+        # A repair never holds its cluster (it is never the cluster's lastOperationId): the cluster stays
+        # as it is, so SageMaker's view of it is not needed. Its node and lease are freed by the sweep.
+        seen, cluster_status = None, ClusterStatus.ACTIVE
+    else:
+        seen = sagemaker_cluster_status(sagemaker, operation.cluster_name)
+        cluster_status = cluster_status_after_failure(operation.operation_type, seen)
     error = end.operation_error()
     recorded = store.fail_running_operation(
         operation,
