@@ -266,6 +266,8 @@ def test_a_reboot_that_heals_ends_on_the_nodes_healthy_event(make_stack: Any) ->
     states = entered(history(stack, arn))
     assert states.count("Reboot Node") == 1
     assert states.count("Await Node") == 1  # answered by the event, not after FallbackPollSeconds
+    # the first look at the node waits until its reboot has begun
+    assert states.index("Let Reboot Begin") == states.index("Await Node") - 1
     assert states.count("Check Node") == 1  # the verification: Running
     assert "Replace Node" not in states
     operation = operation_of(execution)
@@ -392,32 +394,41 @@ def test_a_controller_node_is_alerted_not_repaired(make_stack: Any) -> None:
     assert_released(stack, execution, controller)
 
 
-def test_a_replace_hyperpod_refuses_fails_the_repair_and_gives_the_slot_back(make_stack: Any) -> None:
+def test_a_node_in_a_status_hyperpod_refuses_is_retried_until_the_deadline(make_stack: Any) -> None:
+    # InvalidInstanceStatus: "Wait for the instance to finish any ongoing changes before retrying" (the
+    # API reference); the simulator answers it for a controller's replace, which never changes
     stack = make_stack(clock_speed=0)
     controller = make_cluster(stack)[CONTROLLER][0]
     arn = start_repair(
-        stack, controller, NodeAction.REPLACE, fault(stack, controller, "NvidiaErrorTerminate")
+        stack,
+        controller,
+        NodeAction.REPLACE,
+        fault(stack, controller, "NvidiaErrorTerminate"),
+        deadlines=RepairDeadlines(reboot_seconds=1800, replace_seconds=600, hyperpod_seconds=2400),
     )
 
     [execution] = run(stack, arn)
 
     assert execution["status"] == "FAILED"
     assert execution["error"] == "Autopilot.ReplaceNodeFailed"
+    states = entered(history(stack, arn))
+    assert states.count("Replace Node") >= 2  # retried
+    assert "Action Refused" not in states
     operation = operation_of(execution)
     assert operation.status is OperationStatus.FAILED
     assert operation.error is not None
-    assert operation.error.error == "Autopilot.RepairRefused"
-    assert "InvalidInstanceStatus" in operation.error.cause
+    assert operation.error.error == "Autopilot.RepairTimedOut"
     [action] = operation.actions or []
     assert (action.action.value, action.result.value, action.error_code) == (
         "replace",
-        "refused",
+        "timed-out",
         "InvalidInstanceStatus",
     )
+    assert node_status(stack, controller) == "Running"
     assert_released(stack, execution, controller)
     [event] = [e for e in stack.operation_events() if e["detail"].get("operationType") == "ReplaceNode"]
     assert event["detail-type"] == "Node Repair Failed"  # FailedOperationsRule sends it to the alerts topic
-    assert event["detail"]["error"] == "Autopilot.RepairRefused"
+    assert event["detail"]["error"] == "Autopilot.RepairTimedOut"
 
 
 def test_an_unexpected_failure_releases_the_slot_and_fails_with_its_cause(make_stack: Any) -> None:
