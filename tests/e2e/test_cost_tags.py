@@ -10,7 +10,6 @@ an audit rule on the default bus). The clock is frozen and stepped by hand.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,31 +19,18 @@ from autopilot_cli.client import AutopilotClient
 
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS
+from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 CLUSTER = "e2e-tags"
 SCHEDULE = "CostTaggerFunctionCostTagSchedule"
 SCHEDULE_SECONDS = 3600  # the template's default CostTagScheduleExpression, rate(1 hour)
-DEADLINE_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
     with Sandbox(parameters=DEMO_PARAMETERS, speed=0) as running:
         yield running
-
-
-def wait_for[T](check: Callable[[], T | None], *, what: str, advance: Sandbox | None = None) -> T:
-    """Poll ``check`` until it returns something (moving the clock 30 s a round when ``advance``)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found is not None:
-            return found
-        if advance is not None:
-            advance.advance(30)
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {DEADLINE_S} s")
 
 
 def tags_of(tag_list: list[dict[str, str]]) -> dict[str, str]:

@@ -13,7 +13,6 @@ told apart: sessions start just after a scheduled run, and their events arrive l
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,11 +25,11 @@ from autopilot.models.sessions import SessionTermination, TerminationReason
 from sandbox import bus
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS
+from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 CLUSTER = "e2e-sessions"
 SCHEDULE = "SessionGuardFunctionSessionGuardSchedule"
-DEADLINE_S = 60.0
 START_SESSION = {
     "source": ["aws.ssm"],
     "detail-type": ["AWS API Call via CloudTrail"],
@@ -42,19 +41,6 @@ START_SESSION = {
 def sandbox() -> Iterator[Sandbox]:
     with Sandbox(parameters=DEMO_PARAMETERS, speed=0) as running:
         yield running
-
-
-def wait_for[T](check: Callable[[], T | None], *, what: str, advance: Sandbox | None = None) -> T:
-    """Poll ``check`` until it returns something (moving the clock 30 s a round when ``advance``)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found is not None:
-            return found
-        if advance is not None:
-            advance.advance(30)
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {DEADLINE_S} s")
 
 
 def _queue(sandbox: Sandbox, name: str) -> tuple[str, str]:
