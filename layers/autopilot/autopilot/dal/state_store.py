@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from datetime import datetime
 
     from autopilot.models.records import Cluster, ClusterStatus, HistoryEntry, Operation, OperationError, Page
@@ -50,3 +51,14 @@ class StateStore(Protocol):
 
     def list_history(self, cluster_name: str, *, limit: int = 20) -> list[HistoryEntry]:
         """The cluster's most recent operations, newest first."""
+
+
+def every_cluster(store: StateStore, *, page_size: int = 100) -> Iterator[Cluster]:
+    """Every registered cluster (not the deleted), in name order, a page at a time."""
+    token: str | None = None
+    while True:
+        page = store.list_clusters(limit=page_size, next_token=token)
+        yield from page.items
+        token = page.next_token
+        if token is None:
+            return

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autopilot.aws import LazyClient
+from autopilot.dal.state_store import every_cluster
 from autopilot.events import put_event
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
@@ -351,16 +352,6 @@ def report_warnings(report: TagReport) -> list[str]:
 # --- the drift sweep ---------------------------------------------------------------------------------
 
 
-def _registered_clusters(store: StateStore) -> Iterator[Cluster]:
-    token: str | None = None
-    while True:
-        page = store.list_clusters(limit=100, next_token=token)
-        yield from page.items
-        token = page.next_token
-        if token is None:
-            return
-
-
 def sweep(
     now: datetime,
     *,
@@ -372,7 +363,7 @@ def sweep(
     """Every ACTIVE cluster's tags checked and repaired (recorded, announced); how many clusters were
     checked, repaired, and could not be (wholly) tagged."""
     counts = {"checked": 0, "repaired": 0, "failed": 0}
-    for cluster in _registered_clusters(store):
+    for cluster in every_cluster(store):
         if cluster.status is not ClusterStatus.ACTIVE:
             continue
         counts["checked"] += 1
@@ -424,7 +415,7 @@ def release_project_budget(
     cluster = store.get_cluster(cluster_name)
     if cluster is None or not cluster.project:
         return None
-    if _project_kept(_registered_clusters(store), cluster.project, besides=cluster_name):
+    if _project_kept(every_cluster(store), cluster.project, besides=cluster_name):
         return None
     name = project_budget_name_for(cluster.project)
     _delete_budget(budgets, account, name)

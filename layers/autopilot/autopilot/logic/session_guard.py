@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
 from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
+from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
 from autopilot.events import SessionTerminatedEventDetail, emit_session_terminated
 from autopilot.models.sessions import (
@@ -345,16 +346,11 @@ class SessionGuard:
     # -- reads ------------------------------------------------------------------------------------
     def _registered_clusters(self) -> dict[str, str]:
         """HyperPod cluster id (the last part of its ARN) → registered cluster name."""
-        clusters: dict[str, str] = {}
-        token: str | None = None
-        while True:
-            page = self.registry.list_clusters(limit=100, next_token=token)
-            for cluster in page.items:
-                if cluster.cluster_arn:
-                    clusters[cluster.cluster_arn.rsplit("/", 1)[-1]] = cluster.cluster_name
-            token = page.next_token
-            if token is None:
-                return clusters
+        return {
+            cluster.cluster_arn.rsplit("/", 1)[-1]: cluster.cluster_name
+            for cluster in every_cluster(self.registry)
+            if cluster.cluster_arn
+        }
 
     def _active_sessions(self, owner: str | None = None) -> list[ActiveSession]:
         paginator = self.ssm.get_paginator("describe_sessions")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.exceptions import ClientError
 
+from autopilot.dal.state_store import every_cluster
 from autopilot.models.records import Cluster, ClusterStatus
 from autopilot.models.spend import SpendMeter
 from autopilot.observability import logger
@@ -169,14 +170,7 @@ def billed_nodes(sagemaker: SageMakerClient, cluster_name: str) -> list[BilledNo
 
 
 def active_clusters(store: StateStore) -> list[Cluster]:
-    found: list[Cluster] = []
-    token: str | None = None
-    while True:
-        page = store.list_clusters(limit=_LIST_PAGE, next_token=token)
-        found += [c for c in page.items if c.status is ClusterStatus.ACTIVE]
-        token = page.next_token
-        if token is None:
-            return found
+    return [c for c in every_cluster(store, page_size=_LIST_PAGE) if c.status is ClusterStatus.ACTIVE]
 
 
 def run_spend_meter(
