@@ -41,6 +41,7 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     Step,
+    iso,
     new_operation_id,
 )
 from autopilot.observability import logger
@@ -281,7 +282,7 @@ def _scale_to_min(
     now: datetime,
 ) -> EnforcementOutcome:
     mode = BudgetEnforcement.SCALE_TO_MIN
-    started = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    started = iso(now)
     operation = Operation(
         operation_id=operation_id,
         operation_type=OperationType.SCALE_TO_MIN,
@@ -304,7 +305,7 @@ def _scale_to_min(
         described = deps.sagemaker.describe_cluster(ClusterName=cluster.cluster_name)
         specs, counts = scale_to_min_groups(dict(described), cluster.worker_groups)
         if specs:
-            steps.append(Step(name="Update Cluster", entered_at=_iso(deps.now())))
+            steps.append(Step(name="Update Cluster", entered_at=iso(deps.now())))
             deps.sagemaker.update_cluster(
                 ClusterName=cluster.cluster_name,
                 InstanceGroups=specs,  # type: ignore[arg-type]  # DescribeCluster's own shapes
@@ -357,7 +358,7 @@ def _finish(
     error: OperationError | None,
 ) -> None:
     deps.alerts.finish_operation(
-        operation.operation_id, status=status, steps=steps, at=_iso(deps.now()), error=error
+        operation.operation_id, status=status, steps=steps, at=iso(deps.now()), error=error
     )
     emit_operation_event(
         OperationEventDetail(
@@ -370,10 +371,6 @@ def _finish(
         ),
         client=deps.events,
     )
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _spend(budget: dict[str, Any] | None, which: str) -> Decimal | None:

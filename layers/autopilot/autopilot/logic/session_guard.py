@@ -29,6 +29,7 @@ from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
 from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
 from autopilot.events import SessionTerminatedEventDetail, emit_session_terminated
+from autopilot.models.records import iso
 from autopilot.models.sessions import (
     MAX_SESSIONS_TAG,
     RUN_AS_TAG,
@@ -61,10 +62,6 @@ NOT_STARTED = "not_started"
 
 _ENDING_STATUS = "Terminating"
 _PAGE_SIZE = 200  # DescribeSessions' maximum
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
