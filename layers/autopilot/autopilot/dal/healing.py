@@ -27,8 +27,8 @@ from autopilot.dal.state_table import (
     _key_attributes,
     _serializer,
     cluster_key,
+    fail_running_write,
     history_put,
-    operation_key,
     operation_put,
 )
 from autopilot.models.records import (
@@ -123,6 +123,16 @@ class HealingTable:
                 return None
             raise
         return NodeRecord.model_validate(_from_attributes(response["Attributes"]))
+
+    def _update_if(self, **request: Any) -> bool:
+        """UpdateItem with its condition; False (nothing written) when the condition does not hold."""
+        try:
+            self.dynamodb.update_item(**request)
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
 
     def get_node(self, cluster_name: str, node_id: str) -> NodeRecord | None:
         item = self.dynamodb.get_item(
@@ -223,21 +233,7 @@ class HealingTable:
             node_values[":previous"] = {"S": previous_fault_at}
         self.dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": _key_attributes(operation_key(operation.operation_id)),
-                        "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
-                        "ConditionExpression": "#status = :running",
-                        "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
-                        "ExpressionAttributeValues": {
-                            ":failed": {"S": OperationStatus.FAILED.value},
-                            ":running": {"S": OperationStatus.RUNNING.value},
-                            ":error": _serializer.serialize(error.model_dump(by_alias=True)),
-                            ":now": {"S": now},
-                        },
-                    }
-                },
+                fail_running_write(self._table, operation.operation_id, error, now),
                 {
                     "Update": {
                         "TableName": self._table,
@@ -253,19 +249,13 @@ class HealingTable:
     def release_node(self, cluster_name: str, node_id: str, operation_id: str) -> bool:
         """Remove the node's ``openRepair`` if ``operation_id`` still holds it (the workflow's own end,
         done for a repair whose execution died); False when another repair, or none, holds it."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self._table,
-                Key=_key_attributes(node_key(cluster_name, node_id)),
-                UpdateExpression="REMOVE openRepair",
-                ConditionExpression="openRepair = :op",
-                ExpressionAttributeValues={":op": {"S": operation_id}},
-            )
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(node_key(cluster_name, node_id)),
+            UpdateExpression="REMOVE openRepair",
+            ConditionExpression="openRepair = :op",
+            ExpressionAttributeValues={":op": {"S": operation_id}},
+        )
 
     def prune_open_repairs(self, cluster_name: str) -> set[str]:
         """Free the nodes whose open repair is no longer RUNNING (an execution that died, recorded
@@ -330,93 +320,71 @@ class HealingTable:
         else:
             condition = "#version = :expected"
             values[":expected"] = {"N": str(expected_version)}
-        try:
-            self.dynamodb.update_item(
-                TableName=self._table,
-                Key=_key_attributes(healing_key(cluster_name)),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     def pause(self, cluster_name: str, *, by: str, reason: str, now: str) -> bool:
         """Pause automatic repairs (an operator); False when they were paused already."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self._table,
-                Key=_key_attributes(healing_key(cluster_name)),
-                UpdateExpression=(
-                    "SET #kind = :kind, clusterName = :cluster, paused = :true, pausedBy = :by, "
-                    "pausedReason = :reason, pausedAt = :now ADD #version :one"
-                ),
-                ConditionExpression="attribute_not_exists(paused) OR paused = :false",
-                ExpressionAttributeNames={"#kind": "kind", "#version": "version"},
-                ExpressionAttributeValues={
-                    ":kind": {"S": HEALING_KIND},
-                    ":cluster": {"S": cluster_name},
-                    ":true": {"BOOL": True},
-                    ":false": {"BOOL": False},
-                    ":by": {"S": by},
-                    ":reason": {"S": reason},
-                    ":now": {"S": now},
-                    ":one": {"N": "1"},
-                },
-            )
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression=(
+                "SET #kind = :kind, clusterName = :cluster, paused = :true, pausedBy = :by, "
+                "pausedReason = :reason, pausedAt = :now ADD #version :one"
+            ),
+            ConditionExpression="attribute_not_exists(paused) OR paused = :false",
+            ExpressionAttributeNames={"#kind": "kind", "#version": "version"},
+            ExpressionAttributeValues={
+                ":kind": {"S": HEALING_KIND},
+                ":cluster": {"S": cluster_name},
+                ":true": {"BOOL": True},
+                ":false": {"BOOL": False},
+                ":by": {"S": by},
+                ":reason": {"S": reason},
+                ":now": {"S": now},
+                ":one": {"N": "1"},
+            },
+        )
 
     def resume(self, cluster_name: str, *, by: str, now: str) -> bool:
         """Resume automatic repairs and forget the breaker's reports; False when they were not paused."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self._table,
-                Key=_key_attributes(healing_key(cluster_name)),
-                UpdateExpression=(
-                    "SET paused = :false, resumedBy = :by, resumedAt = :now, unhealthyReports = :none "
-                    "ADD #version :one"
-                ),
-                ConditionExpression="paused = :true",
-                ExpressionAttributeNames={"#version": "version"},
-                ExpressionAttributeValues={
-                    ":true": {"BOOL": True},
-                    ":false": {"BOOL": False},
-                    ":by": {"S": by},
-                    ":now": {"S": now},
-                    ":none": {"M": {}},
-                    ":one": {"N": "1"},
-                },
-            )
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression=(
+                "SET paused = :false, resumedBy = :by, resumedAt = :now, unhealthyReports = :none "
+                "ADD #version :one"
+            ),
+            ConditionExpression="paused = :true",
+            ExpressionAttributeNames={"#version": "version"},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":false": {"BOOL": False},
+                ":by": {"S": by},
+                ":now": {"S": now},
+                ":none": {"M": {}},
+                ":one": {"N": "1"},
+            },
+        )
 
     def release_leases(self, cluster_name: str, operation_ids: set[str]) -> None:
         """Take these operations off the repair slots (the workflow's own release, done for it)."""
         if not operation_ids:
             return
-        try:
-            self.dynamodb.update_item(
-                TableName=self._table,
-                Key=_key_attributes(healing_key(cluster_name)),
-                UpdateExpression="DELETE leaseHolders :ops",
-                # no healing item: nobody holds a slot (and none is made here)
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":ops": {"SS": sorted(operation_ids)}},
-            )
-        except ClientError as exc:
-            if not _is_condition_failure(exc):
-                raise
+        self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression="DELETE leaseHolders :ops",
+            # no healing item: nobody holds a slot (and none is made here)
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":ops": {"SS": sorted(operation_ids)}},
+        )
 
     def prune_lease_holders(self, cluster_name: str) -> set[str]:
         """Remove the lease holders whose operation is no longer RUNNING (a workflow that died without

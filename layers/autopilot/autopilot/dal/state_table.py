@@ -89,6 +89,28 @@ def _start_key(after_cluster: str) -> dict[str, Any]:
     return {"kind": {"S": CLUSTER_KIND}, **_key_attributes(cluster_key(after_cluster))}
 
 
+def fail_running_write(
+    table: str, operation_id: str, error: OperationError, now: str
+) -> TransactWriteItemTypeDef:
+    """The transaction item that records a RUNNING operation FAILED with ``error`` (and only a RUNNING
+    one: an outcome already written is never overwritten)."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _key_attributes(operation_key(operation_id)),
+            "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
+            "ConditionExpression": "#status = :running",
+            "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
+            "ExpressionAttributeValues": {
+                ":failed": {"S": OperationStatus.FAILED.value},
+                ":running": {"S": OperationStatus.RUNNING.value},
+                ":error": _serializer.serialize(error.model_dump(by_alias=True)),
+                ":now": {"S": now},
+            },
+        }
+    }
+
+
 def _is_condition_failure(exc: ClientError) -> bool:
     code = exc.response.get("Error", {}).get("Code")
     if code == "ConditionalCheckFailedException":
@@ -284,21 +306,7 @@ class StateTable:
         while RUNNING, and the cluster only while this operation still holds it (a newer operation's
         state is left alone). ``sagemaker_status`` None means SageMaker has no such cluster.
         """
-        operation_write: TransactWriteItemTypeDef = {
-            "Update": {
-                "TableName": self._table,
-                "Key": _key_attributes(operation_key(operation.operation_id)),
-                "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
-                "ConditionExpression": "#status = :running",
-                "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
-                "ExpressionAttributeValues": {
-                    ":failed": {"S": OperationStatus.FAILED.value},
-                    ":running": {"S": OperationStatus.RUNNING.value},
-                    ":error": _serializer.serialize(error.model_dump(by_alias=True)),
-                    ":now": {"S": now},
-                },
-            }
-        }
+        operation_write = fail_running_write(self._table, operation.operation_id, error, now)
         cluster_values: dict[str, Any] = {
             ":status": {"S": cluster_status.value},
             ":op": {"S": operation.operation_id},
