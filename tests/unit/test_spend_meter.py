@@ -334,7 +334,7 @@ def test_the_price_list_endpoint_is_one_aws_serves(region: str, endpoint: str) -
 
 def test_the_cost_is_zero_with_no_time_before_the_first_run_then_the_meters_figures() -> None:
     store, spend = InMemoryStateStore(), InMemorySpendStore()
-    deps = cast(Any, SimpleNamespace(store=store))
+    deps = cast(Any, SimpleNamespace(store=store, now=lambda: NOW))
     with pytest.raises(NotFoundError):
         read_cost(deps, "ml", spend=spend)
     store.clusters["ml"] = _cluster("2500.00")
@@ -354,3 +354,30 @@ def test_the_cost_is_zero_with_no_time_before_the_first_run_then_the_meters_figu
     after = read_cost(deps, "ml", spend=spend)
     assert (after.hourly_rate_usd, after.month_to_date_usd, after.budget_usd) == (199.4, 199.4, 2500.0)
     assert after.as_of == "2026-11-20T12:00:00.000000Z"
+
+
+def test_the_cost_in_a_month_the_meter_has_not_run_in_yet_counts_nothing_of_the_last() -> None:
+    store, spend = InMemoryStateStore(), InMemorySpendStore()
+    store.clusters["ml"] = _cluster("2500.00")
+    late_october = datetime(2026, 10, 31, 23, 50, tzinfo=UTC)
+    metered = advance(
+        None,
+        _nodes(late_october - timedelta(hours=10)),
+        PRICES,
+        cluster=_cluster(),
+        budget_usd=None,
+        now=late_october,
+    )
+    assert metered is not None
+    assert metered.month_to_date_usd > 0
+    spend.put_meter(metered)
+    first_of_november = datetime(2026, 11, 1, 0, 5, tzinfo=UTC)
+    deps = cast(Any, SimpleNamespace(store=store, now=lambda: first_of_november))
+
+    cost = read_cost(deps, "ml", spend=spend)
+
+    hours_left = Decimal(30 * 24 * 60 - 5) / 60
+    assert cost.month_to_date_usd == 0.0
+    assert cost.hourly_rate_usd == 199.4
+    assert cost.forecast_usd == float((RATE * hours_left).quantize(Decimal("0.01")))
+    assert cost.as_of == "2026-10-31T23:50:00.000000Z"

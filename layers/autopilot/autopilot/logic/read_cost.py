@@ -2,7 +2,8 @@
 
 The API does not price nodes itself (it has no Price List permission and answers within its timeout):
 before the meter's first run for the cluster the figures are zeros and ``asOf`` is null, and
-afterwards they are at most ``SpendMeterMinutes`` old (docs/operations.md, "Spend meter").
+afterwards they are at most ``SpendMeterMinutes`` old (docs/operations.md, "Spend meter"). Figures of
+an earlier month are not this month's: its month to date is 0 until the meter runs in it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from autopilot.api.models import CostView
 from autopilot.dal.spend import SpendTable, iso
 from autopilot.errors import NotFoundError
+from autopilot.logic.spend_meter import forecast, month_of
 
 if TYPE_CHECKING:
     from autopilot.dal.spend import SpendStore
@@ -37,10 +39,17 @@ def read_cost(deps: Dependencies, name: str, *, spend: SpendStore | None = None)
             budget_usd=None if budget is None else _cents(budget),
             as_of=None,
         )
+    now = deps.now()
+    if meter.month < month_of(now):  # "YYYY-MM" sorts as the months do
+        # The meter's last run was in an earlier month (the new month's first run is not due yet, or
+        # the cluster is metered no more): nothing of it is this month's; the rate is the last known.
+        month_to_date, forecast_usd = Decimal(0), forecast(Decimal(0), meter.hourly_rate_usd, now)
+    else:
+        month_to_date, forecast_usd = meter.month_to_date_usd, meter.forecast_usd
     return CostView(
         hourly_rate_usd=_cents(meter.hourly_rate_usd),
-        month_to_date_usd=_cents(meter.month_to_date_usd),
-        forecast_usd=_cents(meter.forecast_usd),
+        month_to_date_usd=_cents(month_to_date),
+        forecast_usd=_cents(forecast_usd),
         budget_usd=None if budget is None else _cents(budget),
         as_of=iso(meter.as_of),
     )
