@@ -48,6 +48,11 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``intercept_aws_calls``: moto's BotocoreStubber (mock_aws's before-send handler) answers every
   in-process call; the seam lets sandbox.aws_calls answer first (IAM enforcement, faults) with the
   service's own error, and moto never carries out a call answered that way.
+- ``serialize_dynamodb_writes``: moto's DynamoDB checks a ConditionExpression and then writes, with
+  nothing between the two, so concurrent threads (the sandbox's executions and functions) could both
+  pass one condition; DynamoDB applies a conditional write atomically per item. The seam runs every
+  write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) under one lock, so a lease capped by a
+  condition (``size(leaseHolders) < :cap``) holds under load as it does on AWS.
 - ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
   ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
   seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
@@ -77,6 +82,7 @@ from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.models import botocore_stubber
+from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription, sns_backends
@@ -612,6 +618,24 @@ def intercept_aws_calls() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seam: DynamoDB conditional writes atomic, as on AWS
+# --------------------------------------------------------------------------------------------------
+_DYNAMODB_WRITES: Final = ("put_item", "update_item", "delete_item", "transact_write_items")
+_dynamodb_write_lock: Final = threading.RLock()
+
+
+def serialize_dynamodb_writes() -> None:
+    for name in _DYNAMODB_WRITES:
+        original = expect_signature(DynamoDBBackend, name, ["self"], "serialize_dynamodb_writes")
+
+        def write(self: DynamoDBBackend, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with _dynamodb_write_lock:
+                return _original(self, *args, **kwargs)
+
+        _replace(DynamoDBBackend, name, write)
+
+
+# --------------------------------------------------------------------------------------------------
 # AWS call recording (botocore extension point, not a patch)
 # --------------------------------------------------------------------------------------------------
 _calls: Final[Counter[str]] = Counter()
@@ -668,6 +692,7 @@ SEAMS: Final = (
     abort_stopped_executions,
     record_aws_calls,
     intercept_aws_calls,
+    serialize_dynamodb_writes,
 )
 
 
