@@ -229,6 +229,31 @@ def test_a_paused_cluster_still_takes_an_operators_repair(stack: Deployed, heali
     assert len(repair_inputs(stack)) == 1
 
 
+def test_an_operator_repair_follows_a_repair_whose_fault_time_is_ahead_of_the_api(
+    stack: Deployed, healing: HealingTable
+) -> None:
+    # the last fault claimed carries its event's time (HyperPod's clock), here ahead of the API's
+    node = active_cluster(stack)["worker-group-1"][0]
+    healing.dynamodb.update_item(
+        TableName=stack.stack.physical_id("StateTable"),
+        Key={"pk": {"S": "CLUSTER#ml-cluster"}, "sk": {"S": f"NODE#{node}"}},
+        UpdateExpression="SET kind = :kind, clusterName = :cluster, nodeId = :node, lastFaultAt = :later",
+        ExpressionAttributeValues={
+            ":kind": {"S": "NODE"},
+            ":cluster": {"S": "ml-cluster"},
+            ":node": {"S": node},
+            ":later": {"S": "2999-01-01T00:00:00.000Z"},
+        },
+    )
+
+    status, accepted = repair("reboot", node)
+
+    assert status == 202
+    [workflow_input] = repair_inputs(stack)
+    assert workflow_input["operationId"] == accepted["operationId"]
+    assert workflow_input["fault"]["detectedAt"] > "2999-01-01T00:00:00.000Z"
+
+
 # --- GET /clusters/{name}/operations ----------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ explicit request is the decision the pause waits for.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from autopilot.api.models import OperationAccepted
@@ -111,6 +112,12 @@ def _repair_node(
             "Autopilot only reboots login nodes (AllowLoginReplace=false); reboot it, or replace it yourself"
         )
     now = deps.now()
+    # An operator's request is a new fault by definition: it must come after the last fault claimed on
+    # the node, whose time is its event's (HyperPod's clock, ahead of this one in the sandbox), or the
+    # claim would refuse it as already repaired. Only an open repair refuses it.
+    held = deps.healing.get_node(name, node_id)
+    if held is not None and held.last_fault_at is not None and held.last_fault_at >= iso(now):
+        now = datetime.fromisoformat(held.last_fault_at) + timedelta(milliseconds=1)
     fault = Fault(reason=f"{action.value} requested through the API by {requested_by}", detected_at=iso(now))
     request = RepairRequest(
         cluster_name=name,
