@@ -1,0 +1,86 @@
+"""seam serialize_dynamodb_writes: a conditional write is atomic per item, as DynamoDB's is.
+
+Threads race to join a capped set (the repair lease's condition, ``size(holders) < :cap``); with the
+seam no more than the cap ever get in. moto's own check-then-write lets more through when threads
+switch often (here every microsecond: without the seam most rounds let 4 to 7 in).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend
+
+from sandbox import seams
+
+CAP = 3
+THREADS = 24
+ROUNDS = 5
+
+
+@pytest.fixture
+def table() -> Iterator[Any]:
+    with mock_aws(), seams.installed(seams.serialize_dynamodb_writes):
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield dynamodb
+
+
+def test_every_write_goes_through_the_seam() -> None:
+    with seams.installed(seams.serialize_dynamodb_writes):
+        for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+            assert DynamoDBBackend.__dict__[name].__name__ == "write"
+    assert DynamoDBBackend.__dict__["update_item"].__name__ == "update_item"
+
+
+def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        rounds = [race(table, f"lease-{n}") for n in range(ROUNDS)]
+    finally:
+        sys.setswitchinterval(switching)
+    assert rounds == [CAP] * ROUNDS
+
+
+def race(table: Any, key: str) -> int:
+    """THREADS threads join the set at once; how many got in (each refusal is the condition's)."""
+    start = threading.Barrier(THREADS)
+    joined: list[str] = []
+    refused: list[str] = []
+
+    def join(holder: str) -> None:
+        start.wait()
+        try:
+            table.update_item(
+                TableName="t",
+                Key={"pk": {"S": key}},
+                UpdateExpression="ADD holders :me",
+                ConditionExpression="attribute_not_exists(holders) OR size(holders) < :cap",
+                ExpressionAttributeValues={":me": {"SS": [holder]}, ":cap": {"N": str(CAP)}},
+            )
+            joined.append(holder)
+        except ClientError as error:
+            refused.append(error.response["Error"]["Code"])
+
+    threads = [threading.Thread(target=join, args=(f"op-{n}",)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    holders = table.get_item(TableName="t", Key={"pk": {"S": key}})["Item"]["holders"]["SS"]
+    assert sorted(holders) == sorted(joined)
+    assert refused == ["ConditionalCheckFailedException"] * (THREADS - len(joined))
+    return len(joined)
