@@ -29,6 +29,7 @@ from autopilot.models.records import (
 )
 from autopilot.settings import HealingSettings
 from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from sandbox.deploy import load_template
@@ -359,6 +360,44 @@ def test_the_breaker_trips_once_and_no_repair_starts_while_paused(env: Healing) 
     held = env.table.get_node(CLUSTER, "i-5")
     assert held is not None
     assert (held.health, held.open_repair) == (NodeHealth.UNHEALTHY, None)
+
+
+class FailingOnce:
+    """SNS whose first Publish fails (throttled past the SDK's retries)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def publish(self, **kwargs: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "Publish")
+        return self._client.publish(**kwargs)
+
+
+def test_a_trip_alert_that_could_not_be_sent_is_sent_by_the_redelivery_once(env: Healing) -> None:
+    flaky = FailingOnce(env.sns)
+    env.healing._sns = flaky  # type: ignore[assignment]
+    env.deliver(node_health("i-0", time="2026-11-22T10:00:00Z"))
+    env.deliver(node_health("i-1", time="2026-11-22T10:01:00Z"))
+    tripping = node_health("i-2", time="2026-11-22T10:02:00Z")
+
+    with pytest.raises(ClientError):
+        env.deliver(tripping)  # the queue delivers it again
+    assert env.table.get_healing(CLUSTER).paused
+    env.deliver(tripping)
+    env.deliver(node_health("i-3", time="2026-11-22T10:03:00Z"))
+    env.deliver(tripping)
+
+    assert flaky.failed
+    [alert] = env.sns.named("publish")
+    assert CLUSTER in alert["Subject"]
+    assert [e["DetailType"] for e in env.healing_events()].count("Healing Paused") == 1
+    assert not env.table.get_healing(CLUSTER).trip_alert_pending
 
 
 def test_reports_older_than_the_window_do_not_count(env: Healing) -> None:

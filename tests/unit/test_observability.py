@@ -202,7 +202,9 @@ def test_a_breaker_trip_is_counted_once_with_its_alert(capsys: pytest.CaptureFix
         paused_reason="3 of 10 nodes reported unhealthy",
         paused_at="2026-11-22T12:00:00Z",
         unhealthy_reports={"i-1": "2026-11-22T12:00:00Z", "i-2": "2026-11-22T12:00:00Z"},
+        trip_alert_pending=True,
     )
+    table = SimpleNamespace(claim_trip_alert=lambda cluster_name: True)
     settings = load_healing_settings_from(
         {
             "STATE_TABLE_NAME": "state",
@@ -222,6 +224,7 @@ def test_a_breaker_trip_is_counted_once_with_its_alert(capsys: pytest.CaptureFix
     def handler(event: object, context: object) -> None:
         announce_trip(
             BreakerOutcome(state=state, tripped=True, node_count=10),
+            table=cast(Any, table),
             settings=settings,
             sns=cast(Any, sns),
             events=cast(Any, events),

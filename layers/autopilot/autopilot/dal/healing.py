@@ -307,7 +307,7 @@ class HealingTable:
         if trip_reason is not None:
             update += (
                 ", paused = :true, pausedBy = :breaker, pausedReason = :reason, "
-                "pausedAt = :now, trippedAt = :now"
+                "pausedAt = :now, trippedAt = :now, tripAlertPending = :true"
             )
             values |= {
                 ":true": {"BOOL": True},
@@ -327,6 +327,28 @@ class HealingTable:
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
+        )
+
+    def claim_trip_alert(self, cluster_name: str) -> bool:
+        """Take the breaker's pending alert to send it: one sender however many reports see it pending;
+        False when none is pending."""
+        return self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression="REMOVE tripAlertPending",
+            ConditionExpression="tripAlertPending = :true",
+            ExpressionAttributeValues={":true": {"BOOL": True}},
+        )
+
+    def restore_trip_alert(self, cluster_name: str) -> None:
+        """The claimed alert could not be sent: pending again (a redelivered report sends it), unless
+        the breaker's pause ended meanwhile."""
+        self._update_if(
+            TableName=self._table,
+            Key=_key_attributes(healing_key(cluster_name)),
+            UpdateExpression="SET tripAlertPending = :true",
+            ConditionExpression="paused = :true AND pausedBy = :breaker",
+            ExpressionAttributeValues={":true": {"BOOL": True}, ":breaker": {"S": BREAKER}},
         )
 
     def pause(self, cluster_name: str, *, by: str, reason: str, now: str) -> bool:

@@ -226,6 +226,8 @@ class HealingState(_Item):
     lease_holders: set[str] = Field(default_factory=set)
     # bumped by every write of the breaker, which is conditioned on it
     version: int = 0
+    # the breaker's trip whose alert is not sent yet (set with the trip, removed by its one sender)
+    trip_alert_pending: bool = False
 
 
 class HistoryEntry(_Item):

@@ -97,6 +97,7 @@ def record_unhealthy(
                         "paused_reason": reason,
                         "paused_at": reported,
                         "tripped_at": reported,
+                        "trip_alert_pending": True,
                     }
                 )
             return BreakerOutcome(state=written, tripped=trip, node_count=nodes)
@@ -108,11 +109,31 @@ def record_unhealthy(
 def announce_trip(
     outcome: BreakerOutcome,
     *,
+    table: HealingTable,
     settings: HealingSettings,
     sns: SNSClient,
     events: EventBridgeClient,
 ) -> None:
-    """One alert on the alerts topic and one ``Healing Paused`` event, for the report that tripped."""
+    """One alert on the alerts topic and one ``Healing Paused`` event per trip, sent by the report that
+    claims it (the trip's own, or a later one when sending failed: the claim is given back and the
+    failure raised, so the message is delivered again). Nothing when no alert is pending."""
+    state = outcome.state
+    if not state.trip_alert_pending or not table.claim_trip_alert(state.cluster_name):
+        return
+    try:
+        _announce(outcome, settings=settings, sns=sns, events=events)
+    except Exception:
+        table.restore_trip_alert(state.cluster_name)
+        raise
+
+
+def _announce(
+    outcome: BreakerOutcome,
+    *,
+    settings: HealingSettings,
+    sns: SNSClient,
+    events: EventBridgeClient,
+) -> None:
     state = outcome.state
     detail = HealingPausedEventDetail(
         cluster_name=state.cluster_name,

@@ -106,8 +106,9 @@ def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: Cl
         node_count=topology.node_count,
         settings=healing.settings,
     )
-    if breaker.tripped:
-        announce_trip(breaker, settings=healing.settings, sns=healing.sns, events=healing.events)
+    announce_trip(
+        breaker, table=healing.table, settings=healing.settings, sns=healing.sns, events=healing.events
+    )
     if breaker.state.paused:
         # The node item keeps health=Unhealthy: the sweep finds the node once repairs resume.
         logger.warning("repairs paused: none started", paused_by=breaker.state.paused_by, **log)

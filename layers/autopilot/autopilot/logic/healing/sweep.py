@@ -273,8 +273,7 @@ class HealingSweep:
         outcome = record_unhealthy(
             self.healing, name, node_id, at=now, node_count=topology.node_count, settings=self.settings
         )
-        if outcome.tripped:
-            announce_trip(outcome, settings=self.settings, sns=self.sns, events=self.events)
+        announce_trip(outcome, table=self.healing, settings=self.settings, sns=self.sns, events=self.events)
         return outcome.state.paused
 
     def _start(
