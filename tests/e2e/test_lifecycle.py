@@ -5,13 +5,15 @@ with its cause; a bad config is refused naming the fields; an unsigned call is r
 
 The sandbox's FallbackPollSeconds is longer than a create here, so a create that finishes finished on
 HyperPod's InService event (a delete ends on its fallback check: HyperPod sends no event when a
-cluster is gone).
+cluster is gone). The clock is frozen and stepped by the waits, and it stays put while that event is
+on its way to the workflow: however slow the machine, the fallback cannot come first.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -24,19 +26,60 @@ from sandbox.demo.runner import DEMO_PARAMETERS, state_entries
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 OPERATION_TIMEOUT_S = 60.0
-# simulated seconds: past a 20-minute create, and 3 s of wall time for a delete's wait at x1200
+# simulated seconds: past a 20-minute create
 FALLBACK_POLL_SECONDS = 3600
+# simulated seconds the frozen clock moves between two polls of an operation (a 5-minute schedule
+# fires at each step; a delete's fallback check comes at the 12th)
+STEP_S = 300.0
+# Hold = a test's reason to keep the clock still at a poll (it gets the operation as last read)
+Hold = Callable[[dict[str, Any]], bool]
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
     parameters = {**DEMO_PARAMETERS, "FallbackPollSeconds": FALLBACK_POLL_SECONDS}
-    with Sandbox(parameters=parameters, speed=1200.0) as running:
+    with Sandbox(parameters=parameters, speed=0) as running:
         yield running
 
 
-def wait(api: AutopilotClient, operation_id: str) -> dict[str, Any]:
-    return api.wait_for_operation(operation_id, timeout_seconds=OPERATION_TIMEOUT_S, poll_seconds=0.2)
+def wait(
+    api: AutopilotClient, sandbox: Sandbox, operation_id: str, *, hold: Hold | None = None
+) -> dict[str, Any]:
+    """The operation once it ended, the clock stepped STEP_S between polls unless ``hold`` says not."""
+    last: dict[str, Any] = {}
+
+    def step(seconds: float) -> None:
+        if hold is None or not hold(last):
+            sandbox.advance(STEP_S)
+        time.sleep(seconds)
+
+    return api.wait_for_operation(
+        operation_id,
+        timeout_seconds=OPERATION_TIMEOUT_S,
+        poll_seconds=0.05,
+        on_progress=last.update,
+        sleep=step,
+    )
+
+
+def until_in_service_answered(sandbox: Sandbox, name: str) -> Hold:
+    """Holds the clock from when HyperPod's InService event for ``name`` is due until the create's
+    Await Cluster has ended (whatever answered it): the wait's FallbackPollSeconds timeout cannot
+    come before the event however long the event takes in wall time."""
+    sagemaker, sfn = sandbox.client("sagemaker"), sandbox.client("stepfunctions")
+    due: list[datetime] = []
+
+    def hold(operation: dict[str, Any]) -> bool:
+        if not due:
+            if sagemaker.describe_cluster(ClusterName=name)["ClusterStatus"] == "InService":
+                due.append(sandbox.clock.now() + timedelta(seconds=sandbox.hyperpod.timings.event_delivery))
+            return False
+        if sandbox.clock.now() < due[0]:
+            return False
+        entered = state_entries(sfn, operation["executionArn"])
+        return not set(entered) - {"Check Input", "Create Cluster", "Await Cluster"}
+
+    return hold
 
 
 def error_code(call: Callable[[], Any]) -> str | None:
@@ -55,7 +98,7 @@ def test_create_then_delete_leaves_nothing(
 
     accepted = api.create_cluster(body)
     assert accepted["status"] == "RUNNING"
-    created = wait(api, accepted["operationId"])
+    created = wait(api, sandbox, accepted["operationId"], hold=until_in_service_answered(sandbox, "e2e-life"))
 
     assert created["status"] == "SUCCEEDED", created.get("error")
     assert created["kind"] == "CreateCluster"
@@ -82,7 +125,7 @@ def test_create_then_delete_leaves_nothing(
         ("ACTUAL", 50), ("ACTUAL", 80), ("ACTUAL", 100), ("FORECASTED", 100),
     ]  # fmt: skip
 
-    deleted = wait(api, api.delete_cluster("e2e-life")["operationId"])
+    deleted = wait(api, sandbox, api.delete_cluster("e2e-life")["operationId"])
 
     assert deleted["status"] == "SUCCEEDED", deleted.get("error")
     assert deleted["leftovers"] == []
@@ -102,7 +145,7 @@ def test_capacity_failure_is_recorded_with_its_cause(
     sandbox.hyperpod.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge"})
     try:
         accepted = api.create_cluster(workshop_request("e2e-nocap", rollbackOnFailure=True))
-        recorded = wait(api, accepted["operationId"])
+        recorded = wait(api, sandbox, accepted["operationId"])
     finally:
         sandbox.hyperpod.apply_fault("clear", {})
     # The failure is recorded before the rollback runs: read the record again once the workflow ended.
