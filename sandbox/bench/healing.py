@@ -9,8 +9,9 @@ HyperPod simulator's ``node_unhealthy`` fault drives everything else, nothing ca
   in between on AWS either (the sandbox's SQS poller stands in for Lambda's event source mapping).
 - **spread**: ``spread_failures`` nodes failing evenly over ``spread_hours`` simulated hours, each
   event on the bus ``copies`` times → every node repaired once, none acted on twice, never more
-  repairs holding a slot than MaxConcurrentRepairs (the healing item's ``leaseHolders``, sampled, and
-  the overlap of the repairs' own Batch call → end spans), every node Running at the end.
+  repairs holding a slot than MaxConcurrentRepairs (the healing item's ``leaseHolders``, sampled every
+  10 ms; the operations' own times cannot tell: the workflow stamps them on the sandbox clock, the
+  functions on the wall clock), every node Running at the end.
 - **storm**: ``storm_failures`` nodes failing at once → the breaker trips at the threshold
   (MaxUnhealthyPercent of the nodes), no Batch call beyond the slots taken before the trip while
   paused, one alert; PUT /clusters/{name}/healing {"paused": false} → every node repaired, at the cap.
@@ -31,7 +32,6 @@ import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -145,13 +145,15 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
-def wait_for[T](check: Callable[[], T | None], what: str, timeout: float = DEADLINE_S) -> T:
+def wait_for[T](
+    check: Callable[[], T | None], what: str, timeout: float = DEADLINE_S, period: float = 0.05
+) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found is not None:
             return found
-        time.sleep(0.05)
+        time.sleep(period)
     raise TimeoutError(f"no {what} within {timeout} s")
 
 
@@ -201,14 +203,42 @@ class Bench:
         return by_node
 
     def finished(self, node_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """Until every node in ``node_ids`` has a repair and none is RUNNING."""
+        """Until every node in ``node_ids`` had a repair claimed and none is open (the node items, one
+        Query a round: listing every operation through the API each round would load the very
+        control plane measured); then their operations, through the API."""
+        table = self.env.sandbox.stack.physical_id("StateTable")
+        dynamodb = self.env.sandbox.client("dynamodb")
 
-        def done() -> dict[str, list[dict[str, Any]]] | None:
+        def done() -> bool | None:
+            items: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {
+                "TableName": table,
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :node)",
+                "ExpressionAttributeValues": {":pk": {"S": f"CLUSTER#{CLUSTER}"}, ":node": {"S": "NODE#"}},
+                "ConsistentRead": True,
+            }
+            while True:
+                page = dynamodb.query(**kwargs)
+                items += page["Items"]
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            closed = {
+                i["sk"]["S"].removeprefix("NODE#")
+                for i in items
+                if "lastFaultAt" in i and "openRepair" not in i
+            }
+            return True if closed >= set(node_ids) else None
+
+        wait_for(done, f"finished repairs of {len(node_ids)} nodes", period=0.2)
+
+        def recorded() -> dict[str, list[dict[str, Any]]] | None:
+            # the workflow frees the node before its execution ends and the operation's status follows
             found = self.repairs()
             ended = all(found.get(n) and all(o["status"] != "RUNNING" for o in found[n]) for n in node_ids)
             return found if ended else None
 
-        return wait_for(done, f"finished repairs of {len(node_ids)} nodes")
+        return wait_for(recorded, f"the operations of {len(node_ids)} repairs ended", period=0.5)
 
     def aws_calls(self) -> int:
         return sum(self.env.sandbox.metrics()["aws_calls"].values())
@@ -245,29 +275,6 @@ class Bench:
 
     def simulated_minutes(self) -> float:
         return float(self.env.sandbox.clock.elapsed()) / 60
-
-
-def max_overlap(spans: list[tuple[float, float]]) -> int:
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    level = peak = 0
-    for _, step in edges:
-        level += step
-        peak = max(peak, level)
-    return peak
-
-
-def repair_spans(repairs: dict[str, list[dict[str, Any]]], node_ids: list[str]) -> list[tuple[float, float]]:
-    """(first Batch* action, the operation's last update) of each finished repair, on the sandbox
-    clock as the operations record them (the workflow records its end before it frees its slot)."""
-    spans = []
-    for node in node_ids:
-        for operation in repairs.get(node, []):
-            acted = [a["at"] for a in operation["actions"] if a["action"] in ("reboot", "replace")]
-            if acted and operation["status"] != "RUNNING":
-                start = datetime.fromisoformat(acted[0]).timestamp()
-                # a span closes just before its end instant, so back-to-back repairs do not overlap
-                spans.append((start, datetime.fromisoformat(operation["updatedAt"]).timestamp() - 1e-3))
-    return spans
 
 
 def reaction(bench: Bench, samples: int) -> dict[str, Any]:
@@ -317,7 +324,6 @@ def spread(bench: Bench, failures: int, hours: float, cap: int) -> dict[str, Any
         "max_concurrent_repairs": cap,
         "max_lease_holders_sampled": sampler.max_holders,
         "lease_samples": sampler.samples,
-        "max_overlapping_repairs": max_overlap(repair_spans(repairs, nodes)),
         "all_running_at_end": running,
         "aws_calls_per_repaired_node": round((bench.aws_calls() - calls_before) / max(1, failures), 1),
         "wall_s": round(wall, 1),
@@ -336,10 +342,14 @@ def storm(
         bench.fail(node)
     injected_in_min = bench.simulated_minutes() - started_min
     healing = wait_for(lambda: h if (h := api.get_healing(CLUSTER))["paused"] else None, "a paused cluster")
+    paused_seen = time.perf_counter()
     # Every copy of the storm's events handled: the repairs claimed before the trip either took a slot
     # then (and act) or wait, paused, for one; the resume comes well within their deadline.
     bench.events_handled()
-    paused_calls = bench.taps.calls_of(nodes)
+    before_resume = bench.taps.calls_of(nodes)
+    with bench.taps.lock:
+        # a repair whose slot was taken just before the trip may still call after it: at most the cap
+        after_pause = sum(1 for n in nodes for at in bench.taps.batch_calls.get(n, []) if at > paused_seen)
     paused_alerts = alerts() - alerts_before
     still_paused = api.get_healing(CLUSTER)["paused"]
     sampler = LeaseSampler(bench.env)
@@ -358,7 +368,9 @@ def storm(
         "tripped_at_reports": int(healing["pausedReason"].split(" of ", 1)[0]),
         "reports_in_window_when_paused": healing["breaker"]["unhealthyInWindow"],
         "paused_by": healing["pausedBy"],
-        "repair_calls_while_paused": paused_calls,
+        # the storm's events take a while to be handled: repairs claimed before the trip act meanwhile
+        "repair_calls_before_resume": before_resume,
+        "repair_calls_after_pause_seen": after_pause,
         "max_concurrent_repairs": cap,
         "alerts": paused_alerts,
         "paused_until_resume": still_paused,
@@ -366,9 +378,16 @@ def storm(
             1 for n in nodes if any(o["status"] == "SUCCEEDED" for o in repairs.get(n, []))
         ),
         "failed_repairs": sum(1 for n in nodes for o in repairs.get(n, []) if o["status"] == "FAILED"),
+        "failure_causes": dict(
+            Counter(
+                (o.get("error") or {}).get("error", "unknown")
+                for n in nodes
+                for o in repairs.get(n, [])
+                if o["status"] == "FAILED"
+            )
+        ),
         "acted_on_twice": sum(1 for n in nodes if len(bench.taps.batch_calls.get(n, [])) > 1),
         "max_lease_holders_sampled": sampler.max_holders,
-        "max_overlapping_repairs": max_overlap(repair_spans(repairs, nodes)),
         "all_running_at_end": running,
         "wall_s": round(time.perf_counter() - wall_start, 1),
     }
@@ -418,7 +437,10 @@ def measure(
     with contextlib.ExitStack() as stack:
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(contextlib.redirect_stderr(stack.enter_context(log_path.open("w"))))
+            log = stack.enter_context(log_path.open("w"))
+            # the functions' logs and metrics (Powertools writes EMF to stdout) go there, not into the table
+            stack.enter_context(contextlib.redirect_stderr(log))
+            stack.enter_context(contextlib.redirect_stdout(log))
         stack.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         stack.enter_context(tapped(taps))
