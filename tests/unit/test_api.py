@@ -587,6 +587,7 @@ def test_openapi_document_is_served_and_docs_are_current(stack: Deployed) -> Non
         "/clusters/{name}/nodes/{nodeId}/replace",
         "/clusters/{name}/operations",
         "/clusters/{name}/healing",
+        "/clusters/{name}/instance-groups/{group}",
         "/operations/{operationId}",
         "/validate",
     }

@@ -31,6 +31,9 @@ CALLS: dict[str, Callable[[AutopilotClient], Any]] = {
     "reboot_node": lambda c: c.reboot_node("ml-cluster", "i-0123456789abcdef0", idempotency_key="key-3"),
     "replace_node": lambda c: c.replace_node("ml-cluster", "i-0123456789abcdef0"),
     "lift_growth_block": lambda c: c.lift_growth_block("ml-cluster"),
+    "scale_instance_group": lambda c: c.scale_instance_group(
+        "ml-cluster", "worker-group-1", instance_count=4
+    ),
     "list_operations": lambda c: list(c.list_operations("ml-cluster", kind="ReplaceNode")),
     "get_operation": lambda c: c.get_operation("op-1"),
     "get_healing": lambda c: c.get_healing("ml-cluster"),

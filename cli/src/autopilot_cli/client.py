@@ -216,6 +216,13 @@ class AutopilotClient:
         result: dict[str, Any] = self.call("DELETE", f"/clusters/{quote(name, safe='')}/growth-block")
         return result
 
+    def scale_instance_group(self, name: str, group: str, *, instance_count: int) -> dict[str, Any]:
+        """PUT /clusters/{name}/instance-groups/{group}: set a worker group's instance count (a scale-up
+        is refused while block-growth holds the cluster)."""
+        path = f"/clusters/{quote(name, safe='')}/instance-groups/{quote(group, safe='')}"
+        result: dict[str, Any] = self.call("PUT", path, body={"instanceCount": instance_count})
+        return result
+
     def list_operations(self, name: str, *, kind: str | None = None) -> Iterator[dict[str, Any]]:
         """GET /clusters/{name}/operations, newest first."""
         query = {"kind": kind} if kind else {}

@@ -1,4 +1,4 @@
-"""``autopilot clusters create|list|get|delete|lift-growth-block``."""
+"""``autopilot clusters create|list|get|delete|lift-growth-block|scale``."""
 
 from __future__ import annotations
 
@@ -104,6 +104,17 @@ def add_parsers(subparsers: SubParsers) -> None:
     unblock.add_argument("name")
     unblock.set_defaults(func=api_command(run_lift_growth_block))
 
+    scale = add_command(
+        actions,
+        "scale",
+        "set a worker group's instance count (a scale-up is refused while block-growth holds the cluster)",
+        [common],
+    )
+    scale.add_argument("name")
+    scale.add_argument("--group", required=True, help="the worker instance group")
+    scale.add_argument("--count", required=True, type=int, help="its new instance count (>= 0)")
+    scale.set_defaults(func=api_command(run_scale))
+
 
 def _read_json(path: Path) -> Any:
     try:
@@ -170,4 +181,11 @@ def run_get(client: AutopilotClient, args: argparse.Namespace, output: Output) -
 
 def run_lift_growth_block(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
     output.result(client.lift_growth_block(args.name), print_document)
+    return EXIT_OK
+
+
+def run_scale(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
+    output.result(
+        client.scale_instance_group(args.name, args.group, instance_count=args.count), print_document
+    )
     return EXIT_OK

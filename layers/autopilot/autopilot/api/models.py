@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.budget_alerts import BudgetEnforcement
@@ -272,6 +272,37 @@ class GrowthBlockLifted(ApiModel):
     cluster_name: str
     growth_blocked: bool
     was_blocked: bool = Field(description="Whether a block-growth was in force until now.")
+
+
+class ScaleInstanceGroupBody(ApiModel):
+    """PUT /clusters/{name}/instance-groups/{group}."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"instanceCount": 4}]})
+
+    instance_count: StrictInt = Field(
+        # SageMaker's ClusterInstanceGroupSpecification.InstanceCount range (botocore's model).
+        ge=0,
+        le=6758,
+        description="The group's new instance count (0 stops every node).",
+    )
+
+
+class InstanceGroupScaled(ApiModel):
+    """PUT /clusters/{name}/instance-groups/{group}: what UpdateCluster was asked."""
+
+    cluster_name: str
+    instance_group: str
+    previous_count: int = Field(description="The group's target count before this request.")
+    instance_count: int
+    operation_id: str | None = Field(
+        default=None,
+        description="The ScaleInstanceGroup operation in the cluster's history; null when the count was "
+        "already this (nothing asked of SageMaker).",
+    )
+    target_counts: dict[str, int] = Field(
+        description="Every instance group's target count, this group's as asked (SageMaker resizes it "
+        "asynchronously: follow GET /clusters/{name})."
+    )
 
 
 class ClusterList(ApiModel):

@@ -45,10 +45,12 @@ from autopilot.api.models import (
     GrowthBlockLifted,
     HealingBody,
     HealingView,
+    InstanceGroupScaled,
     NodeList,
     OperationAccepted,
     OperationList,
     OperationView,
+    ScaleInstanceGroupBody,
     ValidateBody,
     ValidationResult,
 )
@@ -74,6 +76,7 @@ from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_cost import read_cost
 from autopilot.logic.repair_node import repair_node
+from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.logic.validate_config import validate_config
 from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
@@ -385,6 +388,46 @@ def lift_growth_block(name: CLUSTER_NAME) -> GrowthBlockLifted:
     return lift_growth_block_use_case(get_dependencies(), name, caller=_caller())
 
 
+@app.put(
+    "/clusters/<name>/instance-groups/<group>",
+    summary="Scale a worker group",
+    description="Sets the group's InstanceCount with UpdateCluster (the group re-specified as "
+    "DescribeCluster shows it; the other groups untouched) and records a `ScaleInstanceGroup` operation "
+    "in the cluster's history; SageMaker resizes asynchronously (follow GET /clusters/{name}). A scale-up "
+    "(a count above the group's target count) is refused with a 409 naming the block and its end while "
+    "the cluster's growth is blocked (budget enforcement `block-growth`, until the next budget period or "
+    "an admin's DELETE /clusters/{name}/growth-block); a scale-down is always allowed. 404 for a cluster "
+    "Autopilot does not manage or a group not in it; 409 while the cluster is not ACTIVE, for the Slurm "
+    "controller and login groups (worker groups only) and when SageMaker refuses the update (e.g. the "
+    "cluster is Updating). Allowed to the cluster's creator and the stack's AdminPrincipalArns (403 "
+    "otherwise), as DELETE. Setting the count it has changes nothing (no operation).",
+    tags=["clusters"],
+    operation_id="scaleInstanceGroup",
+    responses=_responses(
+        HTTPStatus.OK,
+        InstanceGroupScaled,
+        "UpdateCluster was asked; every group's target count.",
+        HTTPStatus.FORBIDDEN,
+        HTTPStatus.NOT_FOUND,
+        HTTPStatus.CONFLICT,
+    ),
+)
+def scale_group(
+    name: CLUSTER_NAME,
+    group: Annotated[
+        str,
+        Path(
+            min_length=1,
+            max_length=63,
+            pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$",
+            description="Instance group",
+        ),
+    ],
+    body: Annotated[ScaleInstanceGroupBody, Body()],
+) -> InstanceGroupScaled:
+    return scale_instance_group(get_dependencies(), name, group, body.instance_count, requested_by=_caller())
+
+
 _REPAIR_DESCRIPTION = (
     "Starts the ReplaceNode workflow for the node, through the same claim and guards as an automatic "
     "repair (trigger `api`): 404 for a cluster Autopilot does not manage or a node not in it, 409 while "
@@ -462,8 +505,9 @@ def _repair(name: str, node_id: str, action: NodeAction, idempotency_key: str | 
     "/clusters/<name>/operations",
     summary="List a cluster's operations",
     description="Every operation Autopilot ran on the cluster, newest first: creates, deletes, node "
-    "repairs (`ReplaceNode`: the node, the trigger, the fault, each action and its result) and budget "
-    "enforcement (`ScaleToMin`). 404 for a cluster Autopilot never registered.",
+    "repairs (`ReplaceNode`: the node, the trigger, the fault, each action and its result), budget "
+    "enforcement (`ScaleToMin`) and group counts set through the API (`ScaleInstanceGroup`). 404 for a "
+    "cluster Autopilot never registered.",
     tags=["operations"],
     operation_id="listClusterOperations",
     responses=_responses(HTTPStatus.OK, OperationList, "One page of operations.", HTTPStatus.NOT_FOUND),

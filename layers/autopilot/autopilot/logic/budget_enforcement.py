@@ -9,7 +9,7 @@
 - The UpdateCluster request names only the worker groups (a group left out is left as it is); it
   never names ``InstanceGroupsToDelete`` and touches no file system.
 - ``block-growth``: :func:`ensure_growth_allowed` is the check every path that raises a group's
-  InstanceCount must call first (no such API route exists yet).
+  InstanceCount must call first (PUT /clusters/{name}/instance-groups/{group}, logic/scale_instance_group.py).
 """
 
 from __future__ import annotations
@@ -75,16 +75,28 @@ def scale_to_min_groups(
         if name not in workers:
             continue
         minimum = int(group.get("MinCount") or 0)
-        target = int(group.get("TargetCount", group.get("CurrentCount", 0)) or 0)
+        target = target_count(group)
         counts[name] = [target, min(target, minimum)]
         if target <= minimum:
             continue
-        spec = {k: group[k] for k in SPEC_MEMBERS if k in group}
-        spec["InstanceCount"] = minimum
-        if "MinCount" in group:
-            spec["MinInstanceCount"] = int(group["MinCount"])
-        specs.append(spec)
+        specs.append(group_spec(group, minimum))
     return specs, counts
+
+
+def target_count(group: Mapping[str, Any]) -> int:
+    """The instance count a DescribeCluster group is heading for (its current count before HyperPod
+    reports a target)."""
+    return int(group.get("TargetCount", group.get("CurrentCount", 0)) or 0)
+
+
+def group_spec(group: Mapping[str, Any], instance_count: int) -> dict[str, Any]:
+    """UpdateCluster's ClusterInstanceGroupSpecification of a DescribeCluster group, as it is but for
+    its InstanceCount (scale-to-min and PUT /clusters/{name}/instance-groups/{group})."""
+    spec = {k: group[k] for k in SPEC_MEMBERS if k in group}
+    spec["InstanceCount"] = instance_count
+    if "MinCount" in group:
+        spec["MinInstanceCount"] = int(group["MinCount"])
+    return spec
 
 
 def growth_blocked(cluster: Cluster, now: datetime) -> bool:

@@ -23,6 +23,8 @@ class OperationType(StrEnum):
     REPLACE_NODE = "ReplaceNode"
     # Budget enforcement: worker groups scaled down to their minimum (UpdateCluster).
     SCALE_TO_MIN = "ScaleToMin"
+    # An instance group's count set through PUT /clusters/{name}/instance-groups/{group} (UpdateCluster).
+    SCALE_INSTANCE_GROUP = "ScaleInstanceGroup"
 
 
 class OperationStatus(StrEnum):

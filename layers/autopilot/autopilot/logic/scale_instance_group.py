@@ -1,0 +1,112 @@
+"""PUT /clusters/{name}/instance-groups/{group}: set one worker group's instance count (UpdateCluster).
+
+Only clusters Autopilot manages (registered and ACTIVE), only by the cluster's creator or an admin (as
+DELETE), only worker groups: the Slurm controller and login groups (the record's ``workerGroups``
+leaves them out, decided at create time) stay as created. A scale-up (a count above the group's
+target count) is refused while the cluster's growth is blocked (budget enforcement ``block-growth``,
+logic/budget_enforcement.py); a scale-down never is. The group is re-specified as DescribeCluster
+shows it but for its count (the builder scale-to-min uses), and the request is recorded as a
+SUCCEEDED ScaleInstanceGroup operation in the cluster's history: SageMaker resizes asynchronously and
+GET /clusters/{name} follows it, so there is no workflow to follow.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.api.models import InstanceGroupScaled
+from autopilot.dal.budget_alerts import BudgetAlertTable
+from autopilot.errors import ConflictError, NotFoundError
+from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.budget_enforcement import ensure_growth_allowed, group_spec, target_count
+from autopilot.logic.repair_node import managed_cluster
+from autopilot.models.records import Operation, OperationStatus, OperationType, Step, iso, new_operation_id
+from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from autopilot.logic.dependencies import Dependencies
+
+# SageMaker's refusals of an UpdateCluster that are the cluster's state, not a fault: a 409 that says why
+# (e.g. "cluster is in Updating state", a quota or capacity limit).
+_REFUSALS = frozenset({"ValidationException", "ConflictException", "ResourceLimitExceeded"})
+
+
+class NotAWorkerGroupError(ConflictError):
+    """The group is the Slurm controller's or the login nodes' (Autopilot scales worker groups only)."""
+
+
+def scale_instance_group(
+    deps: Dependencies,
+    name: str,
+    group: str,
+    instance_count: int,
+    *,
+    requested_by: str | None,
+    table: BudgetAlertTable | None = None,
+) -> InstanceGroupScaled:
+    cluster = managed_cluster(deps, name)
+    authorize_delete(
+        name,
+        requested_by,
+        cluster.created_by,
+        split_arns(deps.settings.admin_principal_arns),
+        action="scale instance groups of",
+    )
+    described = deps.sagemaker.describe_cluster(ClusterName=name)
+    groups: dict[str, Any] = {g["InstanceGroupName"]: g for g in described.get("InstanceGroups") or []}
+    if group not in groups:
+        raise NotFoundError(f"instance group {group!r} not found in cluster {name!r}")
+    if group not in (cluster.worker_groups or []):
+        raise NotAWorkerGroupError(
+            f"instance group {group!r} of cluster {name!r} is not a worker group (the Slurm controller or "
+            "login nodes): Autopilot scales worker groups only"
+        )
+    previous = target_count(groups[group])
+    now = deps.now()
+    if instance_count > previous:
+        ensure_growth_allowed(cluster, now)
+    counts = {g: target_count(spec) for g, spec in groups.items()}
+    if instance_count == previous:
+        return InstanceGroupScaled(
+            cluster_name=name,
+            instance_group=group,
+            previous_count=previous,
+            instance_count=instance_count,
+            target_counts=counts,
+        )
+    try:
+        deps.sagemaker.update_cluster(
+            ClusterName=name,
+            InstanceGroups=[group_spec(groups[group], instance_count)],  # type: ignore[list-item]  # DescribeCluster's shapes
+        )
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") in _REFUSALS:
+            raise ConflictError(
+                f"SageMaker refused to scale instance group {group!r} of cluster {name!r}: "
+                f"{error.get('Code')}: {error.get('Message')}"
+            ) from exc
+        raise
+    at = iso(deps.now())
+    operation = Operation(
+        operation_id=new_operation_id(now),
+        operation_type=OperationType.SCALE_INSTANCE_GROUP,
+        cluster_name=name,
+        status=OperationStatus.SUCCEEDED,
+        created_at=at,
+        updated_at=at,
+        requested_by=requested_by,
+        steps=[Step(name=f"Update Cluster: {group} {previous} -> {instance_count}", entered_at=at)],
+    )
+    (table or BudgetAlertTable(deps.settings.state_table_name)).record_operation(operation)
+    logger.info("instance group scaled", cluster=name, group=group, previous=previous, count=instance_count)
+    return InstanceGroupScaled(
+        cluster_name=name,
+        instance_group=group,
+        previous_count=previous,
+        instance_count=instance_count,
+        operation_id=operation.operation_id,
+        target_counts=counts | {group: instance_count},
+    )
