@@ -38,18 +38,14 @@ def scale(body: Any, *, group: str = "worker-group-1", caller: str = USER_ARN) -
 
 
 def lift(caller: str) -> tuple[int, Any]:
-    event = api_event("delete_cluster")
-    event["resource"] = "/clusters/{name}/growth-block"
-    event = {**event, **api_event_paths(event)}
+    """DELETE /clusters/ml-cluster/growth-block as ``caller``."""
+    event = api_event("delete_cluster", query=None)
+    path = "/clusters/ml-cluster/growth-block"
+    event["resource"] = event["requestContext"]["resourcePath"] = "/clusters/{name}/growth-block"
+    event["path"] = path
+    event["requestContext"]["path"] = f"/dev{path}"
     event["requestContext"]["identity"]["userArn"] = caller
     return call(event)
-
-
-def api_event_paths(event: dict[str, Any]) -> dict[str, Any]:
-    path = "/clusters/ml-cluster/growth-block"
-    event["requestContext"]["resourcePath"] = event["resource"]
-    event["requestContext"]["path"] = f"/dev{path}"
-    return {"path": path, "queryStringParameters": None, "multiValueQueryStringParameters": None}
 
 
 def block_growth(stack: Deployed) -> None:

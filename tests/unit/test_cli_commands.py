@@ -529,7 +529,7 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
-    assert len(leaves) == 16
+    assert len(leaves) == 17
     for parser in leaves:
         help_text = parser.format_help()
         for action in parser._actions:
@@ -841,6 +841,35 @@ def test_lift_growth_block(api: FakeApi, run: Any) -> None:
     )
 
     assert (code, out) == (0, "true\n")
+
+
+def test_scale_puts_the_group_count(api: FakeApi, run: Any) -> None:
+    scaled = {
+        "clusterName": "ml-cluster",
+        "instanceGroup": "worker-group-1",
+        "previousCount": 4,
+        "instanceCount": 6,
+        "operationId": "op-1",
+        "targetCounts": {"controller-machine": 1, "worker-group-1": 6},
+    }
+    api.answer("PUT", "/clusters/ml-cluster/instance-groups/worker-group-1", (200, scaled))
+
+    code, out, _ = run(
+        "clusters",
+        "scale",
+        "ml-cluster",
+        "--group",
+        "worker-group-1",
+        "--count",
+        "6",
+        "--query",
+        "instanceCount",
+        "--output",
+        "text",
+    )
+
+    assert (code, out) == (0, "6\n")
+    assert json.loads(api.requests[0]["body"]) == {"instanceCount": 6}
 
 
 def test_a_broken_config_file_is_a_usage_error(run: Any, no_saved_config: Path) -> None:

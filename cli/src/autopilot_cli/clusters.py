@@ -111,8 +111,10 @@ def add_parsers(subparsers: SubParsers) -> None:
         [common],
     )
     scale.add_argument("name")
-    scale.add_argument("--group", required=True, help="the worker instance group")
-    scale.add_argument("--count", required=True, type=int, help="its new instance count (>= 0)")
+    scale.add_argument("--group", required=True, help="the worker instance group (required)")
+    scale.add_argument(
+        "--count", required=True, type=int, help="its new instance count, 0 or more (required)"
+    )
     scale.set_defaults(func=api_command(run_scale))
 
 
