@@ -558,7 +558,9 @@ def test_a_paused_cluster_starts_no_repair_until_the_deadline(make_stack: Any) -
         node,
         NodeAction.REBOOT,
         found,
-        deadlines=RepairDeadlines(reboot_seconds=1800, replace_seconds=600, hyperpod_seconds=2400),
+        # A repair waits for its slot until 23 h minus its action deadlines (at least replaceSeconds):
+        # here 600 s, so the test steps ten minutes, not twenty hours.
+        deadlines=RepairDeadlines(reboot_seconds=41000, replace_seconds=600, hyperpod_seconds=41000),
     )
 
     [execution] = run(stack, arn)
@@ -586,7 +588,7 @@ def test_an_operators_repair_on_a_paused_cluster_takes_a_slot_and_completes(make
         other,
         NodeAction.REBOOT,
         fault(stack, other),
-        deadlines=RepairDeadlines(reboot_seconds=1800, replace_seconds=600, hyperpod_seconds=2400),
+        deadlines=RepairDeadlines(reboot_seconds=41000, replace_seconds=600, hyperpod_seconds=41000),
     )
 
     operator, held = run(stack, arn, automatic)

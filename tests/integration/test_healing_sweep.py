@@ -233,6 +233,36 @@ def test_an_automatic_cluster_waits_for_hyperpods_own_repair(stack: Deployed) ->
     assert workflow_input["fault"]["detectedAt"] == iso(reported)  # the event's fault, claimed once
 
 
+def test_a_repair_waiting_for_a_slot_is_not_overdue(stack: Deployed) -> None:
+    # A storm's backlog (or a paused cluster) waits for its slot; the deadlines run from the slot on.
+    node = registered(stack, "c1")["worker-group-1"][0]
+    operation = start_repair(
+        RepairRequest(
+            cluster_name="c1",
+            node_id=node,
+            action=NodeAction.REPLACE,
+            trigger=RepairTrigger.EVENT,
+            fault=Fault(reason="fault type NvidiaErrorTerminate", detected_at=iso(NOW)),
+            allow_replace=True,
+        ),
+        healing=healing(stack),
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        settings=settings(stack),
+        now=NOW,
+    )
+    assert operation is not None
+    deadline = repair_deadline(settings(stack))
+
+    sweep(stack).run(NOW)
+    outcomes = sweep(stack).run(NOW + 2 * deadline)
+
+    assert "overdue_failed" not in outcomes
+    waiting = healing(stack).get_operation(operation.operation_id)
+    assert waiting is not None
+    assert waiting.status is OperationStatus.RUNNING
+
+
 def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(stack: Deployed) -> None:
     node = registered(stack, "c1")["worker-group-1"][0]
     table_ = healing(stack)

@@ -79,8 +79,8 @@ class SweepIncompleteError(RuntimeError):
 
 
 def repair_deadline(settings: HealingSettings) -> timedelta:
-    """How long any repair may run: the longest path (HyperPod's own repair, or a reboot, then a
-    replace) and the wait for a repair slot fit in the three deadlines together."""
+    """How long a repair may hold its slot: the longest path (HyperPod's own repair, or a reboot,
+    then a replace) fits in the three deadlines together (the wait for the slot is not counted)."""
     return timedelta(
         minutes=settings.reboot_deadline_minutes
         + settings.replace_deadline_minutes
@@ -309,8 +309,16 @@ class HealingSweep:
     def close_overdue_repairs(self, now: datetime) -> Counter[str]:
         outcomes: Counter[str] = Counter()
         deadline = repair_deadline(self.settings)
+        holders: dict[str, set[str]] = {}
         for operation in self.store.list_running_operations(created_after=now - LOOKBACK):
             if operation.operation_type is not OperationType.REPLACE_NODE:
+                continue
+            cluster = operation.cluster_name
+            if cluster not in holders:
+                holders[cluster] = self.healing.get_healing(cluster).lease_holders
+            if operation.operation_id not in holders[cluster]:
+                # Still waiting for a repair slot (a storm's backlog, or healing paused): its workflow
+                # bounds that wait itself; the action deadlines run from the slot on.
                 continue
             seen = self.watch.running_since(operation.operation_id, at=iso(now))
             if seen is None or now - datetime.fromisoformat(seen) < deadline:
