@@ -71,7 +71,11 @@ def until_in_service_answered(sandbox: Sandbox, name: str) -> Hold:
 
     def hold(operation: dict[str, Any]) -> bool:
         if not due:
-            if sagemaker.describe_cluster(ClusterName=name)["ClusterStatus"] == "InService":
+            try:
+                status = sagemaker.describe_cluster(ClusterName=name)["ClusterStatus"]
+            except sagemaker.exceptions.ResourceNotFound:
+                return False  # the workflow has not called CreateCluster yet (a busy machine)
+            if status == "InService":
                 due.append(sandbox.clock.now() + timedelta(seconds=sandbox.hyperpod.timings.event_delivery))
             return False
         if sandbox.clock.now() < due[0]:
