@@ -44,10 +44,8 @@ $(CHECKOV_STAMP): requirements/checkov.lock
 
 venv: $(STAMP)
 
-# Test files run in parallel, one file per worker (a module's sandbox fixture stays in one process).
-PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report=term --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest --cov --cov-report=term --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -q $(PYTEST_ARGS)
