@@ -64,16 +64,40 @@ def _clock() -> SandboxClock:
     return clock
 
 
+class _Blocked:
+    """How many threads wait in a timer, a retry delay or a task token right now: a test stepping a
+    frozen clock moves it only once every execution waits (``blocked_threads``), never while one is
+    still between two states on a starved thread."""
+
+    count = 0
+    lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with _Blocked.lock:
+            _Blocked.count += 1
+
+    def __exit__(self, *_: object) -> None:
+        with _Blocked.lock:
+            _Blocked.count -= 1
+
+
+def blocked_threads() -> int:
+    """Execution threads waiting on the sandbox clock or a task token (all executions, all stacks)."""
+    with _Blocked.lock:
+        return _Blocked.count
+
+
 def wait_simulated(event: threading.Event, seconds: float) -> bool:
     """``event.wait`` with a timeout in simulated seconds: True when the event was set."""
     clock = _clock()
     deadline = clock.elapsed() + seconds
-    while True:
-        remaining = deadline - clock.elapsed()
-        if remaining <= 0:
-            return event.is_set()
-        if threading.Event.wait(event, min(clock.wall_seconds(remaining), POLL_SECONDS)):
-            return True
+    with _Blocked():
+        while True:
+            remaining = deadline - clock.elapsed()
+            if remaining <= 0:
+                return event.is_set()
+            if threading.Event.wait(event, min(clock.wall_seconds(remaining), POLL_SECONDS)):
+                return True
 
 
 def sleep_simulated(seconds: float) -> None:
@@ -85,7 +109,8 @@ class SimulatedTimeoutEvent(threading.Event):
 
     def wait(self, timeout: float | None = None) -> bool:
         if timeout is None:
-            return super().wait()
+            with _Blocked():
+                return super().wait()
         return wait_simulated(self, timeout)
 
 

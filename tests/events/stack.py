@@ -30,6 +30,8 @@ class Deployed:
     hyperpod: HyperPodSimulator
     clock: SandboxClock
     aws_calls: AwsCalls | None = None  # IAM + faults on the workflows' calls, when a test installs them
+    # execution threads of earlier stacks still waiting on a timer or token when this one was made
+    blocked_before: int = 0
 
     def client(self, service: str) -> Any:
         return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]

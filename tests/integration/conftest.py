@@ -10,7 +10,7 @@ from autopilot import aws
 from autopilot.api import routes
 from autopilot.settings import api_settings
 
-from sandbox import seams
+from sandbox import seams, stepfunctions_clock
 from sandbox.aws_calls import AwsCalls
 from sandbox.lambda_runtime import LambdaRuntime
 from tests.events.stack import ACCOUNT, Deployed, deployed
@@ -42,6 +42,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             seams.bind_execution_role,
             seams.intercept_aws_calls,
             seams.route_lambda_invoke,
+            seams.serialize_dynamodb_writes,
             clock=stack.clock,
             runtime=runtime,
         )
@@ -49,6 +50,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         contexts.append(installed)
         stack.aws_calls = AwsCalls(wall_seconds=lambda _: 0.0)
         stack.aws_calls.start()
+        stack.blocked_before = stepfunctions_clock.blocked_threads()
         contexts.append(_Stopping(stack.aws_calls))
         for key, value in stack.environment().items():
             monkeypatch.setenv(key, value)

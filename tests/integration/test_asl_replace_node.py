@@ -37,6 +37,8 @@ from autopilot.workflows.cluster_waits import ClusterWaits
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 from autopilot.workflows.node_waits import node_health_changed
 
+from sandbox import stepfunctions_clock
+
 from tests.events import create_body
 from tests.events.stack import Deployed
 from tests.integration.workflows import dependencies, entered, history
@@ -176,15 +178,16 @@ def deliver(stack: Deployed) -> list[str]:
 def run(
     stack: Deployed, *arns: str, events: bool = True, timeout: float = 120.0, each_round: Any = None
 ) -> list[dict[str, Any]]:
-    """Step the clock until every execution ended; their descriptions. The clock moves only while no
-    execution moved since the last round (they wait on a timer or a token), so a starved execution
-    thread does not see simulated minutes pass between two of its states."""
+    """Step the clock until every execution ended; their descriptions. The clock moves only while
+    every running execution waits on a timer or a token and none moved since the last round, so a
+    starved execution thread does not see simulated minutes pass between two of its states."""
     sfn = stack.client("stepfunctions")
     deadline = time.monotonic() + timeout
     moved: list[int] = []
+    running = len(arns)
     while time.monotonic() < deadline:
         lengths = [len(history(stack, arn)) for arn in arns]
-        if lengths == moved:
+        if lengths == moved and stepfunctions_clock.blocked_threads() - stack.blocked_before >= running:
             stack.clock.advance(STEP)
         moved = lengths
         stack.hyperpod.tick()
@@ -193,7 +196,8 @@ def run(
         if each_round is not None:
             each_round()
         executions = [sfn.describe_execution(executionArn=arn) for arn in arns]
-        if all(e["status"] != "RUNNING" for e in executions):
+        running = sum(e["status"] == "RUNNING" for e in executions)
+        if not running:
             return executions
         time.sleep(0.05)
     raise AssertionError(f"executions still running after {timeout}s: {arns}")
