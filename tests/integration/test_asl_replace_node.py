@@ -38,10 +38,9 @@ from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 from autopilot.workflows.node_waits import node_health_changed
 
 from sandbox import stepfunctions_clock
-
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.workflows import dependencies, entered, history
+from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a round advances the frozen clock
@@ -142,41 +141,30 @@ def start_repair(
 
 def deliver(stack: Deployed) -> list[str]:
     """Process what the cluster-events queue holds now, as ClusterEventsFunction does; their kinds."""
-    sqs = stack.client("sqs")
-    url = stack.stack.physical_id("ClusterEventsQueue")
-    waits = ClusterWaits(
-        stack.stack.physical_id("StateTable"),
-        dynamodb=stack.client("dynamodb"),
-        stepfunctions=stack.client("stepfunctions"),
-        sagemaker=stack.client("sagemaker"),
+    return deliver_cluster_events(stack, lambda body, sent_at, waits: _handle(stack, body, sent_at, waits))
+
+
+def _handle(stack: Deployed, body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> str:
+    """A Node Health event is held on the node item and handed to the waiting repair, as the Node
+    Health branch does; every other message goes through ``handle_message``."""
+    if body.get("detail-type") != NODE_HEALTH:
+        return handle_message(body, sent_at, waits)
+    detail = NodeHealthEvent.model_validate(body).detail
+    health = NodeHealth(detail.HealthSummary.HealthStatus)
+    held = healing_table(stack).record_health(
+        detail.ClusterName,
+        detail.InstanceId,
+        health,
+        reason=detail.HealthSummary.HealthStatusReason,
+        at=body["time"],
     )
-    kinds: list[str] = []
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["SentTimestamp"])
-        if not messages.get("Messages"):
-            return kinds
-        for message in messages["Messages"]:
-            body = json.loads(message["Body"])
-            if body.get("detail-type") == NODE_HEALTH:
-                detail = NodeHealthEvent.model_validate(body).detail
-                health = NodeHealth(detail.HealthSummary.HealthStatus)
-                held = healing_table(stack).record_health(
-                    detail.ClusterName,
-                    detail.InstanceId,
-                    health,
-                    reason=detail.HealthSummary.HealthStatusReason,
-                    at=body["time"],
-                )
-                if held is not None:
-                    node_health_changed(detail.ClusterName, detail.InstanceId, health, waits)
-                kinds.append(NODE_HEALTH)
-            else:
-                kinds.append(handle_message(body, int(message["Attributes"]["SentTimestamp"]), waits))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    if held is not None:
+        node_health_changed(detail.ClusterName, detail.InstanceId, health, waits)
+    return NODE_HEALTH
 
 
 def run(
-    stack: Deployed, *arns: str, events: bool = True, timeout: float = 120.0, each_round: Any = None
+    stack: Deployed, *arns: str, events: bool = True, timeout: float = 300.0, each_round: Any = None
 ) -> list[dict[str, Any]]:
     """Step the clock until every execution ended; their descriptions. The clock moves only while
     every running execution waits on a timer or a token and none moved since the last round, so a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from autopilot.api.models import CreateClusterBody
@@ -32,8 +33,11 @@ def start(name: str = "ml-cluster", **changes: Any) -> str:
     return create_cluster(dependencies(), body, requested_by="tester").operation_id
 
 
-def deliver_cluster_events(stack: Deployed) -> list[str]:
-    """Process what the cluster-events queue holds now, as ClusterEventsFunction does; their kinds."""
+def deliver_cluster_events(
+    stack: Deployed, handle: Callable[[dict[str, Any], int, ClusterWaits], str] = handle_message
+) -> list[str]:
+    """Process what the cluster-events queue holds now, as ClusterEventsFunction does (``handle``:
+    one message, its body and SentTimestamp); their kinds."""
     sqs = stack.client("sqs")
     url = stack.stack.physical_id("ClusterEventsQueue")
     waits = ClusterWaits(
@@ -49,7 +53,7 @@ def deliver_cluster_events(stack: Deployed) -> list[str]:
             return kinds
         for message in messages["Messages"]:
             sent_at = int(message["Attributes"]["SentTimestamp"])
-            kinds.append(handle_message(json.loads(message["Body"]), sent_at, waits))
+            kinds.append(handle(json.loads(message["Body"]), sent_at, waits))
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
 
