@@ -343,6 +343,12 @@ class Sandbox:
         self.clock.advance(seconds)
         self.tick()
 
+    def next_schedule_due(self) -> datetime | None:
+        """When the next schedule rule fires on the sandbox clock (None: schedules are off)."""
+        if not self.schedules_enabled or self._scheduler is None:
+            return None
+        return self._scheduler.next_due()
+
     def settle(self, timeout: float = 10.0) -> bool:
         """Wait until queued deliveries, async invocations and SQS batches are done (not SFN executions)."""
         deadline = time.monotonic() + timeout
@@ -631,6 +637,11 @@ class Scheduler:
                     fires += 1
                 if self._next[lid] <= now:  # far behind (a big advance): skip to now, as a missed schedule
                     self._next[lid] = now + plan if isinstance(plan, timedelta) else _next_minute(now)
+
+    def next_due(self) -> datetime | None:
+        """When the next schedule is due (a cron's next minute, whether it matches or not)."""
+        with self._lock:
+            return min(self._next.values(), default=None)
 
     def fire(self, logical_id: str, when: datetime | None = None) -> None:
         if logical_id not in self._plans:

@@ -71,14 +71,21 @@ class _Blocked:
 
     count = 0
     lock = threading.Lock()
+    deadlines: dict[int, float] = {}  # by id of the wait: when its timer ends, in clock.elapsed() seconds
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
 
     def __enter__(self) -> None:
         with _Blocked.lock:
             _Blocked.count += 1
+            if self.deadline is not None:
+                _Blocked.deadlines[id(self)] = self.deadline
 
     def __exit__(self, *_: object) -> None:
         with _Blocked.lock:
             _Blocked.count -= 1
+            _Blocked.deadlines.pop(id(self), None)
 
 
 def blocked_threads() -> int:
@@ -87,11 +94,19 @@ def blocked_threads() -> int:
         return _Blocked.count
 
 
+def next_deadline() -> float | None:
+    """The earliest end of a timer an execution thread waits on now (a Wait, a retry delay, a task
+    token's timeout), in the clock's ``elapsed()`` seconds; None when no thread waits on a timer. A
+    driver of a frozen clock jumps to it instead of stepping (sandbox.simulate)."""
+    with _Blocked.lock:
+        return min(_Blocked.deadlines.values(), default=None)
+
+
 def wait_simulated(event: threading.Event, seconds: float) -> bool:
     """``event.wait`` with a timeout in simulated seconds: True when the event was set."""
     clock = _clock()
     deadline = clock.elapsed() + seconds
-    with _Blocked():
+    with _Blocked(deadline):
         while True:
             remaining = deadline - clock.elapsed()
             if remaining <= 0:

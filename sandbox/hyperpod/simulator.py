@@ -21,6 +21,7 @@ import json
 import random
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -74,6 +75,18 @@ Action = Callable[[datetime], None]
 Params = dict[str, Any]
 
 
+class NodeState(NamedTuple):
+    status: str  # InstanceStatus
+    healthy: bool  # HMA's verdict
+    operation: str | None  # launch | reboot | replace | shutdown | software, None when idle
+    replaced_by: str | None  # the successor's instance id once a replace started
+
+    @property
+    def serves(self) -> bool:
+        """Running, healthy and idle: a node a job can run on."""
+        return self.status == "Running" and self.healthy and self.operation is None
+
+
 class _Outgoing(NamedTuple):
     due: datetime  # when EventBridge has it
     sequence: int  # keeps events due at the same time in the order they happened
@@ -123,6 +136,9 @@ class HyperPodSimulator:
         self._outbox: list[_Outgoing] = []
         self._now = clock.now()
         self._capacity_faults: list[CapacityFault] = []
+        # (cluster name, "reboot" | "replace") → node repairs started, by a Batch* call or by HyperPod
+        # itself (NodeRecovery Automatic): what a fleet simulation counts per policy.
+        self.repairs_started: Counter[tuple[str, str]] = Counter()
         self._operations: dict[str, Callable[[Params], dict[str, Any]]] = {
             "CreateCluster": self._create_cluster,
             "DescribeCluster": self._describe_cluster,
@@ -226,6 +242,24 @@ class HyperPodSimulator:
             self._advance(self.clock.now())
             validate_input(operation, params)
             return handler(params)
+
+    def next_due(self) -> datetime | None:
+        """When the next lifecycle step or event delivery falls due (None: nothing is scheduled), so a
+        driver of a frozen clock can jump straight to it (sandbox.simulate)."""
+        with self._lock:
+            due = [self._timers[0][0]] if self._timers else []
+            due += [self._outbox[0].due] if self._outbox else []
+            return min(due, default=None)
+
+    def node_state(self, cluster_name: str, instance_id: str) -> NodeState | None:
+        """A node as the orchestrator on it sees it (None once it is gone): a scheduler on the cluster
+        (Slurm) needs health and the successor of a replaced node, which no SageMaker call returns."""
+        with self._lock:
+            cluster = next((c for c in self._clusters.values() if c.name == cluster_name), None)
+            node = cluster.nodes.get(instance_id) if cluster is not None else None
+            if node is None:
+                return None
+            return NodeState(node.status, node.healthy, node.operation, node.replaced_by)
 
     def _advance(self, now: datetime) -> None:
         while self._timers and self._timers[0][0] <= now:
@@ -865,6 +899,7 @@ class HyperPodSimulator:
         return None
 
     def _start_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        self.repairs_started[(cluster.name, "reboot")] += 1
         node.status, node.operation, node.message = "Pending", "reboot", "Rebooting the instance."
         self._instance_event(cluster, node, at, _REBOOTING)
         self._after(at, self.timings.reboot_node, lambda t: self._finish_reboot(cluster, node, t))
@@ -891,6 +926,7 @@ class HyperPodSimulator:
             self._health_event(cluster, node, at)
 
     def _start_replace(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        self.repairs_started[(cluster.name, "replace")] += 1
         group = cluster.groups[node.group_name]
         successor = self._new_node(cluster, group, at)
         node.status, node.operation, node.replaced_by = "ShuttingDown", "replace", successor.instance_id

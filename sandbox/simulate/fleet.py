@@ -1,0 +1,407 @@
+"""The fleet simulation's driver: clusters in the sandbox, failures injected, the clock jumped.
+
+One ``Sandbox`` on the real template runs every (policy, spares) cluster side by side on a frozen clock
+(speed 0). The clusters are created through the API (the Create workflow); from then on the driver
+only injects HMA faults (``node_unhealthy``, ``reboot_does_not_heal``) and reads the nodes as the
+orchestrator on them would (``HyperPodSimulator.node_state``). Everything that repairs a node is the
+deployed control plane (HyperPodEventsRule → SQS → ClusterEventsFunction → ReplaceNodeStateMachine,
+lease, breaker, HealingSweepFunction on its schedule) or HyperPod's own recovery (NodeRecovery
+Automatic, the simulator's). Policies: ``hyperpod`` (NodeRecovery Automatic: HyperPod repairs, Autopilot
+observes) and ``autopilot`` (NodeRecovery None: Autopilot reboots or replaces, escalating a reboot that
+does not heal to a replace).
+
+The clock moves only when the control plane is quiescent: no Lambda delivery queued or running, no
+SQS batch to deliver, every RUNNING Step Functions execution's thread waiting on a timer or a task
+token (``stepfunctions_clock.blocked_threads``) with no timer already due, no execution history that
+grew since the last look, and no simulator step due. Then it jumps to the next thing scheduled: the
+next injected failure, the simulator's next lifecycle step or event delivery, a workflow timer
+(``stepfunctions_clock.next_deadline``), a schedule rule, or the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+from sandbox import stepfunctions_clock
+from sandbox.clock import SandboxClock
+from sandbox.core import Sandbox
+from sandbox.demo.runner import DEMO_PARAMETERS, SandboxEnvironment
+from sandbox.demo.scenarios_lifecycle import create_body
+from sandbox.simulate.failures import REBOOT, Failure, failure_trace
+from sandbox.simulate.job import JobSettings, TrainingJob
+
+POLICIES: Final = {"hyperpod": "Automatic", "autopilot": "None"}
+WORKERS: Final = "worker-group-1"
+CLOCK_START: Final = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
+# Timer wake-ups: a waiting execution re-reads the frozen clock this often (wall seconds). Shorter
+# than the seam's default: every jump of the clock waits for the timers it ended to wake.
+POLL_SECONDS: Final = 0.005
+# A jump lands this far past its target (float seconds of the clock vs microsecond datetimes).
+EPSILON_S: Final = 0.001
+QUIESCE_TIMEOUT_S: Final = 300.0
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    nodes: int = 2048
+    days: float = 54.0
+    spares: tuple[int, ...] = (0, 8, 16, 32, 64)
+    policies: tuple[str, ...] = ("hyperpod", "autopilot")
+    checkpoint_minutes: float = 10.0
+    restart_minutes: float = 5.0
+    reboot_minutes: float = 2.0
+    replace_minutes: float = 20.0
+    rate_scale: float = 1.0
+    seed: int = 7
+    max_concurrent_repairs: int = 4
+    max_unhealthy_percent: int = 20
+    fallback_poll_seconds: int = 300
+    sweep_schedule: str = "rate(1 hour)"
+
+    def parameters(self) -> dict[str, Any]:
+        """Template parameters: the healing ones as given, the unrelated schedules daily (each run is
+        real work for the machine, and finds nothing to do in a fleet of one job)."""
+        return {
+            **DEMO_PARAMETERS,
+            "FallbackPollSeconds": self.fallback_poll_seconds,
+            "MaxConcurrentRepairs": self.max_concurrent_repairs,
+            "MaxUnhealthyPercent": self.max_unhealthy_percent,
+            "HealingSweepScheduleExpression": self.sweep_schedule,
+            "ReconcileScheduleExpression": "rate(1 hour)",
+            "CostTagScheduleExpression": "rate(1 day)",
+            "SessionGuardScheduleExpression": "rate(1 day)",
+            "SpendMeterMinutes": 1440,
+        }
+
+
+@dataclass
+class ClusterRun:
+    """One (policy, spares) cluster: its workers by slot, the slots whose node is down, its job."""
+
+    policy: str
+    spares: int
+    name: str
+    job: TrainingJob
+    slot_nodes: list[str] = field(default_factory=list)
+    down: set[int] = field(default_factory=set)
+    node_faults: int = 0  # faults injected on its nodes
+    job_faults: int = 0  # job-level failures
+    absorbed: int = 0  # faults on a node already down (not injected again)
+    interrupting: int = 0  # failures that interrupted the job (it was up)
+
+    @property
+    def slots(self) -> int:
+        return len(self.slot_nodes)
+
+
+@dataclass
+class Outcome:
+    """What a finished simulation hands the report."""
+
+    runs: list[ClusterRun]
+    end_s: float
+    wall_s: float
+    steps: int
+    transitions: dict[str, int]  # cluster → *StateEntered events of its ReplaceNode executions
+    executions: dict[str, int]  # cluster → ReplaceNode executions
+    repairs: dict[str, dict[str, int]]  # cluster → {"reboot": n, "replace": n} started on it
+    lambda_metrics: dict[str, dict[str, float]]  # function → invocations, duration_ms during the run
+    lambda_memory_mb: dict[str, int]
+
+
+class Quiescence:
+    """Tells when the control plane has nothing in flight (see the module docstring)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.blocked_before = stepfunctions_clock.blocked_threads()
+        self._backend = stepfunctions_parser_backends[sandbox.account_id][sandbox.region]
+        self._seen: dict[str, int] = {}  # state machine ARN → executions looked at
+        self._running: list[Any] = []
+
+    def _executions(self) -> tuple[int, int]:
+        """(RUNNING executions, the sum of their history lengths): the second moves with any step."""
+        for machine in list(self._backend.state_machines):
+            executions = machine.executions
+            start = self._seen.get(machine.arn, 0)
+            self._running += executions[start:]
+            self._seen[machine.arn] = len(executions)
+        self._running = [
+            e for e in self._running if e.exec_status is None or e.exec_status.value == "RUNNING"
+        ]
+        events = 0
+        for execution in self._running:
+            events += len(_history(execution))
+        return len(self._running), events
+
+    def wait(self, timeout: float = QUIESCE_TIMEOUT_S) -> None:
+        sandbox = self.sandbox
+        dispatcher = sandbox.runtime.dispatcher
+        deadline = time.monotonic() + timeout
+        quiet_rounds, last = 0, (-1, -1)
+        while time.monotonic() < deadline:
+            idle = dispatcher.wait_idle(max(0.0, deadline - time.monotonic()))
+            delivered = sandbox.poller.poll_once()
+            due = sandbox.hyperpod.next_due()
+            if due is not None and due <= sandbox.clock.now():
+                sandbox.tick()
+                quiet_rounds = 0
+                continue
+            running, progress = self._executions()
+            timer = stepfunctions_clock.next_deadline()
+            quiet = (
+                idle
+                and not delivered
+                and dispatcher.pending() == 0
+                and stepfunctions_clock.blocked_threads() - self.blocked_before >= running
+                and (timer is None or timer > sandbox.clock.elapsed())
+            )
+            if quiet and (running, progress) == last:
+                quiet_rounds += 1
+                if quiet_rounds >= 2:
+                    return
+            else:
+                quiet_rounds = 0
+            last = (running, progress)
+            time.sleep(0.001)
+        raise TimeoutError(f"the control plane was still busy after {timeout} s of wall time")
+
+
+class FleetSimulation:
+    def __init__(self, options: SimulationOptions) -> None:
+        self.options = options
+        self.steps = 0
+
+    def run(self) -> Outcome:
+        with self._environment() as env:
+            return self._simulate(env)
+
+    @contextlib.contextmanager
+    def _environment(self) -> Iterator[SandboxEnvironment]:
+        options = self.options
+        original_poll = stepfunctions_clock.POLL_SECONDS
+        setattr(stepfunctions_clock, "POLL_SECONDS", POLL_SECONDS)  # noqa: B010 - a Final of the seam
+        try:
+            with Sandbox(
+                parameters=options.parameters(),
+                clock=SandboxClock(speed=0, start=CLOCK_START),
+                seed=options.seed,
+            ) as sandbox:
+                sandbox.hyperpod.timings = dataclasses.replace(
+                    sandbox.hyperpod.timings,
+                    reboot_node=options.reboot_minutes * 60,
+                    replace_node=options.replace_minutes * 60,
+                )
+                yield SandboxEnvironment(sandbox, sandbox.serve_api(0))
+        finally:
+            setattr(stepfunctions_clock, "POLL_SECONDS", original_poll)  # noqa: B010
+
+    def _simulate(self, env: SandboxEnvironment) -> Outcome:
+        options, sandbox = self.options, env.sandbox
+        quiescence = Quiescence(sandbox)
+        runs = self._create_clusters(env, quiescence)
+        wall_start = time.perf_counter()
+        metrics_before = sandbox.runtime.metrics()
+        repairs_before = dict(sandbox.hyperpod.repairs_started)
+        start_s = sandbox.clock.elapsed()
+        seconds = options.days * 86400
+        trace = failure_trace(
+            nodes=options.nodes,
+            slots=options.nodes + max(options.spares),
+            seconds=seconds,
+            seed=options.seed,
+            rate_scale=options.rate_scale,
+        )
+        for run in runs:
+            run.job = TrainingJob(
+                JobSettings(options.nodes, options.checkpoint_minutes * 60, options.restart_minutes * 60),
+                list(range(options.nodes)),
+                0.0,
+            )
+        pending = 0
+        while True:
+            quiescence.wait()
+            now = sandbox.clock.elapsed() - start_s
+            for run in runs:
+                self._observe(sandbox, run, now)
+            if now >= seconds:
+                break
+            injected = False
+            while pending < len(trace) and trace[pending].at_s <= now:
+                for run in runs:
+                    self._inject(sandbox, run, trace[pending], now)
+                pending += 1
+                injected = True
+            if injected:
+                continue
+            target = min(
+                seconds,
+                trace[pending].at_s if pending < len(trace) else seconds,
+                *self._scheduled(sandbox, start_s),
+            )
+            sandbox.clock.advance(max(0.0, target - now) + EPSILON_S)
+            sandbox.tick()
+            self.steps += 1
+        for run in runs:
+            run.job.finish(seconds)
+        wall_s = time.perf_counter() - wall_start
+        transitions, executions = _replace_node_transitions(sandbox)
+        metrics_after = sandbox.runtime.metrics()
+        return Outcome(
+            runs=runs,
+            end_s=seconds,
+            wall_s=wall_s,
+            steps=self.steps,
+            transitions=transitions,
+            executions=executions,
+            repairs={
+                run.name: {
+                    kind: sandbox.hyperpod.repairs_started[(run.name, kind)]
+                    - repairs_before.get((run.name, kind), 0)
+                    for kind in ("reboot", "replace")
+                }
+                for run in runs
+            },
+            lambda_metrics={
+                name: {
+                    "invocations": float(m["invocations"])
+                    - float(metrics_before.get(name, {}).get("invocations", 0)),
+                    "duration_ms": float(m["duration_ms"])
+                    - float(metrics_before.get(name, {}).get("duration_ms", 0)),
+                }
+                for name, m in metrics_after.items()
+            },
+            lambda_memory_mb={lid: spec.memory_size for lid, spec in sandbox.stack.functions.items()},
+        )
+
+    def _scheduled(self, sandbox: Sandbox, start_s: float) -> list[float]:
+        """The simulation seconds of the next simulator step, workflow timer and schedule."""
+        now_dt, now_s = sandbox.clock.now(), sandbox.clock.elapsed()
+        found: list[float] = []
+        for due in (sandbox.hyperpod.next_due(), sandbox.next_schedule_due()):
+            if due is not None:
+                found.append(now_s + (due - now_dt).total_seconds() - start_s)
+        timer = stepfunctions_clock.next_deadline()
+        if timer is not None:
+            found.append(timer - start_s)
+        return found
+
+    # ---------------------------------------------------------------- clusters
+
+    def _create_clusters(self, env: SandboxEnvironment, quiescence: Quiescence) -> list[ClusterRun]:
+        options, sandbox = self.options, env.sandbox
+        placeholder = TrainingJob(JobSettings(0, 1, 0), [], 0.0)
+        runs = [
+            ClusterRun(policy, spares, f"sim-{policy}-{spares}", placeholder)
+            for policy in options.policies
+            for spares in options.spares
+        ]
+        operations = []
+        for run in runs:
+            body = create_body(run.name, sandbox.region, budget=False)
+            config = body["clusterConfig"]
+            config["NodeRecovery"] = POLICIES[run.policy]
+            for group in config["InstanceGroups"]:
+                if group["InstanceGroupName"] == WORKERS:
+                    group["InstanceCount"] = options.nodes + run.spares
+                    # new instances go straight to Running: a replace takes replace_minutes in all
+                    group.pop("OnStartDeepHealthChecks", None)
+            operations.append(env.api.create_cluster(body)["operationId"])
+        while True:
+            quiescence.wait()
+            statuses = [env.api.get_operation(o)["status"] for o in operations]
+            if all(s != "RUNNING" for s in statuses):
+                break
+            due = [d for d in self._scheduled(sandbox, sandbox.clock.elapsed()) if d > 0]
+            sandbox.clock.advance(min(due, default=60.0) + EPSILON_S)
+            sandbox.tick()
+        if any(s != "SUCCEEDED" for s in statuses):
+            raise RuntimeError(f"the simulation's clusters were not all created: {statuses}")
+        sagemaker = sandbox.client("sagemaker")
+        for run in runs:
+            workers: list[tuple[datetime, str]] = []
+            for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
+                ClusterName=run.name, InstanceGroupNameContains=WORKERS
+            ):
+                workers += [(n["LaunchTime"], n["InstanceId"]) for n in page["ClusterNodeSummaries"]]
+            run.slot_nodes = [instance for _, instance in sorted(workers)]
+            if run.slots != options.nodes + run.spares:
+                raise RuntimeError(f"{run.name} has {run.slots} workers, {options.nodes + run.spares} wanted")
+        return runs
+
+    # ---------------------------------------------------------------- failures and the job
+
+    def _inject(self, sandbox: Sandbox, run: ClusterRun, failure: Failure, now: float) -> None:
+        if failure.slot is None:
+            run.job_faults += 1
+            run.interrupting += run.job.interrupt(now)
+            return
+        if failure.slot >= run.slots:
+            return  # a spare this cluster does not have
+        if failure.slot in run.down:
+            run.absorbed += 1
+            return
+        node = run.slot_nodes[failure.slot]
+        if failure.fault_type == REBOOT and not failure.reboot_heals:
+            sandbox.apply_fault("reboot_does_not_heal", {"cluster": run.name, "node_id": node})
+        sandbox.apply_fault(
+            "node_unhealthy", {"cluster": run.name, "node_id": node, "fault_type": failure.fault_type}
+        )
+        run.node_faults += 1
+        run.down.add(failure.slot)
+        if run.job.hits(failure.slot):
+            run.interrupting += run.job.interrupt(now)
+
+    def _observe(self, sandbox: Sandbox, run: ClusterRun, now: float) -> None:
+        """Down slots whose node (or its successor) serves again are back; a waiting job restarts."""
+        for slot in sorted(run.down):
+            state = sandbox.hyperpod.node_state(run.name, run.slot_nodes[slot])
+            while state is not None and state.replaced_by is not None:
+                run.slot_nodes[slot] = state.replaced_by
+                state = sandbox.hyperpod.node_state(run.name, state.replaced_by)
+            if state is None:
+                raise RuntimeError(f"{run.name}: the node of slot {slot} vanished without a successor")
+            if state.serves:
+                run.down.discard(slot)
+        run.job.try_restart(now, set(range(run.slots)) - run.down)
+
+
+def _replace_node_transitions(sandbox: Sandbox) -> tuple[dict[str, int], dict[str, int]]:
+    """Per cluster: *StateEntered events (billed transitions) of its ReplaceNode executions, and their
+    number."""
+    backend = stepfunctions_parser_backends[sandbox.account_id][sandbox.region]
+    machine_arn = sandbox.stack.resources["ReplaceNodeStateMachine"].arn
+    transitions: dict[str, int] = {}
+    executions: dict[str, int] = {}
+    for machine in backend.state_machines:
+        if machine.arn != machine_arn:
+            continue
+        for execution in machine.executions:
+            cluster = str(execution_input(execution).get("clusterName", ""))
+            history = _history(execution)
+            entered = sum(1 for event in history if str(event.get("type", "")).endswith("StateEntered"))
+            transitions[cluster] = transitions.get(cluster, 0) + entered
+            executions[cluster] = executions.get(cluster, 0) + 1
+    return transitions, executions
+
+
+def execution_input(execution: Any) -> dict[str, Any]:
+    """moto keeps an execution's input parsed (``input_data``); a string is parsed here."""
+    data = execution.input_data
+    return data if isinstance(data, dict) else dict(json.loads(data or "{}"))
+
+
+def _history(execution: Any) -> list[dict[str, Any]]:
+    """The execution's history events as moto keeps them (no copy: this runs at every look)."""
+    environment = getattr(execution.exec_worker, "env", None)  # None until the worker started
+    events: list[dict[str, Any]] = environment.event_manager._history_event_list if environment else []
+    return events

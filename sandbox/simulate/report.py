@@ -1,0 +1,140 @@
+"""The fleet simulation's report: build/fleet-sim.json, a printed table, the ETTR-vs-spares chart.
+
+Costs, at list price (us-east-1):
+- ``spare_cost_usd``: the spares' instance hours over the simulated days (sandbox/prices.py, the
+  SageMaker HyperPod on-demand rate the Budgets simulator uses); ``spare_cost_usd_per_month`` the same
+  for 730 hours.
+- ``control_plane_cost_usd``: Step Functions transitions (the *StateEntered events of the cluster's
+  ReplaceNode executions, counted exactly) plus Lambda requests and GB-seconds and the SQS requests of
+  the events path, priced as ``make bench`` prices them (sandbox/bench/transitions.py). Lambda figures
+  are the run's in-process invocations and wall durations; the event-driven functions
+  (ClusterEventsFunction, RecordOutcomeFunction) are shared out by each cluster's ReplaceNode
+  executions, the scheduled ones (sweep, reconciler, ...) evenly: they serve every cluster at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from sandbox.bench.transitions import PRICES, SQS_REQUESTS_PER_MESSAGE
+from sandbox.prices import price_per_hour
+from sandbox.simulate.fleet import ClusterRun, Outcome, SimulationOptions
+
+INSTANCE_TYPE: Final = "ml.p5.48xlarge"  # the workshop's worker type: 8 H100 GPUs
+GPUS_PER_NODE: Final = 8
+HOURS_PER_MONTH: Final = 730
+EVENT_DRIVEN: Final = ("ClusterEventsFunction", "RecordOutcomeFunction")
+
+
+def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]]:
+    hours = outcome.end_s / 3600
+    rate = float(price_per_hour(INSTANCE_TYPE))
+    shared = _lambda_usd_per_cluster(outcome)
+    rows = []
+    for run in outcome.runs:
+        job = run.job
+        lost_s = outcome.end_s - job.trained_s
+        transitions = outcome.transitions.get(run.name, 0)
+        repairs = outcome.repairs.get(run.name, {})
+        rows.append(
+            {
+                "policy": run.policy,
+                "spares": run.spares,
+                "nodes": options.nodes,
+                "gpus": options.nodes * GPUS_PER_NODE,
+                "days": options.days,
+                "ettr": round(job.ettr(outcome.end_s), 5),
+                "lost_gpu_hours": round(lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
+                "lost_work_gpu_hours": round(job.lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
+                "interruptions": job.interruptions,
+                "reboots": repairs.get("reboot", 0),
+                "replacements": repairs.get("replace", 0),
+                "node_faults": run.node_faults,
+                "job_faults": run.job_faults,
+                "faults_on_down_nodes": run.absorbed,
+                "repair_executions": outcome.executions.get(run.name, 0),
+                "transitions": transitions,
+                "spare_cost_usd": round(run.spares * rate * hours, 2),
+                "spare_cost_usd_per_month": round(run.spares * rate * HOURS_PER_MONTH, 2),
+                "control_plane_cost_usd": round(
+                    transitions * PRICES["sfn_transition"].usd + shared.get(run.name, 0.0), 4
+                ),
+                "wall_s": round(outcome.wall_s, 1),
+            }
+        )
+    return rows
+
+
+def _lambda_usd_per_cluster(outcome: Outcome) -> dict[str, float]:
+    runs = outcome.runs
+    executions = {run.name: outcome.executions.get(run.name, 0) for run in runs}
+    total_executions = sum(executions.values())
+    shares: dict[str, float] = dict.fromkeys(executions, 0.0)
+    for function, metrics in outcome.lambda_metrics.items():
+        invocations = metrics["invocations"]
+        gb_s = metrics["duration_ms"] / 1000 * outcome.lambda_memory_mb.get(function, 128) / 1024
+        usd = invocations * PRICES["lambda_request"].usd + gb_s * PRICES["lambda_gb_s"].usd
+        if function == "ClusterEventsFunction":  # each of its SQS messages: send, receive, delete
+            usd += invocations * SQS_REQUESTS_PER_MESSAGE * PRICES["sqs_request"].usd
+        for run in runs:
+            if function in EVENT_DRIVEN and total_executions:
+                shares[run.name] += usd * executions[run.name] / total_executions
+            else:
+                shares[run.name] += usd / len(runs)
+    return shares
+
+
+def write_json(path: Path, rows: list[dict[str, Any]], outcome: Outcome, options: SimulationOptions) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()},
+        "instance_type": INSTANCE_TYPE,
+        "wall_s": round(outcome.wall_s, 1),
+        "clock_jumps": outcome.steps,
+        "entries": rows,
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    header = (
+        f"{'policy':<10} {'spares':>6} {'ETTR':>7} {'lost GPU-h':>11} {'interrupts':>10} "
+        f"{'reboots':>7} {'replaces':>8} {'spares $/month':>15} {'control plane $':>15}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r['policy']:<10} {r['spares']:>6} {r['ettr'] * 100:>6.2f}% {r['lost_gpu_hours']:>11,.0f} "
+            f"{r['interruptions']:>10} {r['reboots']:>7} {r['replacements']:>8} "
+            f"{r['spare_cost_usd_per_month']:>15,.0f} {r['control_plane_cost_usd']:>15.4f}"
+        )
+    return "\n".join(lines)
+
+
+def chart(path: Path, rows: Sequence[dict[str, Any]], runs: Sequence[ClusterRun]) -> None:
+    """ETTR (%) against spares, one line per policy, with Llama 3's 90 % and the 97 % aim."""
+    import matplotlib  # noqa: PLC0415 - only the report needs it (and no display)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for policy in dict.fromkeys(run.policy for run in runs):
+        mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["spares"])
+        axes.plot([r["spares"] for r in mine], [r["ettr"] * 100 for r in mine], marker="o", label=policy)
+    for level, label in ((97, "97 % aim"), (90, "Llama 3: > 90 %")):
+        axes.axhline(level, linestyle="--", linewidth=0.8, color="grey")
+        axes.annotate(label, (0, level), textcoords="offset points", xytext=(4, 3), fontsize=8)
+    first = rows[0]
+    axes.set_title(f"ETTR vs hot spares: {first['gpus']:,} GPUs, {first['days']:g} simulated days")
+    axes.set_xlabel("hot spares (nodes)")
+    axes.set_ylabel("ETTR (%)")
+    axes.legend(title="policy")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
