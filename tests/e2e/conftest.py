@@ -16,16 +16,26 @@ import pytest
 from autopilot_cli.client import AutopilotClient
 
 from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client
+from sandbox.demo.runner import DEMO_RUN_PARAMETERS, sandbox_api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_CONFIGS = ROOT / "tests" / "fixtures" / "configs" / "slurm"
 E2E_SPEED = 1200.0
+# The modules sharing this sandbox test no timeout: the workflows' deadlines are set far from the
+# simulated durations (an hour of slack is 3 wall seconds at x1200, less than a starved process can lag).
+E2E_PARAMETERS = {
+    **DEMO_RUN_PARAMETERS,
+    "CreateTimeoutSeconds": 82800,
+    "DeleteTimeoutSeconds": 82800,
+    "RebootDeadlineMinutes": 240,
+    "ReplaceDeadlineMinutes": 360,
+    "HyperPodRepairDeadlineMinutes": 360,
+}
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(parameters=DEMO_PARAMETERS, speed=E2E_SPEED) as running:
+    with Sandbox(parameters=E2E_PARAMETERS, speed=E2E_SPEED) as running:
         yield running
 
 

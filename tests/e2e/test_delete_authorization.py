@@ -15,7 +15,7 @@ from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
 from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
+from sandbox.demo.runner import DEMO_RUN_PARAMETERS
 from tests.e2e.conftest import E2E_SPEED
 
 ACCOUNT = "123456789012"  # moto's default account: the sandbox's
@@ -25,7 +25,7 @@ OPERATION_TIMEOUT_S = 90.0
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(parameters={**DEMO_PARAMETERS, "AdminPrincipalArns": ADMIN}, speed=E2E_SPEED) as running:
+    with Sandbox(parameters={**DEMO_RUN_PARAMETERS, "AdminPrincipalArns": ADMIN}, speed=E2E_SPEED) as running:
         assert running.account_id == ACCOUNT
         yield running
 

@@ -9,7 +9,7 @@ with the same Idempotency-Key, as a client is told to (Retry-After).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +18,6 @@ from autopilot.dal.state_table import StateTable
 from autopilot_cli.client import ApiError, AutopilotClient, new_idempotency_key
 
 from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client
 
 pytestmark = [
     pytest.mark.slow,
@@ -26,21 +25,9 @@ pytestmark = [
 ]
 CLUSTERS = 30
 # A bound on the wall time of each phase, generous for a busy 2-core machine: the subject here is
-# convergence, so the workflows' own (simulated) deadlines are the longest the template allows, and a
+# convergence, so the workflows' own (simulated) deadlines are far (conftest.E2E_PARAMETERS), and a
 # starved control plane is slow rather than failed.
 PHASE_TIMEOUT_S = 300.0
-LONGEST_DEADLINES = {"CreateTimeoutSeconds": 82800, "DeleteTimeoutSeconds": 82800}
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(parameters={**DEMO_PARAMETERS, **LONGEST_DEADLINES}, speed=1200.0) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def api(sandbox: Sandbox) -> AutopilotClient:
-    return sandbox_api_client(sandbox, sandbox.serve_api(0))
 
 
 def accepted(call: Callable[[str], dict[str, Any]]) -> str:
