@@ -5,7 +5,6 @@ the ReplaceNode workflow takes with the condition healing-design.md gives it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -27,10 +26,9 @@ from autopilot.models.records import (
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.deploy import load_template
+from tests.events.state_table import create_state_table
 
 TABLE = "state"
-STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")["Resources"]["StateTable"]
 CLUSTER = "c1"
 NODE = "i-0123456789abcdef0"
 T1 = "2026-11-22T10:00:00.000Z"
@@ -41,14 +39,7 @@ T2 = "2026-11-22T10:05:00.000Z"
 def ddb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        props = STATE_TABLE["Properties"]
-        client.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(client, TABLE)
         yield client
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,10 +14,9 @@ from autopilot.dal.spend import SpendTable
 from autopilot.models.spend import ListPrice, SpendMeter
 from moto import mock_aws
 
-from sandbox.deploy import load_template
+from tests.events.state_table import create_state_table
 
 TABLE = "state"
-STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")["Resources"]["StateTable"]
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
@@ -26,14 +24,7 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 def table() -> Iterator[SpendTable]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        props = STATE_TABLE["Properties"]
-        client.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(client, TABLE)
         yield SpendTable(TABLE, dynamodb=client)
 
 

@@ -49,6 +49,7 @@ from moto import mock_aws
 from sandbox.budgets import budget_message
 from sandbox.deploy import load_template
 from tests.events import load_event
+from tests.events.state_table import create_state_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -358,14 +359,7 @@ def world() -> Iterator[World]:
     settings = BudgetAlertsSettings(STATE_TABLE_NAME=TABLE, ALERTS_TOPIC_ARN=ALERTS, API_URL=API_URL)
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")
-        props = TEMPLATE["Resources"]["StateTable"]["Properties"]
-        ddb.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(ddb, TABLE)
         clock = [NOW]
         store, alerts = StateTable(TABLE, client=ddb), BudgetAlertTable(TABLE, ddb=ddb)
         fakes = (

@@ -8,7 +8,6 @@ import copy
 import json
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -32,11 +31,10 @@ from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.deploy import load_template
 from tests.events import load_event
+from tests.events.state_table import create_state_table
 
 TABLE = "state"
-STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")["Resources"]["StateTable"]
 CLUSTER = "sample-cluster"
 NODE = "i-12345678abcdefghi"
 T0 = "2026-11-22T10:00:00Z"
@@ -180,14 +178,7 @@ class Healing:
 def ddb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        props = STATE_TABLE["Properties"]
-        client.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(client, TABLE)
         register(client, ClusterStatus.ACTIVE)
         yield client
 

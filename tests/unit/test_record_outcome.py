@@ -27,10 +27,9 @@ from autopilot.settings import ReconcilerSettings
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.deploy import load_template
+from tests.events.state_table import create_state_table
 
 ROOT = Path(__file__).resolve().parents[2]
-STATE_TABLE = load_template(ROOT / "template.yaml")["Resources"]["StateTable"]
 SAMPLES = ROOT / "events" / "stepfunctions"
 ACCOUNT_PREFIX = "arn:aws:states:us-east-1:123456789012"
 CREATE_SM = f"{ACCOUNT_PREFIX}:stateMachine:create"
@@ -87,14 +86,7 @@ class FakeEvents:
 def store() -> Iterator[StateTable]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        props = STATE_TABLE["Properties"]
-        client.create_table(
-            TableName="state",
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(client, "state")
         yield StateTable("state", client=client)
 
 

@@ -49,6 +49,7 @@ from sandbox.clock import SandboxClock
 from sandbox.deploy import load_template
 from sandbox.ssm_sessions import SsmSessionsSimulator
 from tests.events import load_event
+from tests.events.state_table import create_state_table
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -281,14 +282,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         SsmSessionsSimulator(clock, REGION, ACCOUNT, connected_targets=lambda *_: connected) as sim,
     ):
         ddb = boto3.client("dynamodb", region_name=REGION)
-        props = TEMPLATE["Resources"]["StateTable"]["Properties"]
-        ddb.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(ddb, TABLE)
         _register_cluster(StateTable(TABLE, client=ddb), "research", CLUSTER_ARN)
 
         sns = boto3.client("sns", region_name=REGION)

@@ -6,7 +6,6 @@ import base64
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import boto3
 import pytest
@@ -25,24 +24,16 @@ from autopilot.models.records import (
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.deploy import load_template
+from tests.events.state_table import create_state_table
 
 TABLE = "state"
-STATE_TABLE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")["Resources"]["StateTable"]
 
 
 @pytest.fixture
 def store() -> Iterator[StateTable]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        props = STATE_TABLE["Properties"]
-        client.create_table(
-            TableName=TABLE,
-            BillingMode=props["BillingMode"],
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
-        )
+        create_state_table(client, TABLE)
         yield StateTable(TABLE, client=client)
 
 
