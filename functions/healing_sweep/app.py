@@ -1,5 +1,6 @@
 """HealingSweepFunction: on a schedule, repairs the faulty nodes the event path missed and closes repairs
-stuck past their deadline (autopilot.logic.healing.sweep)."""
+stuck past their deadline (autopilot.logic.healing.sweep); on a ``Healing Resumed`` event, sweeps that
+one cluster, so the nodes left Unhealthy while its repairs were paused get them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from autopilot.dal.healing import HealingTable
 from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
+from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.envelopes import EventBridgeModel
@@ -22,8 +24,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    # The schedule's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
-    scheduled = EventBridgeModel.model_validate(event)
+    # The event's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
+    received = EventBridgeModel.model_validate(event)
     settings = healing_settings()
     sagemaker = aws.client("sagemaker")
     sweep = HealingSweep(
@@ -39,6 +41,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         settings=settings,
         stuck_node_minutes=healing_sweep_settings().stuck_node_minutes,
     )
-    outcomes = sweep.run(scheduled.time)
+    if received.detail_type == HEALING_RESUMED:
+        resumed = HealingResumedEventDetail.model_validate(received.detail)
+        outcomes = dict(sweep.sweep_cluster(resumed.cluster_name, received.time))
+        logger.info("resumed cluster swept", cluster=resumed.cluster_name, outcomes=outcomes)
+        return outcomes
+    outcomes = sweep.run(received.time)
     logger.info("healing sweep done", outcomes=outcomes)
     return outcomes

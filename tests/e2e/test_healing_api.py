@@ -1,12 +1,12 @@
 """The healing routes and the sweep end to end in the sandbox (the deployed template, IAM enforced on
 every call): a fault injected while an operator paused repairs waits, shows in GET .../nodes, and is
-repaired by the sweep the resume runs; the scheduled sweep runs within its role; the repair is listed
-in the cluster's operations."""
+repaired by the sweep HealingSweepFunction runs on the resume's Healing Resumed event; the scheduled
+sweep runs within its role; the repair is listed in the cluster's operations."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -30,6 +30,26 @@ def cluster(api: AutopilotClient, workshop_request: Callable[..., dict[str, Any]
     return CLUSTER
 
 
+@pytest.fixture
+def no_scheduled_sweep(sandbox: Sandbox) -> Iterator[None]:
+    """The sweep's schedule rule disabled (the sandbox fires no disabled rule): only an event sweeps."""
+    [schedule] = [s for lid, s in sandbox.stack.schedules.items() if lid.startswith("HealingSweepFunction")]
+    events = sandbox.client("events")
+    events.disable_rule(Name=schedule.rule_name)
+    try:
+        yield
+    finally:
+        events.enable_rule(Name=schedule.rule_name)
+
+
+def sweeps(sandbox: Sandbox) -> tuple[int, int, int]:
+    """HealingSweepFunction's invocations, its schedule's firings, its errors."""
+    metrics = sandbox.metrics()
+    function = metrics["invocations"].get("HealingSweepFunction", {})
+    fired = sum(n for lid, n in metrics["scheduled_events"].items() if lid.startswith("HealingSweepFunction"))
+    return function.get("invocations", 0), fired, function.get("errors", 0)
+
+
 def listed_nodes(api: AutopilotClient) -> dict[str, dict[str, Any]]:
     return {n["InstanceId"]: n for n in api.list_nodes(CLUSTER)}
 
@@ -45,7 +65,7 @@ def until(found: Callable[[], Any], what: str, timeout: float = OPERATION_TIMEOU
 
 
 def test_a_fault_while_paused_waits_and_the_resume_repairs_it(
-    sandbox: Sandbox, api: AutopilotClient, cluster: str
+    sandbox: Sandbox, api: AutopilotClient, cluster: str, no_scheduled_sweep: None
 ) -> None:
     worker = sorted(i for i, n in listed_nodes(api).items() if n["InstanceGroupName"] == "worker-group-1")[0]
 
@@ -64,6 +84,8 @@ def test_a_fault_while_paused_waits_and_the_resume_repairs_it(
     assert held["repair"] is None  # paused: nothing started
     assert list(api.list_operations(cluster, kind="ReplaceNode")) == []
 
+    assert sandbox.settle(60.0)  # no sweep its schedule fired before it was disabled is left to run
+    before = sweeps(sandbox)
     resumed = api.set_healing(cluster, paused=False)
     [started] = until(lambda: list(api.list_operations(cluster, kind="ReplaceNode")), "the sweep's repair")
     repair = api.wait_for_operation(
@@ -73,7 +95,10 @@ def test_a_fault_while_paused_waits_and_the_resume_repairs_it(
     assert resumed["paused"] is False
     assert (repair["status"], repair["trigger"], repair["nodeId"]) == ("SUCCEEDED", "sweep", worker)
     assert repair["successorNodeId"] in listed_nodes(api)
-    assert sandbox.metrics()["iam_denials"] == []  # the API's sweep within ApiFunction's role
+    # one sweep since the resume, the event's (EventBridge -> HealingSweepFunction), within its role
+    assert sandbox.settle(60.0)
+    assert sweeps(sandbox) == (before[0] + 1, before[1], 0)
+    assert sandbox.metrics()["iam_denials"] == []
 
 
 def test_the_scheduled_sweep_runs_within_its_role_and_starts_nothing_twice(

@@ -71,12 +71,14 @@ def _capture_operation_events(stack: Stack) -> None:
     awslambda = boto3.client("lambda", region_name=REGION)
     for mapping in awslambda.list_event_source_mappings()["EventSourceMappings"]:
         awslambda.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
-    # moto matches every event against a rule without a pattern (a schedule) and cannot deliver to
-    # Lambda targets: without this the first HyperPod event fails. Nothing runs functions here anyway.
-    for scheduled in events.list_rules()["Rules"]:
-        if "ScheduleExpression" in scheduled:
-            targets = events.list_targets_by_rule(Rule=scheduled["Name"])["Targets"]
-            events.remove_targets(Rule=scheduled["Name"], Ids=[t["Id"] for t in targets])
+    # moto cannot deliver to Lambda targets, and matches every event against a rule without a pattern (a
+    # schedule): without this the first HyperPod event, or the API's Healing Resumed (HealingSweepFunction's
+    # rule), fails. Nothing runs functions here anyway.
+    for rule in events.list_rules()["Rules"]:
+        targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+        functions = [t["Id"] for t in targets if t["Arn"].split(":")[2] == "lambda"]
+        if functions:
+            events.remove_targets(Rule=rule["Name"], Ids=functions)
 
 
 @contextmanager

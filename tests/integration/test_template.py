@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 from autopilot.api.routes import openapi_document
+from autopilot.events import HEALING_RESUMED, SOURCE
 from autopilot.models.cost_allocation import CostTagKeys, parse_cost_tag_keys
 from autopilot.settings import (
     ApiSettings,
     BudgetAlertsSettings,
     CostTaggerSettings,
     HealingSettings,
+    HealingSweepSettings,
     ReconcilerSettings,
     RecordOutcomeSettings,
     SessionGuardSettings,
@@ -500,3 +502,38 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
     assert function["DeadLetterQueue"]["TargetArn"] == {"Fn::GetAtt": ["BudgetAlertsDeadLetterQueue", "Arn"]}
     alarm = RESOURCES["BudgetAlertsDeadLetterAlarm"]["Properties"]
     assert alarm["AlarmActions"] == [{"Ref": "AlertsTopic"}]
+
+
+# ------------------------------------------------------------------ healing sweep
+
+
+def test_the_healing_sweep_runs_on_its_schedule_and_on_healing_resumed() -> None:
+    function = of_type("AWS::Serverless::Function")["HealingSweepFunction"]
+    events = function["Events"]
+
+    assert events["Sweep"]["Properties"]["Schedule"] == {"Ref": "HealingSweepScheduleExpression"}
+    resumed = events["Resumed"]
+    assert resumed["Type"] == "EventBridgeRule"
+    assert resumed["Properties"]["Pattern"] == {"source": [SOURCE], "detail-type": [HEALING_RESUMED]}
+    # no longer than the schedule takes to sweep the cluster anyway
+    assert resumed["Properties"]["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 3600
+    environment = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    environment |= set(function["Environment"]["Variables"])
+    settings = (HealingSettings, HealingSweepSettings)
+    needed = {field.alias for model in settings for field in model.model_fields.values()}
+    assert needed <= environment, needed - environment
+
+
+def test_the_api_announces_a_resume_and_sweeps_nothing_itself() -> None:
+    function = of_type("AWS::Serverless::Function")["ApiFunction"]
+    (policy,) = function["Policies"]
+    grants = _grants(policy)
+
+    assert grants["events:PutEvents"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
+    }
+    # the sweep's alert (a breaker trip) and its stuck-node deadline are HealingSweepFunction's
+    assert "sns:Publish" not in grants
+    assert "states:StopExecution" not in grants
+    stuck = {f.alias for f in HealingSweepSettings.model_fields.values()}
+    assert not stuck & set(function["Environment"]["Variables"])

@@ -1,20 +1,27 @@
 """The healing routes through the Powertools resolver, on the template deployed into moto (workflows not
-executed): node health, operator repairs, a cluster's operations, the healing switch."""
+executed): node health, operator repairs, a cluster's operations, the healing switch, and the sweep
+HealingSweepFunction runs on the resume's Healing Resumed event."""
 
 # ruff: noqa: F401, F811  (the `stack` and `operations` fixtures are imported and named by the tests)
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from autopilot import aws
+from autopilot.api import routes
 from autopilot.dal.healing import HealingTable
 from autopilot.models.records import NodeHealth
-from autopilot.settings import healing_settings
+from autopilot.settings import healing_settings, healing_sweep_settings
+from botocore.exceptions import ClientError
 
-from tests.events import api_event, create_body
+from sandbox import seams
+from tests.events import ROOT, api_event, create_body, load_event
 from tests.events.stack import Deployed
 from tests.unit.test_api import USER_ARN, as_admin, call, create, executions, problems, stack
 from tests.unit.test_api import _registered_active as registered_active
@@ -334,7 +341,11 @@ def test_healing_shows_the_breaker_and_the_slots(stack: Deployed, healing: Heali
     assert (view["activeRepairs"], view["maxConcurrentRepairs"]) == (0, settings.max_concurrent_repairs)
 
 
-def test_pausing_by_hand_records_who_and_resuming_sweeps_the_cluster(
+def resumed_events(stack: Deployed) -> list[dict[str, Any]]:
+    return [e for e in stack.operation_events() if e["detail-type"] == "Healing Resumed"]
+
+
+def test_pausing_by_hand_records_who_and_resuming_announces_it_without_sweeping(
     stack: Deployed, healing: HealingTable
 ) -> None:
     sick = active_cluster(stack)["worker-group-1"][0]
@@ -350,10 +361,96 @@ def test_pausing_by_hand_records_who_and_resuming_sweeps_the_cluster(
 
     assert status == 200
     assert (resumed["paused"], resumed["pausedBy"], resumed["resumedBy"]) == (False, None, USER_ARN)
-    [workflow_input] = repair_inputs(stack)
-    assert (workflow_input["nodeId"], workflow_input["trigger"]) == (sick, "sweep")
+    # the answer does not wait for the sweep: HealingSweepFunction runs it on the event
+    assert repair_inputs(stack) == []
+    [event] = resumed_events(stack)
+    assert (event["source"], event["detail"]) == (
+        "hyperpod.autopilot",
+        {"clusterName": "ml-cluster", "resumedBy": USER_ARN, "resumedAt": resumed["resumedAt"]},
+    )
     assert set_paused(False)[0] == 200  # already running: nothing more
-    assert len(repair_inputs(stack)) == 1
+    assert set_paused(True)[0] == 200
+    assert resumed_events(stack) == []
+    assert repair_inputs(stack) == []
+
+
+class _RejectingEvents:
+    """EventBridge answering PutEvents with the entry failed (a 200, not an error)."""
+
+    def put_events(self, **_: Any) -> dict[str, Any]:
+        return {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure", "ErrorMessage": "x"}]}
+
+
+class _ThrottledEvents:
+    def put_events(self, **_: Any) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutEvents")
+
+
+@pytest.mark.parametrize("events", [_RejectingEvents(), _ThrottledEvents()], ids=["rejected", "throttled"])
+def test_a_resume_whose_event_is_lost_stands(stack: Deployed, healing: HealingTable, events: Any) -> None:
+    # the next scheduled sweep starts the repairs: a 5xx would only have the caller retry a no-op
+    active_cluster(stack)
+    assert set_paused(True)[0] == 200
+    routes.get_dependencies()._events = events
+
+    status, resumed = set_paused(False)
+
+    assert status == 200
+    assert (resumed["paused"], resumed["resumedBy"]) == (False, USER_ARN)
+    assert healing.get_healing("ml-cluster").paused is False
+
+
+def _sweep_function(stack: Deployed, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """functions/healing_sweep/app.py with HealingSweepFunction's environment from the template."""
+    for key, value in stack.environment("HealingSweepFunction").items():
+        monkeypatch.setenv(key, value)
+    healing_settings.cache_clear()
+    healing_sweep_settings.cache_clear()
+    aws.client.cache_clear()
+    spec = importlib.util.spec_from_file_location(
+        "healing_sweep_app", ROOT / "functions/healing_sweep/app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+def test_the_sweep_function_sweeps_only_the_resumed_cluster_on_its_event(
+    stack: Deployed, healing: HealingTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sick = active_cluster(stack)["worker-group-1"][0]
+    elsewhere = active_cluster(stack, "other-cluster")["worker-group-1"][0]
+    assert set_paused(True)[0] == 200
+    for name, node in (("ml-cluster", sick), ("other-cluster", elsewhere)):
+        healing.record_health(name, node, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+    # EventBridge's event as the rule delivers it (moto's own delivery drops "account")
+    with seams.installed(seams.keep_event_account):
+        assert set_paused(False)[0] == 200
+    [event] = resumed_events(stack)
+    context = SimpleNamespace(
+        function_name="HealingSweepFunction",
+        memory_limit_in_mb=256,
+        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:HealingSweepFunction",
+        aws_request_id="00000000-0000-4000-8000-000000000000",
+    )
+    function = _sweep_function(stack, monkeypatch)
+
+    resumed = function.lambda_handler(event, context)
+
+    assert resumed["repair_started"] == 1
+    assert [(i["clusterName"], i["nodeId"], i["trigger"]) for i in repair_inputs(stack)] == [
+        ("ml-cluster", sick, "sweep")
+    ]
+    # the schedule's sweep takes every cluster: the other one's repair, and the resumed one's only once
+    scheduled = function.lambda_handler(load_event("schedule/scheduled_event.json"), context)
+    assert scheduled["repair_started"] == 1
+    assert sorted((i["clusterName"], i["nodeId"]) for i in repair_inputs(stack)) == [
+        ("ml-cluster", sick),
+        ("other-cluster", elsewhere),
+    ]
 
 
 def test_only_the_creator_and_the_admins_may_pause(stack: Deployed, healing: HealingTable) -> None:

@@ -147,3 +147,23 @@ class HealingPausedEventDetail(BaseModel):
 def emit_healing_paused(detail: HealingPausedEventDetail, *, client: EventBridgeClient) -> None:
     """Put one ``Healing Paused`` event on the bus; raises if EventBridge rejects it."""
     put_event(client, HEALING_PAUSED, detail.model_dump_json(by_alias=True, exclude_none=True))
+
+
+HEALING_RESUMED = "Healing Resumed"
+
+
+class HealingResumedEventDetail(BaseModel):
+    """The ``detail`` of a ``Healing Resumed`` event: an operator resumed a cluster's automatic repairs
+    (PUT /clusters/{name}/healing, autopilot.logic.healing_control); HealingSweepFunction sweeps that
+    cluster on it, so the nodes left Unhealthy while paused get their repairs."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    cluster_name: str
+    resumed_by: str  # the caller's principal ARN
+    resumed_at: str
+
+
+def emit_healing_resumed(detail: HealingResumedEventDetail, *, client: EventBridgeClient) -> None:
+    """Put one ``Healing Resumed`` event on the bus; raises if EventBridge rejects it."""
+    put_event(client, HEALING_RESUMED, detail.model_dump_json(by_alias=True, exclude_none=True))

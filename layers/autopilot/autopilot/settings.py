@@ -257,8 +257,8 @@ def budget_alerts_settings() -> BudgetAlertsSettings:
 
 
 class HealingSweepSettings(BaseModel):
-    """What the healing sweep needs beside HealingSettings (HealingSweepFunction, and ApiFunction, which
-    runs the sweep for a cluster when its repairs resume); env var names are the aliases."""
+    """What the healing sweep (HealingSweepFunction) needs beside HealingSettings; env var names are the
+    aliases."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 

@@ -543,8 +543,9 @@ def get_healing(name: CLUSTER_NAME) -> HealingView:
     summary="Pause or resume a cluster's automatic repairs",
     description='`{"paused": true}` stops new automatic repairs (events and sweep; repairs already '
     "running finish; an operator's reboot/replace still runs) and records the caller as `pausedBy`. "
-    '`{"paused": false}` resumes them, clears the breaker\'s window and sweeps the cluster at once, so '
-    "nodes left unhealthy meanwhile get their repairs (MaxConcurrentRepairs at a time). Setting the "
+    '`{"paused": false}` resumes them, clears the breaker\'s window and emits `Healing Resumed`, on '
+    "which the healing sweep takes the cluster: nodes left unhealthy meanwhile get their repairs "
+    "(MaxConcurrentRepairs at a time) shortly after this answer, which does not wait for them. Setting the "
     "state it already has changes nothing. Allowed to the cluster's creator and the stack's "
     "AdminPrincipalArns (403 otherwise); 409 while the cluster is not ACTIVE.",
     tags=["healing"],

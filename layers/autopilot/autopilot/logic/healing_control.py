@@ -1,8 +1,11 @@
 """GET and PUT /clusters/{name}/healing: the cluster's pause switch, its breaker and repair slots.
 
-Pausing by hand records the caller as ``pausedBy``. Resuming clears the breaker's window and runs the
-sweep for the cluster at once, so the nodes left Unhealthy while repairs were paused get their repairs
-now (at most MaxConcurrentRepairs at a time: the workflows' lease caps them, not the start).
+Pausing by hand records the caller as ``pausedBy``. Resuming clears the breaker's window and emits
+``Healing Resumed``, and answers: HealingSweepFunction sweeps the cluster on that event, so the nodes
+left Unhealthy while repairs were paused get their repairs (at most MaxConcurrentRepairs at a time: the
+workflows' lease caps them, not the start). The sweep of a large backlog takes longer than API Gateway
+waits for an answer (29 s), so it is not the request's. Were the event lost, the next scheduled sweep
+(HealingSweepScheduleExpression) starts the same repairs.
 """
 
 from __future__ import annotations
@@ -10,19 +13,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from autopilot import aws
+from botocore.exceptions import BotoCoreError, ClientError
+
 from autopilot.api.models import BreakerView, HealingView
-from autopilot.dal.repair_watch import RepairWatch
-from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.errors import NotFoundError
+from autopilot.events import HealingResumedEventDetail, emit_healing_resumed
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
-from autopilot.logic.healing.sweep import HealingSweep
-from autopilot.logic.healing.topology import TopologyReader
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.records import ClusterStatus, iso
 from autopilot.observability import logger
-from autopilot.settings import healing_sweep_settings
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
@@ -59,21 +59,14 @@ def set_healing(
             logger.info("healing paused", cluster=name, by=by)
     elif deps.healing.resume(name, by=by, now=iso(now)):
         logger.info("healing resumed", cluster=name, by=by)
-        swept = HealingSweep(
-            store=deps.store,
-            healing=deps.healing,
-            stuck=StuckNodes(deps.settings.state_table_name),
-            watch=RepairWatch(deps.settings.state_table_name),
-            topology=TopologyReader(sagemaker=deps.sagemaker),
-            sagemaker=deps.sagemaker,
-            stepfunctions=deps.stepfunctions,
-            events=deps.events,
-            sns=aws.client("sns"),
-            settings=deps.healing_settings,
-            # read here: only a resume needs it
-            stuck_node_minutes=healing_sweep_settings().stuck_node_minutes,
-        ).sweep_cluster(name, now)
-        logger.info("resumed cluster swept", cluster=name, outcomes=dict(swept))
+        # Only the call that flipped the switch announces it: a repeated resume sweeps nothing again.
+        detail = HealingResumedEventDetail(cluster_name=name, resumed_by=by, resumed_at=iso(now))
+        try:
+            emit_healing_resumed(detail, client=deps.events)
+        except (ClientError, BotoCoreError, RuntimeError):
+            # The resume is written and stands; answering 5xx would only have the caller retry a resume
+            # that changes nothing. The scheduled sweep starts the repairs this event would have.
+            logger.exception("Healing Resumed not emitted: the scheduled sweep repairs", cluster=name)
     return _view(deps, name)
 
 
