@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from autopilot.api.routes import app
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import logger, metrics
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -14,7 +14,7 @@ from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.budget_alerts import BudgetAlertDeps, Handled, handle_notification, spend_meter_rate
 from autopilot.models.envelopes import SnsModel
-from autopilot.observability import Count, count, logger, metrics, tracer
+from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import budget_alerts_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -40,7 +40,6 @@ def dependencies() -> BudgetAlertDeps:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, list[str]]:
     records = SnsModel.model_validate(event).Records

@@ -18,7 +18,7 @@ from typing import Any
 
 from autopilot.logic.cluster_events import handle_message
 from autopilot.logic.healing.node_health import NodeHealing
-from autopilot.observability import Count, count, logger, metrics, tracer
+from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cluster_events_settings, healing_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -45,7 +45,6 @@ def record_handler(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(

@@ -20,7 +20,7 @@ from autopilot.logic.cost_tags import (
 )
 from autopilot.models.cost_allocation import parse_cost_tag_keys
 from autopilot.models.envelopes import EventBridgeModel
-from autopilot.observability import Count, count, logger, metrics, tracer
+from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cost_tagger_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -48,7 +48,6 @@ clients = CostTagClients()
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = cost_tagger_settings()

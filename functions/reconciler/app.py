@@ -9,13 +9,12 @@ from autopilot import aws
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import reconcile
 from autopilot.models.envelopes import EventBridgeModel
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import logger, metrics
 from autopilot.settings import reconciler_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": the grace period counts from it (the sandbox's clock in the sandbox).

@@ -11,13 +11,12 @@ from autopilot import aws
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.record_outcome import record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import logger, metrics
 from autopilot.settings import record_outcome_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     change = ExecutionStatusChange.model_validate(event)

@@ -8,7 +8,7 @@ from typing import Any
 
 from autopilot.logic.session_guard import TERMINATED, SessionGuard
 from autopilot.models.sessions import StartSessionEvent
-from autopilot.observability import Count, count, logger, metrics, tracer
+from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import session_guard_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -21,7 +21,6 @@ def guard() -> SessionGuard:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     if event.get("detail-type") == SCHEDULED:

@@ -11,14 +11,13 @@ from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.spend_meter import run_spend_meter
 from autopilot.models.envelopes import EventBridgeModel
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import logger, metrics
 from autopilot.pricing import ListPrices
 from autopilot.settings import spend_meter_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The schedule's time is "now": a retried invocation carries the same time and adds nothing.

@@ -2,24 +2,30 @@
 
 Cold init here is what Lambda's INIT phase pays for Python code: a fresh interpreter imports the
 handler module (layer on the path, the function's environment from the template, the variables
-Lambda itself sets, so Powertools sees a deployed function: a function with ``Tracing: Active``
-traces, and pays for the X-Ray SDK). Each traced function is measured a second time with
-``POWERTOOLS_TRACE_DISABLED=true``, the figure an operator trades the traces for. Interpreter
-start-up itself is the same for every function and the baseline, so it is left out of both. The
-baseline and the functions are measured interleaved, round by round, in the same run, so a noisy
-machine slows all of them alike and the ratio stays meaningful.
+Lambda itself sets, so Powertools sees a deployed function). Only what a deployed function can import
+is importable: the layer's requirements (layers/autopilot/requirements.txt) and what they depend on,
+the standard library and the code itself. The development venv holds more (aws-sam-cli brings awscrt
+and pyOpenSSL, which botocore imports when they are there; the X-Ray SDK), and measuring with them
+would time imports that never happen in Lambda, or hide one that fails there. Interpreter start-up
+itself is the same for every function and the baseline, so it is left out of both. The baseline and
+the functions are measured interleaved, round by round, in the same run, so a noisy machine slows all
+of them alike and the ratio stays meaningful.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +35,23 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYER_DIR = ROOT / "layers" / "autopilot"
 BASELINE_NAME = "bare import boto3"
 
-# Imports the handler module in a fresh interpreter and prints how long that took, in seconds.
+# Imports the handler module in a fresh interpreter and prints the CPU time that took, in seconds (an
+# import is CPU work on files the OS has cached: on an idle machine its wall time is the same, and on
+# a shared one wall time mostly measures the other processes). The top-level names in argv[3]
+# (comma-separated) are not in the layer: importing one fails, as in Lambda.
 _PROBE = """
 import importlib, sys, time
-start = time.perf_counter()
+class NotInLayer:
+    names = frozenset(sys.argv[3].split(","))
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r} (not in the layer)", name=name)
+        return None
+sys.meta_path.insert(0, NotInLayer())
+start = time.process_time()
 module = importlib.import_module(sys.argv[1])
 handler = getattr(module, sys.argv[2])
-print(time.perf_counter() - start)
+print(time.process_time() - start)
 """
 
 _BASELINE_APP = """import boto3
@@ -93,10 +109,45 @@ def template_targets(template_path: Path = ROOT / "template.yaml") -> list[Targe
         )
         code_dir = (template_path.parent / props["CodeUri"]).resolve()
         targets.append(Target(logical_id, code_dir, module, function, env))
-        if props.get("Tracing", global_fn.get("Tracing")) == "Active":
-            untraced = {**env, "POWERTOOLS_TRACE_DISABLED": "true"}
-            targets.append(Target(f"{logical_id} (tracing off)", code_dir, module, function, untraced))
     return targets
+
+
+def _distribution(requirement: str) -> str:
+    """The normalized distribution name a requirement line names (``boto3==1.44.5`` -> ``boto3``)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0]).lower()
+
+
+def layer_distributions(requirements: Path = LAYER_DIR / "requirements.txt") -> frozenset[str]:
+    """The layer's requirements and everything they require (extras left out, as pip does)."""
+    wanted = [
+        _distribution(line) for line in requirements.read_text().splitlines() if line.split("#")[0].strip()
+    ]
+    found: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name in found:
+            continue
+        found.add(name)
+        wanted.extend(_distribution(r) for r in metadata.requires(name) or [] if "extra ==" not in r)
+    return frozenset(found)
+
+
+@cache
+def not_in_layer() -> frozenset[str]:
+    """Top-level modules installed here that a deployed function cannot import (``autopilot`` is
+    installed here too, from the layer's own directory)."""
+    layer = layer_distributions()
+    return frozenset(
+        module
+        for module, distributions in metadata.packages_distributions().items()
+        if module not in sys.stdlib_module_names
+        and not (LAYER_DIR / module).exists()
+        and not any(_distribution(d) in layer for d in distributions)
+    )
+
+
+def _site_packages() -> list[str]:
+    return list(dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]))
 
 
 def _lambda_environment(target: Target) -> dict[str, str]:
@@ -112,17 +163,27 @@ def _lambda_environment(target: Target) -> dict[str, str]:
             # What the Lambda runtime sets: Powertools (Tracer) decides from these that it is deployed.
             "LAMBDA_TASK_ROOT": str(target.code_dir),
             "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
-            # Lambda puts the function code first, then the layer (/opt/python).
-            "PYTHONPATH": os.pathsep.join([str(target.code_dir), str(LAYER_DIR)]),
+            # Lambda puts the function code first, then the layer (/opt/python); the layer's
+            # requirements are the ones installed here (the probe runs without ``site``: this venv's
+            # .pth files put editable installs' import hooks in front of every import).
+            "PYTHONPATH": os.pathsep.join([str(target.code_dir), str(LAYER_DIR), *_site_packages()]),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
     )
     return env
 
 
-def _measure_once(target: Target) -> float:
+def measure_once(target: Target) -> float:
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, target.module, target.function],
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            _PROBE,
+            target.module,
+            target.function,
+            ",".join(sorted(not_in_layer())),
+        ],
         env=_lambda_environment(target),
         capture_output=True,
         text=True,
@@ -141,10 +202,10 @@ def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> li
         baseline = Target(BASELINE_NAME, Path(tmp), "app", "handler", {})
         everyone = [baseline, *targets]
         samples: dict[str, list[float]] = {t.name: [] for t in everyone}
-        _measure_once(baseline)  # warm the OS file cache so round 1 is not an outlier
+        measure_once(baseline)  # warm the OS file cache so round 1 is not an outlier
         for _ in range(rounds):
             for target in everyone:
-                samples[target.name].append(_measure_once(target))
+                samples[target.name].append(measure_once(target))
     base = statistics.median(samples[BASELINE_NAME])
     return [
         ColdStart(

@@ -12,6 +12,7 @@ from typing import Any, Self, cast, overload
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 # Standard retry mode: exponential backoff with jitter on throttling and 5xx.
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
@@ -21,6 +22,11 @@ _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
 def client(service: str, region: str | None = None) -> Any:
     """Return the cached boto3 client for ``service`` (typed at call sites with mypy-boto3 stubs)."""
     return boto3.session.Session().client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
+
+
+def error_code(exc: ClientError) -> str:
+    """The AWS error code of a failed call (``ResourceNotFound``...), "" when the response has none."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 class LazyClient[T]:

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from autopilot import aws
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
-from autopilot.models.cluster_config import NAME_PATTERN
+from autopilot.models.constraints import NAME_PATTERN
 from autopilot.models.records import (
     DELETABLE_STATUSES,
     REUSABLE_NAME_STATUSES,

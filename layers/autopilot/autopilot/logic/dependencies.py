@@ -7,8 +7,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.operation_history import OperationHistory
@@ -48,10 +46,6 @@ def _stack_validator(settings: ApiSettings) -> Validator:
         )
 
     return validate
-
-
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 class Dependencies:

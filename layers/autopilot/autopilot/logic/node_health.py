@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView
+from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
-from autopilot.logic.dependencies import error_code
 from autopilot.models.records import NodeHealth, NodeRecord
 
 if TYPE_CHECKING:

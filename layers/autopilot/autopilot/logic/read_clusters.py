@@ -14,9 +14,9 @@ from autopilot.api.models import (
     LiveClusterView,
     OperationView,
 )
+from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
 from autopilot.logic.budget_enforcement import growth_blocked
-from autopilot.logic.dependencies import error_code
 from autopilot.logic.read_operations import operation_view
 
 if TYPE_CHECKING:

@@ -19,10 +19,8 @@ from annotated_types import Len
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from autopilot.models.constraints import IntRange, Text, is_tag_text
+from autopilot.models.constraints import NAME_PATTERN, IntRange, Text, is_tag_text
 
-# Several botocore shapes share this name pattern (cluster, instance group, partition names).
-NAME_PATTERN = "[a-zA-Z0-9](-*[a-zA-Z0-9])*"
 _NAME_HINT = "must contain only letters, digits and hyphens, and start and end with a letter or digit"
 _ID_HINT = "must contain only letters, digits and hyphens"
 _K8S_KEY_PATTERN = (

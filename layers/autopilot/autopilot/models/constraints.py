@@ -19,6 +19,11 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
+# Several botocore shapes share this name pattern (cluster, instance group, partition names). Here, not
+# in cluster_config, so that the state table checks a cluster's name without building the
+# CreateCluster models (a cold-start cost of every function).
+NAME_PATTERN = "[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+
 
 @dataclass(frozen=True)
 class Text:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
+from autopilot.aws import error_code
 from autopilot.errors import WorkflowStartError
 from autopilot.events import emit_operation_failed
-from autopilot.logic.dependencies import error_code
 from autopilot.models.records import ClusterStatus, Operation, OperationError
 from autopilot.observability import logger
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, NoReturn
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
+from autopilot.aws import error_code
 from autopilot.errors import WorkflowStartError
 from autopilot.events import emit_operation_failed
-from autopilot.logic.dependencies import error_code
 from autopilot.models.records import (
     Fault,
     NodeAction,

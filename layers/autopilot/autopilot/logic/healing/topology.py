@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
-from autopilot.aws import LazyClient
-from autopilot.logic.dependencies import error_code
+from autopilot.aws import LazyClient, error_code
 from autopilot.logic.healing.decide import NodeRole
 
 if TYPE_CHECKING:

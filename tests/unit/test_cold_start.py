@@ -1,0 +1,40 @@
+"""Every template function imports as Lambda imports it, with only what the layer ships (its
+requirements and their dependencies) and the standard library: a module the development venv holds
+but the layer does not (the X-Ray SDK, awscrt) fails the import here as it would fail the function's
+init in AWS. The same probe `make bench` times (sandbox/bench/cold_start.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.bench.cold_start import Target, layer_distributions, measure_once, not_in_layer, template_targets
+
+TARGETS = template_targets()
+
+
+def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
+    shipped = layer_distributions()
+    assert {"boto3", "botocore", "aws-lambda-powertools", "pydantic", "pydantic-core"} <= shipped
+    assert {"aws-xray-sdk", "awscrt", "pyopenssl"}.isdisjoint(shipped)
+    assert {"aws_xray_sdk", "awscrt", "OpenSSL"} <= not_in_layer()
+    assert "autopilot" not in not_in_layer()
+
+
+def test_every_template_function_is_measured() -> None:
+    assert len(TARGETS) == 9
+    assert "ApiFunction" in {t.name for t in TARGETS}
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_the_handler_imports_with_only_the_layer(target: Target) -> None:
+    assert measure_once(target) > 0
+
+
+def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("import aws_xray_sdk\n\n\ndef handler(event, context):\n    return 1\n")
+    target = Target("XRayFunction", tmp_path, "app", "handler", {})
+
+    with pytest.raises(RuntimeError, match="aws_xray_sdk"):
+        measure_once(target)
