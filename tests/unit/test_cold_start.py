@@ -5,11 +5,21 @@ init in AWS. The same probe `make bench` times (sandbox/bench/cold_start.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from sandbox.bench.cold_start import Target, layer_distributions, measure_once, not_in_layer, template_targets
+from sandbox.bench.cold_start import (
+    FIRST_USE,
+    Target,
+    lambda_environment,
+    layer_distributions,
+    measure_once,
+    not_in_layer,
+    template_targets,
+)
 
 TARGETS = template_targets()
 
@@ -23,8 +33,10 @@ def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
 
 
 def test_every_template_function_is_measured() -> None:
-    assert len(TARGETS) == 9
-    assert "ApiFunction" in {t.name for t in TARGETS}
+    init_rows = {t.name for t in TARGETS if not t.first_use}
+    assert len(init_rows) == 9
+    assert {"ApiFunction", "ClusterEventsFunction", "HealingSweepFunction"} <= init_rows
+    assert "ApiFunction, first POST /clusters" in {t.name for t in TARGETS if t.first_use}
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
@@ -38,3 +50,31 @@ def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match="aws_xray_sdk"):
         measure_once(target)
+
+
+@pytest.mark.parametrize(
+    ("function", "modules"),
+    [(f, m) for f, paths in FIRST_USE.items() for m in paths.values()],
+    ids=[f"{f}, {p}" for f, paths in FIRST_USE.items() for p in paths],
+)
+def test_a_first_use_row_times_modules_the_init_does_not_import(
+    function: str, modules: tuple[str, ...]
+) -> None:
+    # Else its row would time nothing beyond the init (the deferral gone, or a module renamed).
+    target = next(t for t in TARGETS if t.name == function)
+    probe = f"import sys, {target.module}; print(','.join(m for m in {modules!r} if m in sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == ""
+    assert (
+        measure_once(
+            Target(function, target.code_dir, target.module, target.function, target.environment, modules)
+        )
+        > 0
+    )
