@@ -13,13 +13,14 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-fast lint build deploy delete demo bench sandbox docs lock clean
+.PHONY: help venv test test-fast lint build deploy delete demo bench simulate sandbox docs lock clean
 
 help:
 	@echo "make test    set up .venv and run the whole test suite (with the coverage gate)"
 	@echo "make lint    ruff, mypy --strict, sam validate --lint, cfn-lint serverless rules, checkov"
 	@echo "make demo    run the main job in the sandbox (scenarios + build/demo-report.json)"
 	@echo "make bench   cold-start and state-transition benchmark (build/bench.json)"
+	@echo "make simulate fleet what-if through the control plane (build/fleet-sim.json, .png; SIMULATE_ARGS, --help)"
 	@echo "make build   sam build"
 	@echo "make deploy  sam build, then sam deploy --guided (asks for every parameter; samconfig.toml)"
 	@echo "make delete  sam delete (the state table, API access logs and logs role are retained)"
@@ -78,6 +79,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m sandbox.bench
+
+# SIMULATE_ARGS: python -m sandbox.simulate --help (scale, spares, policies, job and failure model)
+simulate: $(STAMP)
+	$(BIN)/python -m sandbox.simulate $(SIMULATE_ARGS)
 
 sandbox: $(STAMP)
 	$(BIN)/python -m sandbox up

@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from sandbox.simulate.fleet import POLICIES, FleetSimulation, SimulationOptions
 from sandbox.simulate.report import chart, entries, table, write_json
@@ -29,6 +30,16 @@ def _policies(text: str) -> tuple[str, ...]:
     if not values or unknown:
         raise argparse.ArgumentTypeError(f"policies among {', '.join(POLICIES)}; unknown: {unknown}")
     return values
+
+
+def _progress(terminal: TextIO | None) -> Callable[[str], None]:
+    """Progress lines on the terminal the run started with (the sandbox's output goes to the log)."""
+
+    def say(line: str) -> None:
+        if terminal is not None:
+            print(f"  {line}", file=terminal, flush=True)
+
+    return say
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.catch_warnings(),
     ):
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        outcome = FleetSimulation(options).run()
+        outcome = FleetSimulation(options, progress=_progress(sys.__stdout__)).run()
     rows = entries(outcome, options)
     write_json(args.report, rows, outcome, options)
     png = args.report.with_suffix(".png")

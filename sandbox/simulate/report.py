@@ -53,6 +53,7 @@ def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]
                 "reboots": repairs.get("reboot", 0),
                 "replacements": repairs.get("replace", 0),
                 "node_faults": run.node_faults,
+                "replace_faults": run.replace_faults,
                 "job_faults": run.job_faults,
                 "faults_on_down_nodes": run.absorbed,
                 "repair_executions": outcome.executions.get(run.name, 0),
