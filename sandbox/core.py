@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import boto3
 from moto import mock_aws
@@ -37,6 +37,9 @@ from moto.core.config import DefaultConfig
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.events.models import events_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.stepfunctions.parser.api import ExecutionStatus
+from moto.stepfunctions.parser.backend.execution import Execution as StepFunctionsExecution
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -56,6 +59,8 @@ MOCK_CONFIG: Final[DefaultConfig] = {
     "lambda": {"use_docker": False},
 }
 ADMIN_PREFIX: Final = "/_sandbox/"
+# How long stop() waits for the executions it aborts to end (a Lambda task ends with its handler).
+EXECUTIONS_END_SECONDS: Final = 10.0
 
 # Host settings that would send boto3 elsewhere than the in-process mock while the sandbox runs.
 _CLEARED_ENV: Final = (
@@ -179,10 +184,13 @@ class Sandbox:
             self._undo.append(self._stop_ticker)
 
     def stop(self) -> None:
-        """Stop servers, threads, simulators, seams and moto; restore the environment. Idempotent."""
+        """Stop servers, executions, threads, simulators, seams and moto; restore the environment.
+        Idempotent."""
         for server in self._servers:
             server.stop()
         self._servers.clear()
+        if self._mock is not None:
+            _end_executions(EXECUTIONS_END_SECONDS)
         while self._undo:
             undo = self._undo.pop()
             try:
@@ -520,6 +528,34 @@ class AwsEndpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def _end_executions(timeout: float) -> None:
+    """Abort every running Step Functions execution (as StopExecution does) and wait for them to end,
+    while the seams are still installed. moto runs an execution in a daemon thread that outlives
+    ``mock.stop()``: left running, it would go on in bare moto (its next JSONata expression calls
+    moto's unset hook, ``TypeError('NoneType' object is not callable)``; its AWS calls unmocked)."""
+    # the executing backend keeps its own Execution class in moto's StateMachine.executions
+    running = [
+        (backend, cast(StepFunctionsExecution, execution))
+        for regions in stepfunctions_parser_backends.values()
+        for backend in regions.values()
+        for machine in list(backend.state_machines)
+        for execution in list(machine.executions)
+        if cast(StepFunctionsExecution, execution).exec_status == ExecutionStatus.RUNNING
+    ]
+    stopped: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while running and time.monotonic() < deadline:
+        for backend, execution in running:
+            # an execution's thread builds its environment first; StopExecution needs it
+            worker = execution.exec_worker
+            if execution.execution_arn not in stopped and worker is not None and worker.env is not None:
+                backend.stop_execution(execution.execution_arn)
+                stopped.add(execution.execution_arn)
+        time.sleep(0.01)
+        # moto sets the status as the execution's thread ends
+        running = [(b, e) for b, e in running if e.exec_status == ExecutionStatus.RUNNING]
 
 
 # --------------------------------------------------------------------------------------------------
