@@ -1,8 +1,9 @@
 """Environment configuration as pydantic models, validated on first use.
 
 Each function reads only the settings it needs; a missing or malformed variable fails loudly with
-the variable's name (no silent defaults). Tests set the environment (from template.yaml) and call
-``cache_clear()`` on the loader.
+the variable's name (no silent defaults). Every model is built on its first use (``defer_build``):
+a function builds its own one or two (~1 ms each) when it first reads them, not all ten at import.
+Tests set the environment (from template.yaml) and call ``cache_clear()`` on the loader.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ CostTagKeysText = Annotated[str, AfterValidator(_cost_tag_keys)]
 class ApiSettings(BaseModel):
     """What the API function needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     create_cluster_state_machine_arn: str = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN", min_length=1)
@@ -62,7 +63,7 @@ class ApiSettings(BaseModel):
 class RecordOutcomeSettings(BaseModel):
     """What RecordOutcomeFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
 
@@ -70,7 +71,7 @@ class RecordOutcomeSettings(BaseModel):
 class ReconcilerSettings(BaseModel):
     """What ReconcilerFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # An operation's execution is named after it: these ARNs find the execution the API stored no ARN of.
@@ -85,7 +86,7 @@ class ReconcilerSettings(BaseModel):
 class ClusterEventsSettings(BaseModel):
     """What ClusterEventsFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
 
@@ -140,7 +141,7 @@ def cluster_events_settings() -> ClusterEventsSettings:
 class CostTaggerSettings(BaseModel):
     """What CostTaggerFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # The template parameter CostTagKeys (autopilot.models.cost_allocation.parse_cost_tag_keys).
@@ -159,7 +160,7 @@ def cost_tagger_settings() -> CostTaggerSettings:
 class SessionGuardSettings(BaseModel):
     """What SessionGuardFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -187,7 +188,7 @@ class HealingSettings(BaseModel):
     "Healing policy"), for every function that starts or shows repairs (env var names are the aliases).
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     replace_node_state_machine_arn: str = Field(alias="REPLACE_NODE_STATE_MACHINE_ARN", min_length=1)
@@ -214,7 +215,7 @@ def healing_settings() -> HealingSettings:
 class SpendMeterSettings(BaseModel):
     """What SpendMeterFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -234,7 +235,7 @@ def spend_meter_settings() -> SpendMeterSettings:
 class BudgetAlertsSettings(BaseModel):
     """What BudgetAlertsFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -260,7 +261,7 @@ class HealingSweepSettings(BaseModel):
     """What the healing sweep (HealingSweepFunction) needs beside HealingSettings; env var names are the
     aliases."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     # The template parameter StuckNodeMinutes: a node not Running for this long is repaired.
     stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
