@@ -25,7 +25,8 @@ from sandbox.simulate.job import JobSettings, JobState, TrainingJob
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
-NODES, SPARES, DAYS, SCALE, SEED = 4, (0, 2), 1.0, 200.0, 11
+# seed 3: a reboot that heals, one that does not (escalated to a replace), a replace; the last at 17 h
+NODES, SPARES, DAYS, SCALE, SEED = 4, (0, 2), 1.0, 200.0, 3
 
 
 # ------------------------------------------------------------------ the models (unit)
@@ -190,10 +191,10 @@ def test_every_injected_fault_is_accounted_for_and_repaired_by_the_control_plane
         # an interruption is a fault of the job or of one of its nodes while it was up
         assert 0 < e["interruptions"] <= e["node_faults"] + e["job_faults"]
         # one ReplaceNode execution per fault (no duplicate events), and a repair for each fault:
-        # the ones needing new hardware got one (a repair still running at the end counts: started)
+        # the ones needing new hardware (or whose reboot did not heal) got one replacement each
         assert e["repair_executions"] == e["node_faults"]
-        assert e["replacements"] >= e["replace_faults"] - 1
-        assert e["reboots"] + e["replacements"] >= e["node_faults"] - 1
+        assert e["replacements"] == e["replace_faults"]
+        assert e["reboots"] + e["replacements"] >= e["node_faults"]
     # both policies saw the same faults
     for spares in SPARES:
         hyperpod, autopilot = entry(report, "hyperpod", spares), entry(report, "autopilot", spares)
@@ -213,4 +214,4 @@ def test_reboot_faults_are_rebooted_first(report: dict[str, Any]) -> None:
     )
     reboot_faults = [f for f in trace if f.fault_type == REBOOT and f.slot is not None and f.slot < NODES]
     for policy in ("hyperpod", "autopilot"):
-        assert entry(report, policy, 0)["reboots"] >= len(reboot_faults) - 1
+        assert entry(report, policy, 0)["reboots"] == len(reboot_faults) > 0
