@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import botocore.loaders
+import botocore.session
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
 from sandbox import stepfunctions_clock
@@ -197,6 +200,8 @@ class FleetSimulation:
         options = self.options
         original_poll = stepfunctions_clock.POLL_SECONDS
         setattr(stepfunctions_clock, "POLL_SECONDS", POLL_SECONDS)  # noqa: B010 - a Final of the seam
+        original_loader = botocore.session.create_loader
+        botocore.session.create_loader = _shared_loader
         try:
             with Sandbox(
                 parameters=options.parameters(),
@@ -210,6 +215,7 @@ class FleetSimulation:
                 )
                 yield SandboxEnvironment(sandbox, sandbox.serve_api(0))
         finally:
+            botocore.session.create_loader = original_loader
             setattr(stepfunctions_clock, "POLL_SECONDS", original_poll)  # noqa: B010
 
     def _simulate(self, env: SandboxEnvironment) -> Outcome:
@@ -386,6 +392,16 @@ class FleetSimulation:
             if state.serves:
                 run.down.discard(slot)
         run.job.try_restart(now, set(range(run.slots)) - run.down)
+
+
+@functools.cache
+def _shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+    """One botocore data loader for every session in the process, so the service models a function
+    loads are parsed once, not once per client: each ``boto3.session.Session`` (autopilot.aws makes
+    one per client) otherwise reads and parses the service's JSON again, ~0.4 s a client, which was
+    the largest share of an in-process invocation (docs/fleet-sim.md, "Scale"). Loaded models are
+    only read; sharing them changes what the machine does, not what the control plane does."""
+    return botocore.loaders.create_loader(search_path_string)
 
 
 def _replace_node_transitions(sandbox: Sandbox) -> tuple[dict[str, int], dict[str, int]]:
