@@ -191,9 +191,12 @@ def _responses(
         }
         if code is HTTPStatus.SERVICE_UNAVAILABLE:
             documented[code.value]["headers"] = {"Retry-After": _RETRY_AFTER}  # type: ignore[dict-item]
-    # Not the function's answer: the gateway refuses a request line over its limit before routing.
+    # Not the function's answer: the gateway refuses a request line over its limit before routing,
+    # with a body of its own (any media type: without one, the generator would document the route's
+    # model here).
     documented[HTTPStatus.REQUEST_URI_TOO_LONG.value] = {
-        "description": "The URL is over API Gateway's limit (answered by the gateway, not the API)."
+        "description": "The URL is over API Gateway's limit (answered by the gateway, not the API).",
+        "content": {"*/*": {"schema": {}}},
     }
     return documented
 
