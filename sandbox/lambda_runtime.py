@@ -493,7 +493,6 @@ class LambdaRuntime:
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
-            "AWS_SAM_LOCAL": "true",  # Powertools Tracer stays quiet, as under `sam local`
             "LAMBDA_TASK_ROOT": str(spec.code_dir),
             "_HANDLER": spec.handler,
             "TZ": ":UTC",

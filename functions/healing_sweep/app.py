@@ -15,13 +15,12 @@ from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.envelopes import EventBridgeModel
-from autopilot.observability import logger, metrics, tracer
+from autopilot.observability import logger, metrics
 from autopilot.settings import healing_settings, healing_sweep_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The event's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
@@ -43,7 +42,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     )
     if received.detail_type == HEALING_RESUMED:
         resumed = HealingResumedEventDetail.model_validate(received.detail)
-        outcomes = dict(sweep.sweep_cluster(resumed.cluster_name, received.time))
+        outcomes = dict(sweep.sweep_resumed(resumed.cluster_name, received.time))
         logger.info("resumed cluster swept", cluster=resumed.cluster_name, outcomes=outcomes)
         return outcomes
     outcomes = sweep.run(received.time)

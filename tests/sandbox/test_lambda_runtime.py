@@ -65,7 +65,7 @@ def test_environment_layer_and_context(sb: Sandbox) -> None:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_LAMBDA_FUNCTION_NAME": spec.name,
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
-        "AWS_SAM_LOCAL": "true",
+        "AWS_SAM_LOCAL": None,  # Lambda does not set it (only `sam local` does)
         "AWS_ACCESS_KEY_ID": "testing",
     }
     context = body["context"]

@@ -400,6 +400,14 @@ def test_a_resume_whose_event_is_lost_stands(stack: Deployed, healing: HealingTa
     assert healing.get_healing("ml-cluster").paused is False
 
 
+SWEEP_CONTEXT = SimpleNamespace(
+    function_name="HealingSweepFunction",
+    memory_limit_in_mb=256,
+    invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:HealingSweepFunction",
+    aws_request_id="00000000-0000-4000-8000-000000000000",
+)
+
+
 def _sweep_function(stack: Deployed, monkeypatch: pytest.MonkeyPatch) -> Any:
     """functions/healing_sweep/app.py with HealingSweepFunction's environment from the template."""
     for key, value in stack.environment("HealingSweepFunction").items():
@@ -430,12 +438,7 @@ def test_the_sweep_function_sweeps_only_the_resumed_cluster_on_its_event(
     with seams.installed(seams.keep_event_account):
         assert set_paused(False)[0] == 200
     [event] = resumed_events(stack)
-    context = SimpleNamespace(
-        function_name="HealingSweepFunction",
-        memory_limit_in_mb=256,
-        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:HealingSweepFunction",
-        aws_request_id="00000000-0000-4000-8000-000000000000",
-    )
+    context = SWEEP_CONTEXT
     function = _sweep_function(stack, monkeypatch)
 
     resumed = function.lambda_handler(event, context)
@@ -451,6 +454,31 @@ def test_the_sweep_function_sweeps_only_the_resumed_cluster_on_its_event(
         ("ml-cluster", sick),
         ("other-cluster", elsewhere),
     ]
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+def test_a_resume_event_for_a_cluster_being_deleted_sweeps_nothing(
+    stack: Deployed, healing: HealingTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sick = active_cluster(stack)["worker-group-1"][0]
+    assert set_paused(True)[0] == 200
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+    with seams.installed(seams.keep_event_account):
+        assert set_paused(False)[0] == 200
+    [event] = resumed_events(stack)
+    # EventBridge retried the event for a while; meanwhile a delete began
+    stack.client("dynamodb").update_item(
+        TableName=stack.stack.physical_id("StateTable"),
+        Key={"pk": {"S": "CLUSTER#ml-cluster"}, "sk": {"S": "CLUSTER#ml-cluster"}},
+        UpdateExpression="SET #s = :deleting",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":deleting": {"S": "DELETING"}},
+    )
+
+    swept = _sweep_function(stack, monkeypatch).lambda_handler(event, SWEEP_CONTEXT)
+
+    assert swept == {"cluster_not_active": 1}
+    assert repair_inputs(stack) == []
 
 
 def test_only_the_creator_and_the_admins_may_pause(stack: Deployed, healing: HealingTable) -> None:

@@ -9,27 +9,13 @@ What is not recorded is a subsegment per AWS call (docs/operations.md, "Cold sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 logger = Logger()
 metrics = Metrics()
-
-
-class _NoTracer:
-    """Transitional, until functions/healing_sweep/app.py (being edited elsewhere) drops its
-    ``@tracer.capture_lambda_handler``: remove this class and ``tracer`` with it."""
-
-    @staticmethod
-    def capture_lambda_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
-        return handler
-
-
-tracer = _NoTracer()
 
 
 class Count(StrEnum):

@@ -141,6 +141,15 @@ class HealingSweep:
             if token is None:
                 return names
 
+    def sweep_resumed(self, name: str, now: datetime) -> Counter[str]:
+        """The sweep of the one cluster an operator resumed (its Healing Resumed event), while it is
+        ACTIVE: EventBridge retries the event for up to an hour, and a delete may have begun since."""
+        cluster = self.store.get_cluster(name)
+        if cluster is None or cluster.status is not ClusterStatus.ACTIVE:
+            logger.info("resumed cluster not swept: no longer ACTIVE", cluster=name)
+            return Counter({"cluster_not_active": 1})
+        return self.sweep_cluster(name, now)
+
     # --- one cluster --------------------------------------------------------------------------
 
     def sweep_cluster(self, name: str, now: datetime) -> Counter[str]:
