@@ -27,7 +27,7 @@ from autopilot.models.records import (
     RepairTrigger,
     iso,
 )
-from autopilot.settings import HealingSettings, load_healing_settings_from, load_healing_sweep_settings_from
+from autopilot.settings import HealingSettings, HealingSweepSettings
 from botocore.exceptions import ClientError
 
 from tests.events import create_body
@@ -44,7 +44,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
 
 
 def settings(stack: Deployed) -> HealingSettings:
-    return load_healing_settings_from(stack.environment("HealingSweepFunction"))
+    return HealingSettings.from_environ(stack.environment("HealingSweepFunction"))
 
 
 def table(stack: Deployed) -> str:
@@ -69,7 +69,7 @@ def sweep(stack: Deployed, *, sagemaker: Any = None) -> HealingSweep:
         events=stack.client("events"),
         sns=stack.client("sns"),
         settings=settings(stack),
-        stuck_node_minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes,
+        stuck_node_minutes=HealingSweepSettings.from_environ(environment).stuck_node_minutes,
     )
 
 
@@ -160,7 +160,7 @@ def test_nodes_stuck_out_of_running_are_repaired_past_stuck_node_minutes(
     with deployed(execute=False, parameters={"MaxUnhealthyPercent": 100}) as stack:
         groups = registered(stack, "c1", running=False)  # every node Pending
         environment = stack.environment("HealingSweepFunction")
-        stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+        stuck_after = timedelta(minutes=HealingSweepSettings.from_environ(environment).stuck_node_minutes)
 
         early = sweep(stack).run(NOW)
         before = sweep(stack).run(NOW + stuck_after - timedelta(minutes=1))
@@ -189,7 +189,7 @@ def test_an_automatic_cluster_waits_for_hyperpod_before_taking_a_node_for_stuck(
     with deployed(execute=False, parameters={"MaxUnhealthyPercent": 100}) as stack:
         registered(stack, "c1", running=False, node_recovery="Automatic")  # every node Pending
         environment = stack.environment("HealingSweepFunction")
-        stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+        stuck_after = timedelta(minutes=HealingSweepSettings.from_environ(environment).stuck_node_minutes)
         hyperpod = timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
         assert hyperpod > stuck_after
 
@@ -415,7 +415,7 @@ def test_the_new_instance_of_a_replace_in_flight_is_not_taken_for_a_stuck_node(s
     # the workflow's replace: the successor stays Pending while HyperPod launches it
     stack.client("sagemaker").batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[worker])
     environment = stack.environment("HealingSweepFunction")
-    stuck_after = timedelta(minutes=load_healing_sweep_settings_from(environment).stuck_node_minutes)
+    stuck_after = timedelta(minutes=HealingSweepSettings.from_environ(environment).stuck_node_minutes)
 
     sweep(stack).run(NOW)
     late = sweep(stack).run(NOW + stuck_after)

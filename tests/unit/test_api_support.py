@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from autopilot.api import openapi
 from autopilot.events import OperationEventDetail, emit_operation_event
-from autopilot.settings import SettingsError, load_api_settings_from
+from autopilot.settings import ApiSettings, SettingsError
 
 from tests.events import ROOT
 
@@ -28,7 +28,7 @@ ENVIRONMENT = {
 
 
 def test_settings_parse_the_environment() -> None:
-    settings = load_api_settings_from(ENVIRONMENT)
+    settings = ApiSettings.from_environ(ENVIRONMENT)
 
     assert settings.alerts_topic_arn == "arn:aws:sns:us-east-1:123456789012:alerts"
     assert settings.state_table_name == "state"
@@ -40,7 +40,7 @@ def test_a_missing_or_malformed_setting_fails_loudly_naming_it() -> None:
     broken = {k: v for k, v in ENVIRONMENT.items() if k != "STATE_TABLE_NAME"} | {"ALERTS_TOPIC_ARN": ""}
 
     with pytest.raises(SettingsError) as raised:
-        load_api_settings_from(broken)
+        ApiSettings.from_environ(broken)
 
     assert "STATE_TABLE_NAME" in str(raised.value)
     assert "ALERTS_TOPIC_ARN" in str(raised.value)

@@ -41,7 +41,7 @@ from autopilot.logic.budget_enforcement import (
 from autopilot.models.budget_alerts import NotABudgetNotificationError, parse_budget_notification
 from autopilot.models.records import Cluster, ClusterStatus, OperationStatus, OperationType
 from autopilot.models.spend import SpendMeter
-from autopilot.settings import BudgetAlertsSettings, load_budget_alerts_settings_from
+from autopilot.settings import BudgetAlertsSettings
 from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
 from moto import mock_aws
@@ -587,7 +587,7 @@ def test_the_claim_is_one_conditional_write(world: World) -> None:
 
 def test_settings_name_what_is_missing() -> None:
     with pytest.raises(Exception, match="API_URL"):
-        load_budget_alerts_settings_from({"STATE_TABLE_NAME": "t", "ALERTS_TOPIC_ARN": ALERTS})
+        BudgetAlertsSettings.from_environ({"STATE_TABLE_NAME": "t", "ALERTS_TOPIC_ARN": ALERTS})
 
 
 def test_the_hourly_rate_is_the_spend_meters_of_this_month() -> None:

@@ -14,7 +14,7 @@ from autopilot.logic.budget_alerts import Handled
 from autopilot.logic.healing.breaker import BreakerOutcome, announce_trip
 from autopilot.models.records import HealingState
 from autopilot.observability import Count, metrics
-from autopilot.settings import load_healing_settings_from
+from autopilot.settings import HealingSettings
 
 from tests.events import ROOT, load_event
 
@@ -107,7 +107,7 @@ def test_a_breaker_trip_is_counted_once_with_its_alert(capsys: pytest.CaptureFix
         trip_alert_pending=True,
     )
     table = SimpleNamespace(claim_trip_alert=lambda cluster_name: True)
-    settings = load_healing_settings_from(
+    settings = HealingSettings.from_environ(
         {
             "STATE_TABLE_NAME": "state",
             "REPLACE_NODE_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:replace",

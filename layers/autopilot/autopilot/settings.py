@@ -9,9 +9,10 @@ Tests set the environment (from template.yaml) and call ``cache_clear()`` on the
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, ClassVar, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,10 +31,40 @@ def _cost_tag_keys(value: str) -> str:
 CostTagKeysText = Annotated[str, AfterValidator(_cost_tag_keys)]
 
 
-class ApiSettings(BaseModel):
-    """What the API function needs (env var names are the aliases)."""
+class _Settings(BaseModel):
+    """One function's settings: env var names are the fields' aliases, other variables ignored."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    # Who reads them, for the error message.
+    reader: ClassVar[str]
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
+        """The settings in ``environ``; SettingsError naming every missing or malformed variable."""
+        try:
+            return cls.model_validate(dict(environ))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            raise SettingsError(f"invalid {cls.reader} environment: {problems}") from exc
+
+
+def _from_environment[T: _Settings](model: type[T]) -> Callable[[], T]:
+    """The loader a function calls: ``model`` read from ``os.environ`` once (tests ``cache_clear()``)."""
+
+    @lru_cache(maxsize=1)
+    def settings() -> T:
+        return model.from_environ(os.environ)
+
+    return settings
+
+
+class ApiSettings(_Settings):
+    """What the API function needs (env var names are the aliases)."""
+
+    reader = "API function"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     create_cluster_state_machine_arn: str = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN", min_length=1)
@@ -60,18 +91,18 @@ class ApiSettings(BaseModel):
         return self.create_cluster_state_machine_arn.split(":")[4]
 
 
-class RecordOutcomeSettings(BaseModel):
+class RecordOutcomeSettings(_Settings):
     """What RecordOutcomeFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "RecordOutcomeFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
 
 
-class ReconcilerSettings(BaseModel):
+class ReconcilerSettings(_Settings):
     """What ReconcilerFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "ReconcilerFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # An operation's execution is named after it: these ARNs find the execution the API stored no ARN of.
@@ -83,84 +114,28 @@ class ReconcilerSettings(BaseModel):
     grace_seconds: int = Field(alias="RECONCILE_GRACE_SECONDS", ge=1)
 
 
-class ClusterEventsSettings(BaseModel):
+class ClusterEventsSettings(_Settings):
     """What ClusterEventsFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "ClusterEventsFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
 
 
-def _load[T: BaseModel](model: type[T], environ: dict[str, str], what: str) -> T:
-    try:
-        return model.model_validate(environ)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-        )
-        raise SettingsError(f"invalid {what} environment: {problems}") from exc
-
-
-def load_api_settings_from(environ: dict[str, str]) -> ApiSettings:
-    return _load(ApiSettings, environ, "API function")
-
-
-def load_record_outcome_settings_from(environ: dict[str, str]) -> RecordOutcomeSettings:
-    return _load(RecordOutcomeSettings, environ, "RecordOutcomeFunction")
-
-
-def load_reconciler_settings_from(environ: dict[str, str]) -> ReconcilerSettings:
-    return _load(ReconcilerSettings, environ, "ReconcilerFunction")
-
-
-def load_cluster_events_settings_from(environ: dict[str, str]) -> ClusterEventsSettings:
-    return _load(ClusterEventsSettings, environ, "ClusterEventsFunction")
-
-
-@lru_cache(maxsize=1)
-def api_settings() -> ApiSettings:
-    """The API function's settings, read from the environment once."""
-    return load_api_settings_from(dict(os.environ))
-
-
-@lru_cache(maxsize=1)
-def record_outcome_settings() -> RecordOutcomeSettings:
-    return load_record_outcome_settings_from(dict(os.environ))
-
-
-@lru_cache(maxsize=1)
-def reconciler_settings() -> ReconcilerSettings:
-    return load_reconciler_settings_from(dict(os.environ))
-
-
-@lru_cache(maxsize=1)
-def cluster_events_settings() -> ClusterEventsSettings:
-    return load_cluster_events_settings_from(dict(os.environ))
-
-
-class CostTaggerSettings(BaseModel):
+class CostTaggerSettings(_Settings):
     """What CostTaggerFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "CostTaggerFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # The template parameter CostTagKeys (autopilot.models.cost_allocation.parse_cost_tag_keys).
     cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS")
 
 
-def load_cost_tagger_settings_from(environ: dict[str, str]) -> CostTaggerSettings:
-    return _load(CostTaggerSettings, environ, "CostTaggerFunction")
-
-
-@lru_cache(maxsize=1)
-def cost_tagger_settings() -> CostTaggerSettings:
-    return load_cost_tagger_settings_from(dict(os.environ))
-
-
-class SessionGuardSettings(BaseModel):
+class SessionGuardSettings(_Settings):
     """What SessionGuardFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "SessionGuardFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -174,21 +149,12 @@ class SessionGuardSettings(BaseModel):
         return frozenset(user.strip() for user in self.forbidden_run_as_users.split(",") if user.strip())
 
 
-def load_session_guard_settings_from(environ: dict[str, str]) -> SessionGuardSettings:
-    return _load(SessionGuardSettings, environ, "SessionGuardFunction")
-
-
-@lru_cache(maxsize=1)
-def session_guard_settings() -> SessionGuardSettings:
-    return load_session_guard_settings_from(dict(os.environ))
-
-
-class HealingSettings(BaseModel):
+class HealingSettings(_Settings):
     """How repairs start and are bounded: the healing template parameters (docs/operations.md,
     "Healing policy"), for every function that starts or shows repairs (env var names are the aliases).
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "healing"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     replace_node_state_machine_arn: str = Field(alias="REPLACE_NODE_STATE_MACHINE_ARN", min_length=1)
@@ -203,19 +169,10 @@ class HealingSettings(BaseModel):
     allow_login_replace: bool = Field(alias="ALLOW_LOGIN_REPLACE")
 
 
-def load_healing_settings_from(environ: dict[str, str]) -> HealingSettings:
-    return _load(HealingSettings, environ, "healing")
-
-
-@lru_cache(maxsize=1)
-def healing_settings() -> HealingSettings:
-    return load_healing_settings_from(dict(os.environ))
-
-
-class SpendMeterSettings(BaseModel):
+class SpendMeterSettings(_Settings):
     """What SpendMeterFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "SpendMeterFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -223,19 +180,10 @@ class SpendMeterSettings(BaseModel):
     region: str = Field(alias="AWS_REGION", min_length=1)
 
 
-def load_spend_meter_settings_from(environ: dict[str, str]) -> SpendMeterSettings:
-    return _load(SpendMeterSettings, environ, "SpendMeterFunction")
-
-
-@lru_cache(maxsize=1)
-def spend_meter_settings() -> SpendMeterSettings:
-    return load_spend_meter_settings_from(dict(os.environ))
-
-
-class BudgetAlertsSettings(BaseModel):
+class BudgetAlertsSettings(_Settings):
     """What BudgetAlertsFunction needs (env var names are the aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "BudgetAlertsFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
@@ -248,29 +196,24 @@ class BudgetAlertsSettings(BaseModel):
         return self.alerts_topic_arn.split(":")[4]
 
 
-def load_budget_alerts_settings_from(environ: dict[str, str]) -> BudgetAlertsSettings:
-    return _load(BudgetAlertsSettings, environ, "BudgetAlertsFunction")
-
-
-@lru_cache(maxsize=1)
-def budget_alerts_settings() -> BudgetAlertsSettings:
-    return load_budget_alerts_settings_from(dict(os.environ))
-
-
-class HealingSweepSettings(BaseModel):
+class HealingSweepSettings(_Settings):
     """What the healing sweep (HealingSweepFunction) needs beside HealingSettings; env var names are the
     aliases."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    reader = "healing sweep"
 
     # The template parameter StuckNodeMinutes: a node not Running for this long is repaired.
     stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
 
 
-def load_healing_sweep_settings_from(environ: dict[str, str]) -> HealingSweepSettings:
-    return _load(HealingSweepSettings, environ, "healing sweep")
-
-
-@lru_cache(maxsize=1)
-def healing_sweep_settings() -> HealingSweepSettings:
-    return load_healing_sweep_settings_from(dict(os.environ))
+# The loaders the functions call.
+api_settings = _from_environment(ApiSettings)
+budget_alerts_settings = _from_environment(BudgetAlertsSettings)
+cluster_events_settings = _from_environment(ClusterEventsSettings)
+cost_tagger_settings = _from_environment(CostTaggerSettings)
+healing_settings = _from_environment(HealingSettings)
+healing_sweep_settings = _from_environment(HealingSweepSettings)
+reconciler_settings = _from_environment(ReconcilerSettings)
+record_outcome_settings = _from_environment(RecordOutcomeSettings)
+session_guard_settings = _from_environment(SessionGuardSettings)
+spend_meter_settings = _from_environment(SpendMeterSettings)
