@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from sandbox.simulate.failures import LLAMA3_NODES
+from sandbox.simulate.failures import LLAMA3_DAYS, LLAMA3_NODES
 from sandbox.simulate.fleet import POLICIES, FleetSimulation, SimulationOptions
 from sandbox.simulate.report import at_llama3_scale, chart, entries, table, write_json
 
@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = entries(outcome, options)
     write_json(args.report, rows, outcome, options)
     png = args.report.with_suffix(".png")
-    scaled = at_llama3_scale(rows) if options.nodes != LLAMA3_NODES else []
+    at_scale = options.nodes == LLAMA3_NODES and options.days >= LLAMA3_DAYS
+    scaled = [] if at_scale else at_llama3_scale(rows)
     chart(png, rows, outcome.runs, scaled)
     print(table(rows))
     if scaled:
