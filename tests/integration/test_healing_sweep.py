@@ -22,6 +22,7 @@ from autopilot.models.records import (
     Fault,
     NodeAction,
     NodeHealth,
+    Operation,
     OperationError,
     OperationStatus,
     RepairTrigger,
@@ -106,6 +107,28 @@ def repairs(stack: Deployed) -> list[dict[str, Any]]:
     sfn = stack.client("stepfunctions")
     listed = sfn.list_executions(stateMachineArn=stack.stack.arn("ReplaceNodeStateMachine"))["executions"]
     return [json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"]) for e in listed]
+
+
+def event_repair(
+    stack: Deployed, node_id: str, action: NodeAction, fault_type: str, *, at: datetime = NOW
+) -> Operation | None:
+    """A repair of a node of c1 started by the event path (Node Health event at ``at``), as
+    ClusterEventsFunction starts one."""
+    return start_repair(
+        RepairRequest(
+            cluster_name="c1",
+            node_id=node_id,
+            action=action,
+            trigger=RepairTrigger.EVENT,
+            fault=Fault(reason=f"fault type {fault_type}", detected_at=iso(at)),
+            allow_replace=True,
+        ),
+        healing=healing(stack),
+        stepfunctions=stack.client("stepfunctions"),
+        events=stack.client("events"),
+        settings=settings(stack),
+        now=at,
+    )
 
 
 def fail_node(stack: Deployed, name: str, node_id: str) -> None:
@@ -236,21 +259,7 @@ def test_an_automatic_cluster_waits_for_hyperpods_own_repair(stack: Deployed) ->
 def test_a_repair_waiting_for_a_slot_is_not_overdue(stack: Deployed) -> None:
     # A storm's backlog (or a paused cluster) waits for its slot; the deadlines run from the slot on.
     node = registered(stack, "c1")["worker-group-1"][0]
-    operation = start_repair(
-        RepairRequest(
-            cluster_name="c1",
-            node_id=node,
-            action=NodeAction.REPLACE,
-            trigger=RepairTrigger.EVENT,
-            fault=Fault(reason="fault type NvidiaErrorTerminate", detected_at=iso(NOW)),
-            allow_replace=True,
-        ),
-        healing=healing(stack),
-        stepfunctions=stack.client("stepfunctions"),
-        events=stack.client("events"),
-        settings=settings(stack),
-        now=NOW,
-    )
+    operation = event_repair(stack, node, NodeAction.REPLACE, "NvidiaErrorTerminate")
     assert operation is not None
     deadline = repair_deadline(settings(stack))
 
@@ -266,21 +275,7 @@ def test_a_repair_waiting_for_a_slot_is_not_overdue(stack: Deployed) -> None:
 def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(stack: Deployed) -> None:
     node = registered(stack, "c1")["worker-group-1"][0]
     table_ = healing(stack)
-    operation = start_repair(
-        RepairRequest(
-            cluster_name="c1",
-            node_id=node,
-            action=NodeAction.REBOOT,
-            trigger=RepairTrigger.EVENT,
-            fault=Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(NOW)),
-            allow_replace=True,
-        ),
-        healing=table_,
-        stepfunctions=stack.client("stepfunctions"),
-        events=stack.client("events"),
-        settings=settings(stack),
-        now=NOW,
-    )
+    operation = event_repair(stack, node, NodeAction.REBOOT, "NvidiaErrorReboot")
     assert operation is not None
     table_.dynamodb.update_item(
         TableName=table(stack),
@@ -330,21 +325,7 @@ def test_lease_holders_whose_repair_ended_are_released(stack: Deployed) -> None:
 def test_a_node_whose_repair_execution_died_is_freed_and_repaired_again(stack: Deployed) -> None:
     node = registered(stack, "c1")["worker-group-1"][0]
     table_ = healing(stack)
-    operation = start_repair(
-        RepairRequest(
-            cluster_name="c1",
-            node_id=node,
-            action=NodeAction.REBOOT,
-            trigger=RepairTrigger.EVENT,
-            fault=Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(NOW - timedelta(hours=1))),
-            allow_replace=True,
-        ),
-        healing=table_,
-        stepfunctions=stack.client("stepfunctions"),
-        events=stack.client("events"),
-        settings=settings(stack),
-        now=NOW - timedelta(hours=1),
-    )
+    operation = event_repair(stack, node, NodeAction.REBOOT, "NvidiaErrorReboot", at=NOW - timedelta(hours=1))
     assert operation is not None
     # the execution died: RecordOutcome recorded the operation FAILED, nothing touched the node item
     assert StateTable(table(stack), client=stack.client("dynamodb")).fail_running_operation(
@@ -396,21 +377,7 @@ def test_one_cluster_failing_does_not_stop_the_others(stack: Deployed) -> None:
 
 def test_the_new_instance_of_a_replace_in_flight_is_not_taken_for_a_stuck_node(stack: Deployed) -> None:
     worker = registered(stack, "c1")["worker-group-1"][0]
-    operation = start_repair(
-        RepairRequest(
-            cluster_name="c1",
-            node_id=worker,
-            action=NodeAction.REPLACE,
-            trigger=RepairTrigger.EVENT,
-            fault=Fault(reason="fault type NvidiaErrorTerminate", detected_at=iso(NOW)),
-            allow_replace=True,
-        ),
-        healing=healing(stack),
-        stepfunctions=stack.client("stepfunctions"),
-        events=stack.client("events"),
-        settings=settings(stack),
-        now=NOW,
-    )
+    operation = event_repair(stack, worker, NodeAction.REPLACE, "NvidiaErrorTerminate")
     assert operation is not None
     # the workflow's replace: the successor stays Pending while HyperPod launches it
     stack.client("sagemaker").batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[worker])
