@@ -56,12 +56,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--days", type=float, default=DEFAULTS.days, help="simulated days")
     p.add_argument(
-        "--spares", type=_int_list, default=DEFAULTS.spares, help="hot spare counts (comma-separated)"
+        "--spares",
+        type=_int_list,
+        default=",".join(map(str, DEFAULTS.spares)),
+        help="hot spare counts (comma-separated)",
     )
     p.add_argument(
         "--policies",
         type=_policies,
-        default=DEFAULTS.policies,
+        default=",".join(DEFAULTS.policies),
         help="hyperpod: NodeRecovery Automatic (HyperPod repairs, Autopilot observes); autopilot: "
         "NodeRecovery None (Autopilot reboots or replaces, escalating a reboot that does not heal)",
     )
