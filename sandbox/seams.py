@@ -43,6 +43,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``abort_stopped_executions``: moto's StopExecution leaves an execution waiting for a task token
   RUNNING, and lets a failure raised after the stop end it FAILED; the seam ends it ABORTED at once
   (sandbox/stepfunctions_stop.py).
+- ``cache_stepfunctions_parse_trees``: moto parses a state machine's ASL with ANTLR at every
+  StartExecution; the seam keeps the parse tree per definition string and builds fresh evaluation
+  components from it for each execution (sandbox/stepfunctions_parse_cache.py).
 - ``record_aws_calls``: not a moto patch; a botocore "before-call" handler that counts every
   in-process AWS call per "service:Operation" for ``Sandbox.metrics()``.
 - ``intercept_aws_calls``: moto's BotocoreStubber (mock_aws's before-send handler) answers every
@@ -52,7 +55,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   nothing between the two, so concurrent threads (the sandbox's executions and functions) could both
   pass one condition; DynamoDB applies a conditional write atomically per item. The seam runs every
   write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) under one lock, so a lease capped by a
-  condition (``size(leaseHolders) < :cap``) holds under load as it does on AWS.
+  condition (``size(leaseHolders) < :cap``) holds under load as it does on AWS. Query and Scan take
+  the lock too: moto iterates the table's dict, and a write meanwhile raised "dictionary changed size
+  during iteration" from a read (seen in the healing bench), which DynamoDB never does.
 - ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
   ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
   seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
@@ -98,7 +103,13 @@ from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
-from sandbox import stepfunctions_clock, stepfunctions_events, stepfunctions_jsonata, stepfunctions_stop
+from sandbox import (
+    stepfunctions_clock,
+    stepfunctions_events,
+    stepfunctions_jsonata,
+    stepfunctions_parse_cache,
+    stepfunctions_stop,
+)
 from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import LambdaRuntime
@@ -556,6 +567,10 @@ def abort_stopped_executions() -> None:
     _state.undo.append(stepfunctions_stop.install())
 
 
+def cache_stepfunctions_parse_trees() -> None:
+    _state.undo.append(stepfunctions_parse_cache.install())
+
+
 def _use_clock(clock: SandboxClock) -> None:
     previous = _state.clock
     _state.clock = clock
@@ -621,11 +636,13 @@ def intercept_aws_calls() -> None:
 # seam: DynamoDB conditional writes atomic, as on AWS
 # --------------------------------------------------------------------------------------------------
 _DYNAMODB_WRITES: Final = ("put_item", "update_item", "delete_item", "transact_write_items")
+# reads that iterate a table (a write meanwhile would change the dict under them)
+_DYNAMODB_ITERATING_READS: Final = ("query", "scan")
 _dynamodb_write_lock: Final = threading.RLock()
 
 
 def serialize_dynamodb_writes() -> None:
-    for name in _DYNAMODB_WRITES:
+    for name in (*_DYNAMODB_WRITES, *_DYNAMODB_ITERATING_READS):
         original = expect_signature(DynamoDBBackend, name, ["self"], "serialize_dynamodb_writes")
 
         def write(self: DynamoDBBackend, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
@@ -690,6 +707,7 @@ SEAMS: Final = (
     run_stepfunctions_on_sandbox_clock,
     emit_execution_status_events,
     abort_stopped_executions,
+    cache_stepfunctions_parse_trees,
     record_aws_calls,
     intercept_aws_calls,
     serialize_dynamodb_writes,

@@ -40,7 +40,7 @@ def table() -> Iterator[Any]:
 
 def test_every_write_goes_through_the_seam() -> None:
     with seams.installed(seams.serialize_dynamodb_writes):
-        for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        for name in ("put_item", "update_item", "delete_item", "transact_write_items", "query", "scan"):
             assert DynamoDBBackend.__dict__[name].__name__ == "write"
     assert DynamoDBBackend.__dict__["update_item"].__name__ == "update_item"
 
@@ -53,6 +53,58 @@ def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:
     finally:
         sys.setswitchinterval(switching)
     assert rounds == [CAP] * ROUNDS
+
+
+def test_a_query_never_fails_while_items_are_written() -> None:
+    # moto's Query iterates the table's dict: an unlocked write meanwhile raised "dictionary changed
+    # size during iteration" from the read
+    with mock_aws(), seams.installed(seams.serialize_dynamodb_writes):
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        errors: list[BaseException] = []
+        written = threading.Event()
+
+        def write() -> None:
+            for n in range(300):
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": "p"}, "sk": {"S": f"{n:05}"}})
+            written.set()
+
+        def read() -> None:
+            try:
+                while not written.is_set():
+                    dynamodb.query(
+                        TableName="t",
+                        KeyConditionExpression="pk = :pk",
+                        ExpressionAttributeValues={":pk": {"S": "p"}},
+                        Select="COUNT",
+                    )
+            except Exception as exc:  # noqa: BLE001 - any failure of a read is the bug
+                errors.append(exc)
+                written.set()
+
+        switching = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=write), *(threading.Thread(target=read) for _ in range(3))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(switching)
+
+    assert errors == []
 
 
 def race(table: Any, key: str) -> int:
