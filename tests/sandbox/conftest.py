@@ -36,6 +36,13 @@ def iam_keys_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def sfn(iam_keys_env: None) -> Iterator[Any]:
+    """moto's Step Functions, running the executions it starts (execute_state_machine): its client."""
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield boto3.client("stepfunctions")
+
+
+@pytest.fixture
 def hyperpod_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",

@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
 from sandbox import seams, stepfunctions_parse_cache
@@ -54,18 +51,6 @@ DEFINITION: dict[str, Any] = {
         "Done": {"Type": "Pass", "End": True},
     },
 }
-
-
-@pytest.fixture
-def sfn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield boto3.client("stepfunctions")
 
 
 def _finish(sfn: Any, executions: list[str]) -> list[dict[str, Any]]:

@@ -7,13 +7,11 @@ import json
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from moto.stepfunctions.parser import models as parser_models
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringJSONata
@@ -140,18 +138,6 @@ def test_drift_is_detected_and_nothing_stays_installed(monkeypatch: pytest.Monke
     with pytest.raises(seams.SeamDrift), seams.installed(seam):
         pass
     assert _values(JSONATA_PATCHED + CLOCK_PATCHED) == before
-
-
-@pytest.fixture
-def sfn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield boto3.client("stepfunctions")
 
 
 def _execute(sfn: Any, definition: dict[str, Any]) -> dict[str, Any]:
