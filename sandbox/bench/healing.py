@@ -50,7 +50,10 @@ BATCH_CALLS: Final = ("BatchRebootClusterNodes", "BatchReplaceClusterNodes")
 # and the sweep once a day: the events alone start repairs, except the resume's own sweep.
 BENCH_PARAMETERS: Final = {
     **DEMO_PARAMETERS,
-    "FallbackPollSeconds": 3600,
+    # The template's default: a replaced node's successor sends no Node Health event in the simulator,
+    # so a replace ends on this check; at 3600 every repair held its slot an hour and the storm's
+    # backlog of 100 outlasted its lease deadline (24 NoRepairSlot at x120).
+    "FallbackPollSeconds": 300,
     "CreateTimeoutSeconds": 82800,
     # 100 storm repairs at 4 at a time (~20 simulated min each) would outwait ReplaceDeadlineMinutes'
     # longest (6 h): a repair waits for its slot within that deadline (docs/operations.md).
