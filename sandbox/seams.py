@@ -57,7 +57,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   write (PutItem, UpdateItem, DeleteItem, TransactWriteItems) under one lock, so a lease capped by a
   condition (``size(leaseHolders) < :cap``) holds under load as it does on AWS. Query and Scan take
   the lock too: moto iterates the table's dict, and a write meanwhile raised "dictionary changed size
-  during iteration" from a read (seen in the healing bench), which DynamoDB never does.
+  during iteration" from a read (seen in the healing bench), which DynamoDB never does; and every
+  DynamoDB request runs under it up to its answer (moto serialises the stored item itself after the
+  backend returned: GetItem and BatchGetItem raced updates in place the same way).
 - ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
   ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
   seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
@@ -88,6 +90,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.models import botocore_stubber
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription, sns_backends
@@ -650,6 +653,16 @@ def serialize_dynamodb_writes() -> None:
                 return _original(self, *args, **kwargs)
 
         _replace(DynamoDBBackend, name, write)
+    # A read answers with the stored item itself, serialised after the backend returned: a write in
+    # place meanwhile changed the dict under the serialisation (GetItem, BatchGetItem). Every DynamoDB
+    # request, its answer included, runs under the lock.
+    handler = expect_signature(DynamoHandler, "call_action", ["self"], "serialize_dynamodb_writes")
+
+    def call_action(self: DynamoHandler) -> Any:
+        with _dynamodb_write_lock:
+            return handler(self)
+
+    _replace(DynamoHandler, "call_action", call_action)
 
 
 # --------------------------------------------------------------------------------------------------

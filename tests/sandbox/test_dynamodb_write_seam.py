@@ -17,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 
 from sandbox import seams
 
@@ -43,6 +44,9 @@ def test_every_write_goes_through_the_seam() -> None:
         for name in ("put_item", "update_item", "delete_item", "transact_write_items", "query", "scan"):
             assert DynamoDBBackend.__dict__[name].__name__ == "write"
     assert DynamoDBBackend.__dict__["update_item"].__name__ == "update_item"
+    with seams.installed(seams.serialize_dynamodb_writes):
+        assert DynamoHandler.__dict__["call_action"].__name__ == "call_action"
+        assert DynamoHandler.__dict__["call_action"].__module__ == "sandbox.seams"
 
 
 def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:
@@ -103,6 +107,45 @@ def test_a_query_never_fails_while_items_are_written() -> None:
                 thread.join()
         finally:
             sys.setswitchinterval(switching)
+
+    assert errors == []
+
+
+def test_a_batch_get_never_fails_while_the_item_grows(table: Any) -> None:
+    # moto answers a read with the stored item itself, serialised after the backend returned: an
+    # update in place meanwhile (a set growing) changed the dict under that serialisation
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def grow() -> None:
+        for n in range(300):
+            table.update_item(
+                TableName="t",
+                Key={"pk": {"S": "item"}},
+                UpdateExpression="SET #a = :v",
+                ExpressionAttributeNames={"#a": f"attribute{n}"},
+                ExpressionAttributeValues={":v": {"S": "x"}},
+            )
+        done.set()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                table.batch_get_item(RequestItems={"t": {"Keys": [{"pk": {"S": "item"}}]}})
+        except Exception as exc:  # noqa: BLE001 - any failure of a read is the bug
+            errors.append(exc)
+            done.set()
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=grow), *(threading.Thread(target=read) for _ in range(3))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
 
     assert errors == []
 
