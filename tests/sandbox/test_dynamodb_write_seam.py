@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -76,37 +76,20 @@ def test_a_query_never_fails_while_items_are_written() -> None:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
-        errors: list[BaseException] = []
-        written = threading.Event()
 
         def write() -> None:
             for n in range(300):
                 dynamodb.put_item(TableName="t", Item={"pk": {"S": "p"}, "sk": {"S": f"{n:05}"}})
-            written.set()
 
         def read() -> None:
-            try:
-                while not written.is_set():
-                    dynamodb.query(
-                        TableName="t",
-                        KeyConditionExpression="pk = :pk",
-                        ExpressionAttributeValues={":pk": {"S": "p"}},
-                        Select="COUNT",
-                    )
-            except Exception as exc:  # noqa: BLE001 - any failure of a read is the bug
-                errors.append(exc)
-                written.set()
+            dynamodb.query(
+                TableName="t",
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": "p"}},
+                Select="COUNT",
+            )
 
-        switching = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        try:
-            threads = [threading.Thread(target=write), *(threading.Thread(target=read) for _ in range(3))]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        finally:
-            sys.setswitchinterval(switching)
+        errors = reads_while(write, read)
 
     assert errors == []
 
@@ -114,9 +97,6 @@ def test_a_query_never_fails_while_items_are_written() -> None:
 def test_a_batch_get_never_fails_while_the_item_grows(table: Any) -> None:
     # moto answers a read with the stored item itself, serialised after the backend returned: an
     # update in place meanwhile (a set growing) changed the dict under that serialisation
-    done = threading.Event()
-    errors: list[BaseException] = []
-
     def grow() -> None:
         for n in range(300):
             table.update_item(
@@ -126,28 +106,48 @@ def test_a_batch_get_never_fails_while_the_item_grows(table: Any) -> None:
                 ExpressionAttributeNames={"#a": f"attribute{n}"},
                 ExpressionAttributeValues={":v": {"S": "x"}},
             )
-        done.set()
 
     def read() -> None:
+        table.batch_get_item(RequestItems={"t": {"Keys": [{"pk": {"S": "item"}}]}})
+
+    errors = reads_while(grow, read)
+
+    assert errors == []
+
+
+def reads_while(write: Callable[[], None], read: Callable[[], None], readers: int = 3) -> list[BaseException]:
+    """``read`` over and over in ``readers`` threads while ``write`` runs, threads switching every
+    microsecond; what the reads raised (any failure of a read is the bug)."""
+    written = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
         try:
-            while not done.is_set():
-                table.batch_get_item(RequestItems={"t": {"Keys": [{"pk": {"S": "item"}}]}})
-        except Exception as exc:  # noqa: BLE001 - any failure of a read is the bug
+            write()
+        finally:
+            written.set()
+
+    def reader() -> None:
+        try:
+            while not written.is_set():
+                read()
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
-            done.set()
 
     switching = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=grow), *(threading.Thread(target=read) for _ in range(3))]
+        threads = [
+            threading.Thread(target=writer),
+            *(threading.Thread(target=reader) for _ in range(readers)),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
     finally:
         sys.setswitchinterval(switching)
-
-    assert errors == []
+    return errors
 
 
 def race(table: Any, key: str) -> int:
