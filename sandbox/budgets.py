@@ -75,6 +75,7 @@ import inspect
 import json
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -538,14 +539,15 @@ class BudgetsSimulator:
         """Charge the fleet for the simulated time since the last tick; when a refresh time has
         passed, evaluate the budgets (:meth:`refresh`). Returns the new deliveries."""
         now = self.clock.now()
-        instances = [i for i in self.fleet() if self._line(i, now.date()).account_id == self.account_id]
+        with self._lock:
+            previous = self._last_tick if self._last_tick is not None else now
+            due = self._next_refresh is None or now >= self._next_refresh
+        if now == previous and not due:
+            return []  # no simulated time passed (a frozen clock's ticker): nothing to charge
+        burn = self._sample(now)
         with self._lock:
             previous = self._last_tick if self._last_tick is not None else now
             self._last_tick = now
-            burn: dict[CostLine, Decimal] = {}
-            for instance in instances:
-                line = self._line(instance, now.date())
-                burn[line] = burn.get(line, Decimal(0)) + price_per_hour(instance.instance_type, self.prices)
             self._burn = burn
             for start, end in _split_by_day(previous, now):
                 hours = Decimal(str((end - start).total_seconds())) / Decimal(3600)
@@ -559,10 +561,33 @@ class BudgetsSimulator:
                 self._next_refresh = self._refresh_after(now)
         return self.refresh() if due else []
 
+    def _resample(self, now: datetime) -> None:
+        """The forecast's rate from the fleet now (a tick with no time passed does not sample it)."""
+        burn = self._sample(now)
+        with self._lock:
+            self._burn = burn
+
+    def _sample(self, now: datetime) -> dict[CostLine, Decimal]:
+        """$/hour by (undated) cost line of the fleet running now. Instances are counted per (cluster,
+        type, tag set) and each group priced once: a line built per instance made the ticks of a few
+        2,000-node clusters the sandbox's largest cost (docs/fleet-sim.md, "Scale")."""
+        counts: Counter[tuple[str, str, int]] = Counter()
+        tags_of: dict[int, Mapping[str, str]] = {}  # by id() of each tag mapping, alive in the sample
+        for instance in self.fleet():
+            tags_of.setdefault(id(instance.tags), instance.tags)
+            counts[(instance.cluster_arn, instance.instance_type, id(instance.tags))] += 1
+        burn: dict[CostLine, Decimal] = {}
+        for (cluster_arn, instance_type, tags_id), count in counts.items():
+            line = self._line(cluster_arn, instance_type, tags_of[tags_id], now.date())
+            if line.account_id == self.account_id:
+                burn[line] = burn.get(line, Decimal(0)) + price_per_hour(instance_type, self.prices) * count
+        return burn
+
     def refresh(self) -> list[BudgetDelivery]:
         """Evaluate every budget now, as an AWS Budgets data refresh does: rewrite CalculatedSpend and
         send the alerts that became due (tick calls it on the refresh cadence)."""
         now = self.clock.now()
+        self._resample(now)
         pending: list[tuple[str, dict[str, Any], dict[str, Any], Decimal, Decimal, list[dict[str, Any]]]] = []
         with self._lock:
             for name, state in self._sync_states().items():
@@ -618,6 +643,7 @@ class BudgetsSimulator:
         amounts now; later ticks keep adding to them. Refreshes at once (an admin shortcut, not
         AWS's cadence) and returns the alerts this makes due."""
         now = self.clock.now()
+        self._resample(now)
         with self._lock:
             state = self._sync_states().get(budget_name)
             if state is None:
@@ -634,6 +660,7 @@ class BudgetsSimulator:
 
     def spend(self, budget_name: str) -> tuple[Decimal, Decimal]:
         """(ActualSpend, ForecastedSpend) of the budget now, unrounded."""
+        self._resample(self.clock.now())
         with self._lock:
             state = self._sync_states().get(budget_name)
             if state is None:
@@ -671,11 +698,11 @@ class BudgetsSimulator:
             due += self.refresh_interval
         return min(due, midnight + timedelta(days=1))
 
-    def _line(self, instance: RunningInstance, day: date) -> CostLine:
-        arn_parts = instance.cluster_arn.split(":")
+    def _line(self, cluster_arn: str, instance_type: str, tags: Mapping[str, str], day: date) -> CostLine:
+        arn_parts = cluster_arn.split(":")
         region = arn_parts[3] if len(arn_parts) > 4 and arn_parts[3] else self.region
         account = arn_parts[4] if len(arn_parts) > 4 and arn_parts[4] else self.account_id
-        return CostLine(day, account, region, instance.instance_type, frozenset(instance.tags.items()))
+        return CostLine(day, account, region, instance_type, frozenset(tags.items()))
 
     def _budgets(self) -> dict[str, Budget]:
         backend: BudgetsBackend = budgets_backends[self.account_id][get_partition(self.region)]

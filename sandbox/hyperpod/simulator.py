@@ -1239,6 +1239,8 @@ class HyperPodSimulator:
         try:
             with self._lock:
                 self._advance(self.clock.now())
+                # one copy of a cluster's tags shared by its instances (read, never changed)
+                tags = {arn: dict(cluster.tags) for arn, cluster in self._clusters.items()}
                 return [
                     RunningInstance(
                         cluster_name=cluster.name,
@@ -1246,7 +1248,7 @@ class HyperPodSimulator:
                         instance_group=node.group_name,
                         instance_id=node.instance_id,
                         instance_type=node.instance_type,
-                        tags=dict(cluster.tags),
+                        tags=tags[cluster.arn],
                         status=node.status,
                     )
                     for cluster in self._clusters.values()
