@@ -24,11 +24,14 @@ wrong on its way:
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import inspect
 import json
 import math
 import random
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -36,6 +39,7 @@ from typing import Any, Final, cast
 
 import jsonata  # type: ignore[import-untyped]
 from jsonata.functions import Functions  # type: ignore[import-untyped]
+from jsonata.utils import Utils  # type: ignore[import-untyped]
 from moto.stepfunctions.parser.api import EvaluationFailedEventDetails, HistoryEventType
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
     FailureEvent,
@@ -117,6 +121,10 @@ def parse_json(text: str) -> Any:
         raise JSONataError(f"$parse: not a JSON string: {error}") from error
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _eval_disabled(*_: Any) -> None:
     raise JSONataError("$eval is not available in Step Functions: use $parse")
 
@@ -147,6 +155,55 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# moto hands the evaluator one string per expression: the state's expression in a block that first
+# declares every value it may read, ``($states:={...the input...};$x:=...;<expression>)`` (and that
+# block inside ``$exists(...)`` / ``$type(...)`` to check the result). Parsing the values' JSON as
+# JSONata text made every evaluation a new parse (a tenth of a long simulation's time). The evaluator
+# takes the leading declarations whose value is JSON as bindings of the block instead (the same
+# scope: nothing in the block runs before them) and parses what is left once per distinct text.
+_WRAPPERS: Final = ("(", "$exists((", "$type((")
+_DECLARATION: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*):=")
+# JSONata numbers are doubles: JSON numbers are bound as floats, as the JSONata tokenizer reads them
+_JSON: Final = json.JSONDecoder(parse_int=float, parse_float=float, parse_constant=_not_json)
+
+
+def split_declarations(expression: str) -> tuple[str, dict[str, Any]]:
+    """``expression`` without its leading ``$name:=<JSON>;`` declarations, and their values."""
+    prefix = next((w for w in _WRAPPERS if expression.startswith(w)), None)
+    if prefix is None:
+        return expression, {}
+    bindings: dict[str, Any] = {}
+    position = len(prefix)
+    while (match := _DECLARATION.match(expression, position)) is not None:
+        try:
+            value, end = _JSON.raw_decode(expression, match.end())
+        except ValueError:
+            break
+        if not expression.startswith(";", end) or match.group(1) in bindings:
+            break
+        bindings[match.group(1)] = _with_jsonata_nulls(value)
+        position = end + 1
+    return prefix + expression[position:], bindings
+
+
+def _with_jsonata_nulls(value: Any) -> Any:
+    """JSON null as jsonata-python's null (its ``None`` is JSONata's undefined)."""
+    if value is None:
+        return Utils.NULL_VALUE
+    if isinstance(value, dict):
+        return {key: _with_jsonata_nulls(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_jsonata_nulls(item) for item in value]
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Any:
+    """The parsed expression (jsonata-python shares it between threads itself: one copy per thread
+    with the same tree)."""
+    return jsonata.Jsonata(text)
+
+
 def make_evaluator(now: Callable[[], datetime]) -> Callable[[str], Any]:
     """The function moto's ``_eval_jsonata`` hook calls: expression text → JSON value (None for
     both JSONata null and undefined; moto tells them apart with ``$exists``)."""
@@ -154,7 +211,10 @@ def make_evaluator(now: Callable[[], datetime]) -> Callable[[str], Any]:
     def evaluate(expression: str) -> Any:
         millis = int(now().timestamp() * 1000)
         try:
-            compiled = jsonata.Jsonata(expression)
+            text, bindings = split_declarations(expression)
+            compiled = copy.copy(_parsed(text))  # the parse tree is shared, never changed by evaluation
+            compiled.environment = compiled.create_frame(jsonata.Jsonata.static_frame)
+            jsonata.Jsonata.CURRENT.jsonata = compiled  # what jsonata-python's __init__ does per thread
             for name, function in _STEP_FUNCTIONS_FUNCTIONS.items():
                 compiled.register_lambda(name, function)
             # one timestamp per expression, from the sandbox clock
@@ -168,7 +228,7 @@ def make_evaluator(now: Callable[[], datetime]) -> Callable[[str], Any]:
                 ),
             )
             compiled.register_lambda("millis", lambda: millis)
-            return _plain(compiled.evaluate(None))
+            return _plain(compiled.evaluate(None, bindings or None))
         # What an expression can raise in jsonata-python (it lets ValueError / TypeError / arithmetic
         # errors through besides JException); anything else is a sandbox bug and must not reach the
         # workflow as a States.QueryEvaluationError a Catch could swallow.

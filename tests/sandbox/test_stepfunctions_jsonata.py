@@ -17,10 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import jsonata as jsonata_python  # type: ignore[import-untyped]
 import pytest
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from sandbox.stepfunctions_jsonata import _plain, make_evaluator, split_declarations
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 ROLE_NAME = "jsonata-workflows"
@@ -671,3 +673,40 @@ def test_timestamps_the_asl_sees_come_from_the_sandbox_clock(sb: Sandbox) -> Non
         assert before <= datetime.fromisoformat(out[key]) <= after, key
     assert before.timestamp() * 1000 <= out["millis"] <= after.timestamp() * 1000
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", out["now"])
+
+
+# Declarations moto writes before every expression: $states (input with nulls, nesting, escapes, big
+# and fractional numbers) and workflow variables; then expressions that read them, define their own
+# and are checked the way moto checks a result ($exists / $type around the block).
+_DECLARED = (
+    '$states:={"input":{"a":null,"b":[1,null,{"c":"x;\\"y\\"\\n"}],"n":12345678901234567890,'
+    '"f":2.5,"e":1e3,"t":true},"context":{"Execution":{"Id":"arn"}}};$v:="q";$w:=null;$z:=[];'
+)
+_BODIES = (
+    "$states.input.a",
+    "$exists($states.input.a) and $exists($w)",
+    "$states.input.b[2].c & $v",
+    "$states.input.n + $states.input.f",
+    "$states.input.e / 10",
+    "$count($z) = 0 ? 'empty' : 'no'",
+    "$type($states.input.b[1])",
+    "$nothing",
+    "$x:=1;$x+1",
+    "$x:=[1,2][0];$x",
+    "$states.input.b[$type($)='number']",
+    "{'k': $states.context.Execution.Id, 'w': $w}",
+    "$states.input.t ? 1 : 2",
+)
+
+
+@pytest.mark.parametrize("body", _BODIES)
+@pytest.mark.parametrize("wrapper", ["({})", "$exists(({}))", "$type(({}))"])
+def test_declarations_taken_as_bindings_evaluate_as_their_text(body: str, wrapper: str) -> None:
+    """The evaluator binds the leading JSON declarations instead of parsing them as text (a parse
+    per evaluation); the result must be the one jsonata-python gives for the whole text."""
+    expression = wrapper.format(_DECLARED + body)
+    text, bindings = split_declarations(expression)
+    assert set(bindings) == {"states", "v", "w", "z"} | ({"x"} if body == "$x:=1;$x+1" else set())
+    assert text == wrapper.format(body.removeprefix("$x:=1;"))
+    evaluate = make_evaluator(lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    assert evaluate(expression) == _plain(jsonata_python.Jsonata(expression).evaluate(None))
