@@ -60,6 +60,11 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   during iteration" from a read (seen in the healing bench), which DynamoDB never does; and every
   DynamoDB request runs under it up to its answer (moto serialises the stored item itself after the
   backend returned: GetItem and BatchGetItem raced updates in place the same way).
+- ``back_up_transaction_items``: moto's TransactWriteItems deep-copies every table it names (once per
+  item naming it) before writing, to roll back if an item fails; with a state table of a few thousand
+  items that copy was a fifth of a long fleet simulation. The seam backs up the items the transaction
+  names instead and puts them back if it fails (the tables stay the same objects); runs under the
+  DynamoDB lock like every write, so no reader sees the rollback.
 - ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
   ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
   seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
@@ -90,6 +95,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.models import botocore_stubber
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table as DynamoTable
 from moto.dynamodb.responses import DynamoHandler
 from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
@@ -677,6 +683,91 @@ def serialize_dynamodb_writes() -> None:
     _replace(DynamoHandler, "call_action", call_action)
 
 
+class _CopyKeepingTables:
+    """``copy`` as moto's DynamoDB models module sees it: inside a transaction the seam backs up, a
+    deep copy of a whole Table (moto's rollback backup) is the table itself."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if getattr(_transaction_backup, "active", False) and isinstance(value, DynamoTable):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+_transaction_backup = threading.local()
+
+
+def back_up_transaction_items() -> None:
+    """TransactWriteItems backs up the items it names, not the tables (docstring at the top)."""
+    seam = "back_up_transaction_items"
+    original = expect_signature(DynamoDBBackend, "transact_write_items", ["self", "transact_items"], seam)
+    models = sys.modules[DynamoDBBackend.__module__]
+    source = inspect.getsource(original)
+    if (
+        models.__dict__.get("copy") is not copy
+        or "copy.deepcopy(" not in source
+        or "self.tables[" not in source
+    ):
+        raise SeamDrift(f"{seam}: transact_write_items no longer backs up tables with copy.deepcopy")
+
+    def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        with _dynamodb_write_lock:
+            before = [
+                (table, key, _item_copy(self, table, key))
+                for table, key in _transaction_keys(self, transact_items)
+            ]
+            _transaction_backup.active = True
+            try:
+                original(self, transact_items)
+            except Exception:
+                for table, key, item in before:  # moto's rollback put the (same) tables back
+                    _restore_item(self, table, key, item)
+                raise
+            finally:
+                _transaction_backup.active = False
+
+    _replace(DynamoDBBackend, "transact_write_items", transact_write_items)
+    models.copy = _CopyKeepingTables()  # type: ignore[attr-defined]
+    _state.undo.append(lambda: setattr(models, "copy", copy))
+
+
+def _transaction_keys(
+    backend: DynamoDBBackend, transact_items: list[dict[str, Any]]
+) -> list[tuple[str, dict[str, Any]]]:
+    keys = []
+    for entry in transact_items:
+        for op_type, op in entry.items():
+            table_name = op.get("TableName") if isinstance(op, dict) else None
+            if table_name not in backend.tables:
+                continue
+            if op_type == "Put":
+                table = backend.tables[table_name]
+                names = [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
+                if all(n in op.get("Item", {}) for n in names):
+                    keys.append((table_name, {n: op["Item"][n] for n in names}))
+            elif isinstance(op.get("Key"), dict):
+                keys.append((table_name, op["Key"]))
+    return keys
+
+
+def _item_copy(backend: DynamoDBBackend, table_name: str, key: dict[str, Any]) -> Any:
+    try:
+        return copy.deepcopy(backend.get_item(table_name, key))
+    except Exception:  # noqa: BLE001 - a key moto rejects: the transaction fails before writing it
+        return None
+
+
+def _restore_item(backend: DynamoDBBackend, table_name: str, key: dict[str, Any], item: Any) -> None:
+    if item is None:
+        if backend.get_item(table_name, key) is not None:
+            backend.delete_item(table_name, key)
+    else:
+        backend.put_item(table_name, item.to_json()["Attributes"])
+
+
 # --------------------------------------------------------------------------------------------------
 # AWS call recording (botocore extension point, not a patch)
 # --------------------------------------------------------------------------------------------------
@@ -735,6 +826,7 @@ SEAMS: Final = (
     cache_stepfunctions_parse_trees,
     record_aws_calls,
     intercept_aws_calls,
+    back_up_transaction_items,  # before serialize_dynamodb_writes wraps the method it checks
     serialize_dynamodb_writes,
 )
 

@@ -16,7 +16,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
-from moto.dynamodb.models import DynamoDBBackend
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.responses import DynamoHandler
 
 from sandbox import seams
@@ -179,3 +180,65 @@ def race(table: Any, key: str) -> int:
     assert sorted(holders) == sorted(joined)
     assert refused == ["ConditionalCheckFailedException"] * (THREADS - len(joined))
     return len(joined)
+
+
+# ------------------------------------------------------------------ seam back_up_transaction_items
+
+
+def test_a_cancelled_transaction_leaves_every_item_as_it_was_without_copying_the_table() -> None:
+    """moto backs up whole tables (a deep copy per item of the transaction); the seam backs up the
+    named items. What DynamoDB promises stays: a transaction with one failing condition writes
+    nothing (a new item not created, a changed item unchanged, a deleted item still there)."""
+    with mock_aws(), seams.installed(seams.back_up_transaction_items, seams.serialize_dynamodb_writes):
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for pk in ("changed", "deleted", "guard"):
+            dynamodb.put_item(TableName="t", Item={"pk": {"S": pk}, "sk": {"S": "x"}, "n": {"N": "1"}})
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+        table_object = backend.tables["t"]
+        before = dynamodb.scan(TableName="t")["Items"]
+
+        def key(pk: str) -> dict[str, Any]:
+            return {"pk": {"S": pk}, "sk": {"S": "x"}}
+
+        with pytest.raises(ClientError, match="TransactionCanceled"):
+            dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": "t", "Item": {**key("new"), "n": {"N": "1"}}}},
+                    {
+                        "Update": {
+                            "TableName": "t",
+                            "Key": key("changed"),
+                            "UpdateExpression": "SET n = :two, extra = :two",
+                            "ExpressionAttributeValues": {":two": {"N": "2"}},
+                        }
+                    },
+                    {"Delete": {"TableName": "t", "Key": key("deleted")}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": "t",
+                            "Key": key("guard"),
+                            "ConditionExpression": "n = :two",
+                            "ExpressionAttributeValues": {":two": {"N": "2"}},
+                        }
+                    },
+                ]
+            )
+        assert sorted(dynamodb.scan(TableName="t")["Items"], key=str) == sorted(before, key=str)
+        assert backend.tables["t"] is table_object  # rolled back item by item, not table by table
+
+        dynamodb.transact_write_items(  # and one that succeeds writes
+            TransactItems=[{"Put": {"TableName": "t", "Item": {**key("new"), "n": {"N": "1"}}}}]
+        )
+        assert len(dynamodb.scan(TableName="t")["Items"]) == 4
