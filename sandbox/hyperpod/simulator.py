@@ -136,9 +136,9 @@ class HyperPodSimulator:
         self._outbox: list[_Outgoing] = []
         self._now = clock.now()
         self._capacity_faults: list[CapacityFault] = []
-        # (cluster name, "reboot" | "replace") → node repairs started, by a Batch* call or by HyperPod
-        # itself (NodeRecovery Automatic): what a fleet simulation counts per policy.
-        self.repairs_started: Counter[tuple[str, str]] = Counter()
+        # (cluster name, instance id, "reboot" | "replace") → repairs started on that node, by a Batch*
+        # call or by HyperPod itself (NodeRecovery Automatic): what a fleet simulation counts.
+        self.node_repairs: Counter[tuple[str, str, str]] = Counter()
         self._operations: dict[str, Callable[[Params], dict[str, Any]]] = {
             "CreateCluster": self._create_cluster,
             "DescribeCluster": self._describe_cluster,
@@ -899,7 +899,7 @@ class HyperPodSimulator:
         return None
 
     def _start_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
-        self.repairs_started[(cluster.name, "reboot")] += 1
+        self.node_repairs[(cluster.name, node.instance_id, "reboot")] += 1
         node.status, node.operation, node.message = "Pending", "reboot", "Rebooting the instance."
         self._instance_event(cluster, node, at, _REBOOTING)
         self._after(at, self.timings.reboot_node, lambda t: self._finish_reboot(cluster, node, t))
@@ -926,7 +926,7 @@ class HyperPodSimulator:
             self._health_event(cluster, node, at)
 
     def _start_replace(self, cluster: Cluster, node: Node, at: datetime) -> None:
-        self.repairs_started[(cluster.name, "replace")] += 1
+        self.node_repairs[(cluster.name, node.instance_id, "replace")] += 1
         group = cluster.groups[node.group_name]
         successor = self._new_node(cluster, group, at)
         node.status, node.operation, node.replaced_by = "ShuttingDown", "replace", successor.instance_id

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import multiprocessing
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
 from sandbox.simulate.failures import LLAMA3_DAYS, LLAMA3_NODES
-from sandbox.simulate.fleet import POLICIES, FleetSimulation, SimulationOptions
+from sandbox.simulate.fleet import POLICIES, FleetSimulation, Outcome, SimulationOptions, merge
 from sandbox.simulate.report import at_llama3_scale, chart, entries, table, write_json
 
 DEFAULTS = SimulationOptions()
+# The policies' clusters share nothing but the failure trace: one process (and one sandbox) each
+# uses the machine's cores; the sandbox itself runs in one process.
+DEFAULT_PROCESSES = max(1, min(len(DEFAULTS.policies), os.cpu_count() or 1))
 DEFAULT_REPORT = Path("build") / "fleet-sim.json"
 
 
@@ -33,12 +40,12 @@ def _policies(text: str) -> tuple[str, ...]:
     return values
 
 
-def _progress(terminal: TextIO | None) -> Callable[[str], None]:
+def _progress(terminal: TextIO | None, prefix: str = "") -> Callable[[str], None]:
     """Progress lines on the terminal the run started with (the sandbox's output goes to the log)."""
 
     def say(line: str) -> None:
         if terminal is not None:
-            print(f"  {line}", file=terminal, flush=True)
+            print(f"  {prefix}{line}", file=terminal, flush=True)
 
     return say
 
@@ -116,12 +123,30 @@ def parser() -> argparse.ArgumentParser:
         help="template parameter HealingSweepScheduleExpression",
     )
     p.add_argument(
+        "--processes",
+        type=int,
+        default=DEFAULT_PROCESSES,
+        help="policies simulated at once, each in its own process and sandbox (1: all in this one)",
+    )
+    p.add_argument(
         "--report", type=Path, default=DEFAULT_REPORT, help="the JSON report; the PNG chart goes beside it"
     )
     p.add_argument(
         "--log", type=Path, default=Path("build") / "fleet-sim.log", help="the sandbox's own output"
     )
     return p
+
+
+def _simulate(options: SimulationOptions, log_path: Path, prefix: str = "") -> Outcome:
+    """One simulation, the sandbox's output in ``log_path``, progress on the terminal."""
+    with (
+        log_path.open("w", encoding="utf-8") as log,
+        contextlib.redirect_stderr(log),
+        contextlib.redirect_stdout(log),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        return FleetSimulation(options, progress=_progress(sys.__stdout__, prefix)).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,24 +169,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"simulating {options.nodes} nodes x {options.days:g} days, policies {', '.join(options.policies)}, "
-        f"spares {', '.join(map(str, options.spares))} (sandbox output: {args.log})",
+        f"spares {', '.join(map(str, options.spares))}",
         flush=True,
     )
     args.log.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        args.log.open("w", encoding="utf-8") as log,
-        contextlib.redirect_stderr(log),
-        contextlib.redirect_stdout(log),
-        warnings.catch_warnings(),
-    ):
-        warnings.filterwarnings("ignore", message="No application metrics to publish")
-        outcome = FleetSimulation(options, progress=_progress(sys.__stdout__)).run()
+    processes = min(args.processes, len(options.policies))
+    if processes > 1:
+        logs = [args.log.with_suffix(f".{policy}{args.log.suffix}") for policy in options.policies]
+        print(
+            f"one process per policy, {processes} at a time (sandbox output: {', '.join(map(str, logs))})",
+            flush=True,
+        )
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+            outcome = merge(
+                list(
+                    pool.map(
+                        _simulate,
+                        [dataclasses.replace(options, policies=(p,)) for p in options.policies],
+                        logs,
+                        [f"{policy}: " for policy in options.policies],
+                    )
+                )
+            )
+    else:
+        print(f"sandbox output: {args.log}", flush=True)
+        outcome = _simulate(options, args.log)
     rows = entries(outcome, options)
     write_json(args.report, rows, outcome, options)
     png = args.report.with_suffix(".png")
     at_scale = options.nodes == LLAMA3_NODES and options.days >= LLAMA3_DAYS
     scaled = [] if at_scale else at_llama3_scale(rows)
-    chart(png, rows, outcome.runs, scaled)
+    chart(png, rows, options.policies, scaled)
     print(table(rows))
     if scaled:
         print("each entry's loss per interruption at Llama 3's rate (419 in 54 days, 2,048 nodes):")

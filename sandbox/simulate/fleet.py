@@ -1,7 +1,11 @@
 """The fleet simulation's driver: clusters in the sandbox, failures injected, the clock jumped.
 
-One ``Sandbox`` on the real template runs every (policy, spares) cluster side by side on a frozen clock
-(speed 0). The clusters are created through the API (the Create workflow); from then on the driver
+One ``Sandbox`` on the real template runs one cluster per policy side by side on a frozen clock (speed
+0), each with the most spares asked for. The job of each spare count K runs on the first ``nodes + K``
+workers of its policy's cluster: the control plane repairs a node the same way whatever job runs on
+it, so the spare counts share one cluster's repairs (five clusters' worth of control-plane work per
+policy would be the same repairs five times; docs/fleet-sim.md says what this leaves out). The
+clusters are created through the API (the Create workflow); from then on the driver
 only injects HMA faults (``node_unhealthy``, ``reboot_does_not_heal``) and reads the nodes as the
 orchestrator on them would (``HyperPodSimulator.node_state``). Everything that repairs a node is the
 deployed control plane (HyperPodEventsRule → SQS → ClusterEventsFunction → ReplaceNodeStateMachine,
@@ -92,20 +96,34 @@ class SimulationOptions:
 
 
 @dataclass
-class ClusterRun:
-    """One (policy, spares) cluster: its workers by slot, the slots whose node is down, its job."""
+class JobRun:
+    """The job of one spare count: it runs on its cluster's first ``nodes + spares`` workers."""
 
-    policy: str
     spares: int
-    name: str
+    slots: int  # nodes + spares: the workers this job's cluster would have
     job: TrainingJob
-    slot_nodes: list[str] = field(default_factory=list)
-    down: set[int] = field(default_factory=set)
-    node_faults: int = 0  # faults injected on its nodes
+    node_faults: int = 0  # faults injected on its workers
     replace_faults: int = 0  # of which HMA asks for a replace (or a reboot will not heal)
     job_faults: int = 0  # job-level failures
-    absorbed: int = 0  # faults on a node already down (not injected again)
+    absorbed: int = 0  # faults on a worker already down (not injected again)
     interrupting: int = 0  # failures that interrupted the job (it was up)
+    # filled at the end from the control plane's records of its workers
+    reboots: int = 0
+    replacements: int = 0
+    repair_executions: int = 0  # ReplaceNode executions
+    transitions: int = 0  # their *StateEntered events
+
+
+@dataclass
+class ClusterRun:
+    """One policy's cluster: its workers by slot, the slots whose node is down, a job per spare count."""
+
+    policy: str
+    name: str
+    jobs: list[JobRun]
+    slot_nodes: list[str] = field(default_factory=list)
+    node_slots: dict[str, int] = field(default_factory=dict)  # every node that held a slot
+    down: set[int] = field(default_factory=set)
 
     @property
     def slots(self) -> int:
@@ -120,11 +138,27 @@ class Outcome:
     end_s: float
     wall_s: float
     steps: int
-    transitions: dict[str, int]  # cluster → *StateEntered events of its ReplaceNode executions
-    executions: dict[str, int]  # cluster → ReplaceNode executions
-    repairs: dict[str, dict[str, int]]  # cluster → {"reboot": n, "replace": n} started on it
     lambda_metrics: dict[str, dict[str, float]]  # function → invocations, duration_ms during the run
     lambda_memory_mb: dict[str, int]
+
+
+def merge(outcomes: list[Outcome]) -> Outcome:
+    """One outcome of simulations run side by side (one per policy, each in its own sandbox): their
+    clusters, the longest wall time, and their functions' figures summed."""
+    metrics: dict[str, dict[str, float]] = {}
+    for outcome in outcomes:
+        for name, figures in outcome.lambda_metrics.items():
+            mine = metrics.setdefault(name, {})
+            for key, value in figures.items():
+                mine[key] = mine.get(key, 0.0) + value
+    return Outcome(
+        runs=[run for outcome in outcomes for run in outcome.runs],
+        end_s=max(outcome.end_s for outcome in outcomes),
+        wall_s=max(outcome.wall_s for outcome in outcomes),
+        steps=sum(outcome.steps for outcome in outcomes),
+        lambda_metrics=metrics,
+        lambda_memory_mb={k: v for outcome in outcomes for k, v in outcome.lambda_memory_mb.items()},
+    )
 
 
 class Quiescence:
@@ -224,7 +258,6 @@ class FleetSimulation:
         runs = self._create_clusters(env, quiescence)
         wall_start = time.perf_counter()
         metrics_before = sandbox.runtime.metrics()
-        repairs_before = dict(sandbox.hyperpod.repairs_started)
         start_s = sandbox.clock.elapsed()
         seconds = options.days * 86400
         trace = failure_trace(
@@ -234,12 +267,6 @@ class FleetSimulation:
             seed=options.seed,
             rate_scale=options.rate_scale,
         )
-        for run in runs:
-            run.job = TrainingJob(
-                JobSettings(options.nodes, options.checkpoint_minutes * 60, options.restart_minutes * 60),
-                list(range(options.nodes)),
-                0.0,
-            )
         pending, day = 0, 0
         self.progress(f"clusters created; {len(trace)} failures to inject")
         while True:
@@ -270,25 +297,16 @@ class FleetSimulation:
             sandbox.tick()
             self.steps += 1
         for run in runs:
-            run.job.finish(seconds)
+            for job_run in run.jobs:
+                job_run.job.finish(seconds)
         wall_s = time.perf_counter() - wall_start
-        transitions, executions = _replace_node_transitions(sandbox)
+        _attribute_repairs(sandbox, runs)
         metrics_after = sandbox.runtime.metrics()
         return Outcome(
             runs=runs,
             end_s=seconds,
             wall_s=wall_s,
             steps=self.steps,
-            transitions=transitions,
-            executions=executions,
-            repairs={
-                run.name: {
-                    kind: sandbox.hyperpod.repairs_started[(run.name, kind)]
-                    - repairs_before.get((run.name, kind), 0)
-                    for kind in ("reboot", "replace")
-                }
-                for run in runs
-            },
             lambda_metrics={
                 name: {
                     "invocations": float(m["invocations"])
@@ -317,12 +335,20 @@ class FleetSimulation:
 
     def _create_clusters(self, env: SandboxEnvironment, quiescence: Quiescence) -> list[ClusterRun]:
         options, sandbox = self.options, env.sandbox
-        placeholder = TrainingJob(JobSettings(0, 1, 0), [], 0.0)
+        settings = JobSettings(options.nodes, options.checkpoint_minutes * 60, options.restart_minutes * 60)
+        job_nodes = list(range(options.nodes))
         runs = [
-            ClusterRun(policy, spares, f"sim-{policy}-{spares}", placeholder)
+            ClusterRun(
+                policy,
+                f"sim-{policy}",
+                [
+                    JobRun(spares, options.nodes + spares, TrainingJob(settings, job_nodes, 0.0))
+                    for spares in options.spares
+                ],
+            )
             for policy in options.policies
-            for spares in options.spares
         ]
+        workers = options.nodes + max(options.spares)
         operations = []
         for run in runs:
             body = create_body(run.name, sandbox.region, budget=False)
@@ -330,7 +356,7 @@ class FleetSimulation:
             config["NodeRecovery"] = POLICIES[run.policy]
             for group in config["InstanceGroups"]:
                 if group["InstanceGroupName"] == WORKERS:
-                    group["InstanceCount"] = options.nodes + run.spares
+                    group["InstanceCount"] = workers
                     # new instances go straight to Running: a replace takes replace_minutes in all
                     group.pop("OnStartDeepHealthChecks", None)
             operations.append(env.api.create_cluster(body)["operationId"])
@@ -346,27 +372,29 @@ class FleetSimulation:
             raise RuntimeError(f"the simulation's clusters were not all created: {statuses}")
         sagemaker = sandbox.client("sagemaker")
         for run in runs:
-            workers: list[tuple[datetime, str]] = []
+            listed: list[tuple[datetime, str]] = []
             for page in sagemaker.get_paginator("list_cluster_nodes").paginate(
                 ClusterName=run.name, InstanceGroupNameContains=WORKERS
             ):
-                workers += [(n["LaunchTime"], n["InstanceId"]) for n in page["ClusterNodeSummaries"]]
-            run.slot_nodes = [instance for _, instance in sorted(workers)]
-            if run.slots != options.nodes + run.spares:
-                raise RuntimeError(f"{run.name} has {run.slots} workers, {options.nodes + run.spares} wanted")
+                listed += [(n["LaunchTime"], n["InstanceId"]) for n in page["ClusterNodeSummaries"]]
+            run.slot_nodes = [instance for _, instance in sorted(listed)]
+            run.node_slots = {node: slot for slot, node in enumerate(run.slot_nodes)}
+            if run.slots != workers:
+                raise RuntimeError(f"{run.name} has {run.slots} workers, {workers} wanted")
         return runs
 
     # ---------------------------------------------------------------- failures and the job
 
     def _inject(self, sandbox: Sandbox, run: ClusterRun, failure: Failure, now: float) -> None:
         if failure.slot is None:
-            run.job_faults += 1
-            run.interrupting += run.job.interrupt(now)
+            for job_run in run.jobs:
+                job_run.job_faults += 1
+                job_run.interrupting += job_run.job.interrupt(now)
             return
-        if failure.slot >= run.slots:
-            return  # a spare this cluster does not have
+        mine = [job_run for job_run in run.jobs if failure.slot < job_run.slots]
         if failure.slot in run.down:
-            run.absorbed += 1
+            for job_run in mine:
+                job_run.absorbed += 1
             return
         node = run.slot_nodes[failure.slot]
         if failure.fault_type == REBOOT and not failure.reboot_heals:
@@ -374,24 +402,59 @@ class FleetSimulation:
         sandbox.apply_fault(
             "node_unhealthy", {"cluster": run.name, "node_id": node, "fault_type": failure.fault_type}
         )
-        run.node_faults += 1
-        run.replace_faults += failure.fault_type != REBOOT or not failure.reboot_heals
         run.down.add(failure.slot)
-        if run.job.hits(failure.slot):
-            run.interrupting += run.job.interrupt(now)
+        for job_run in mine:
+            job_run.node_faults += 1
+            job_run.replace_faults += failure.fault_type != REBOOT or not failure.reboot_heals
+            if job_run.job.hits(failure.slot):
+                job_run.interrupting += job_run.job.interrupt(now)
 
     def _observe(self, sandbox: Sandbox, run: ClusterRun, now: float) -> None:
-        """Down slots whose node (or its successor) serves again are back; a waiting job restarts."""
+        """Down slots whose node (or its successor) serves again are back; waiting jobs restart."""
         for slot in sorted(run.down):
             state = sandbox.hyperpod.node_state(run.name, run.slot_nodes[slot])
             while state is not None and state.replaced_by is not None:
                 run.slot_nodes[slot] = state.replaced_by
+                run.node_slots[state.replaced_by] = slot
                 state = sandbox.hyperpod.node_state(run.name, state.replaced_by)
             if state is None:
                 raise RuntimeError(f"{run.name}: the node of slot {slot} vanished without a successor")
             if state.serves:
                 run.down.discard(slot)
-        run.job.try_restart(now, set(range(run.slots)) - run.down)
+        for job_run in run.jobs:
+            job_run.job.try_restart(now, set(range(job_run.slots)) - run.down)
+
+
+def _attribute_repairs(sandbox: Sandbox, runs: list[ClusterRun]) -> None:
+    """Each job's share of its cluster's repairs: the reboots, replacements and ReplaceNode executions
+    (with their *StateEntered events, the billed transitions) of the workers it can use."""
+    by_name = {run.name: run for run in runs}
+    for (cluster, node, kind), count in sandbox.hyperpod.node_repairs.items():
+        run = by_name.get(cluster)
+        if run is None or node not in run.node_slots:
+            continue
+        for job_run in run.jobs:
+            if run.node_slots[node] < job_run.slots:
+                if kind == "reboot":
+                    job_run.reboots += count
+                else:
+                    job_run.replacements += count
+    backend = stepfunctions_parser_backends[sandbox.account_id][sandbox.region]
+    machine_arn = sandbox.stack.resources["ReplaceNodeStateMachine"].arn
+    for machine in backend.state_machines:
+        if machine.arn != machine_arn:
+            continue
+        for execution in machine.executions:
+            data = execution_input(execution)
+            run = by_name.get(str(data.get("clusterName", "")))
+            slot = run.node_slots.get(str(data.get("nodeId", ""))) if run else None
+            if run is None or slot is None:
+                continue
+            entered = sum(1 for e in _history(execution) if str(e.get("type", "")).endswith("StateEntered"))
+            for job_run in run.jobs:
+                if slot < job_run.slots:
+                    job_run.repair_executions += 1
+                    job_run.transitions += entered
 
 
 @functools.cache
@@ -402,25 +465,6 @@ def _shared_loader(search_path_string: str | None = None) -> botocore.loaders.Lo
     the largest share of an in-process invocation (docs/fleet-sim.md, "Scale"). Loaded models are
     only read; sharing them changes what the machine does, not what the control plane does."""
     return botocore.loaders.create_loader(search_path_string)
-
-
-def _replace_node_transitions(sandbox: Sandbox) -> tuple[dict[str, int], dict[str, int]]:
-    """Per cluster: *StateEntered events (billed transitions) of its ReplaceNode executions, and their
-    number."""
-    backend = stepfunctions_parser_backends[sandbox.account_id][sandbox.region]
-    machine_arn = sandbox.stack.resources["ReplaceNodeStateMachine"].arn
-    transitions: dict[str, int] = {}
-    executions: dict[str, int] = {}
-    for machine in backend.state_machines:
-        if machine.arn != machine_arn:
-            continue
-        for execution in machine.executions:
-            cluster = str(execution_input(execution).get("clusterName", ""))
-            history = _history(execution)
-            entered = sum(1 for event in history if str(event.get("type", "")).endswith("StateEntered"))
-            transitions[cluster] = transitions.get(cluster, 0) + entered
-            executions[cluster] = executions.get(cluster, 0) + 1
-    return transitions, executions
 
 
 def execution_input(execution: Any) -> dict[str, Any]:

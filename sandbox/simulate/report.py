@@ -8,8 +8,9 @@ Costs, at list price (us-east-1):
   ReplaceNode executions, counted exactly) plus Lambda requests and GB-seconds and the SQS requests of
   the events path, priced as ``make bench`` prices them (sandbox/bench/transitions.py). Lambda figures
   are the run's in-process invocations and wall durations; the event-driven functions
-  (ClusterEventsFunction, RecordOutcomeFunction) are shared out by each cluster's ReplaceNode
-  executions, the scheduled ones (sweep, reconciler, ...) evenly: they serve every cluster at once.
+  (ClusterEventsFunction, RecordOutcomeFunction) are shared out by ReplaceNode executions (each
+  spare count's job takes those of its workers), the scheduled ones (sweep, reconciler, ...) evenly
+  between the policies' clusters: they serve every cluster at once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Final
 from sandbox.bench.transitions import PRICES, SQS_REQUESTS_PER_MESSAGE
 from sandbox.prices import price_per_hour
 from sandbox.simulate.failures import CAUSES, LLAMA3_DAYS, LLAMA3_NODES
-from sandbox.simulate.fleet import ClusterRun, Outcome, SimulationOptions
+from sandbox.simulate.fleet import Outcome, SimulationOptions
 
 INSTANCE_TYPE: Final = "ml.p5.48xlarge"  # the workshop's worker type: 8 H100 GPUs
 GPUS_PER_NODE: Final = 8
@@ -33,43 +34,44 @@ EVENT_DRIVEN: Final = ("ClusterEventsFunction", "RecordOutcomeFunction")
 def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]]:
     hours = outcome.end_s / 3600
     rate = float(price_per_hour(INSTANCE_TYPE))
-    shared = _lambda_usd_per_cluster(outcome)
+    event_driven, scheduled = _lambda_usd_per_cluster(outcome)
     rows = []
     for run in outcome.runs:
-        job = run.job
-        lost_s = outcome.end_s - job.trained_s
-        transitions = outcome.transitions.get(run.name, 0)
-        repairs = outcome.repairs.get(run.name, {})
-        rows.append(
-            {
-                "policy": run.policy,
-                "spares": run.spares,
-                "nodes": options.nodes,
-                "gpus": options.nodes * GPUS_PER_NODE,
-                "days": options.days,
-                "ettr": round(job.ettr(outcome.end_s), 5),
-                "lost_gpu_hours": round(lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
-                "lost_work_gpu_hours": round(job.lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
-                "interruptions": job.interruptions,
-                "reboots": repairs.get("reboot", 0),
-                "replacements": repairs.get("replace", 0),
-                "node_faults": run.node_faults,
-                "replace_faults": run.replace_faults,
-                "job_faults": run.job_faults,
-                "faults_on_down_nodes": run.absorbed,
-                "repair_executions": outcome.executions.get(run.name, 0),
-                "transitions": transitions,
-                "spare_cost_usd": round(run.spares * rate * hours, 2),
-                "spare_cost_usd_per_month": round(run.spares * rate * HOURS_PER_MONTH, 2),
-                "control_plane_cost_usd": round(
-                    transitions * PRICES["sfn_transition"].usd + shared.get(run.name, 0.0), 4
-                ),
-                "loss_per_interruption_min": round(lost_s / job.interruptions / 60, 2)
-                if job.interruptions
-                else None,
-                "wall_s": round(outcome.wall_s, 1),
-            }
-        )
+        executions = max(1, *(j.repair_executions for j in run.jobs))  # the whole cluster's
+        for job_run in run.jobs:
+            job = job_run.job
+            lost_s = outcome.end_s - job.trained_s
+            lambda_usd = event_driven[run.name] * job_run.repair_executions / executions + scheduled[run.name]
+            rows.append(
+                {
+                    "policy": run.policy,
+                    "spares": job_run.spares,
+                    "nodes": options.nodes,
+                    "gpus": options.nodes * GPUS_PER_NODE,
+                    "days": options.days,
+                    "ettr": round(job.ettr(outcome.end_s), 5),
+                    "lost_gpu_hours": round(lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
+                    "lost_work_gpu_hours": round(job.lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
+                    "interruptions": job.interruptions,
+                    "reboots": job_run.reboots,
+                    "replacements": job_run.replacements,
+                    "node_faults": job_run.node_faults,
+                    "replace_faults": job_run.replace_faults,
+                    "job_faults": job_run.job_faults,
+                    "faults_on_down_nodes": job_run.absorbed,
+                    "repair_executions": job_run.repair_executions,
+                    "transitions": job_run.transitions,
+                    "spare_cost_usd": round(job_run.spares * rate * hours, 2),
+                    "spare_cost_usd_per_month": round(job_run.spares * rate * HOURS_PER_MONTH, 2),
+                    "control_plane_cost_usd": round(
+                        job_run.transitions * PRICES["sfn_transition"].usd + lambda_usd, 4
+                    ),
+                    "loss_per_interruption_min": round(lost_s / job.interruptions / 60, 2)
+                    if job.interruptions
+                    else None,
+                    "wall_s": round(outcome.wall_s, 1),
+                }
+            )
     return rows
 
 
@@ -99,11 +101,14 @@ def at_llama3_scale(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def _lambda_usd_per_cluster(outcome: Outcome) -> dict[str, float]:
+def _lambda_usd_per_cluster(outcome: Outcome) -> tuple[dict[str, float], dict[str, float]]:
+    """Per cluster: the event-driven functions' cost shared out by its ReplaceNode executions, and
+    the scheduled ones' cost shared evenly (they serve every cluster at once)."""
     runs = outcome.runs
-    executions = {run.name: outcome.executions.get(run.name, 0) for run in runs}
+    executions = {run.name: max(j.repair_executions for j in run.jobs) for run in runs}
     total_executions = sum(executions.values())
-    shares: dict[str, float] = dict.fromkeys(executions, 0.0)
+    event_driven: dict[str, float] = dict.fromkeys(executions, 0.0)
+    scheduled: dict[str, float] = dict.fromkeys(executions, 0.0)
     for function, metrics in outcome.lambda_metrics.items():
         invocations = metrics["invocations"]
         gb_s = metrics["duration_ms"] / 1000 * outcome.lambda_memory_mb.get(function, 128) / 1024
@@ -112,10 +117,10 @@ def _lambda_usd_per_cluster(outcome: Outcome) -> dict[str, float]:
             usd += invocations * SQS_REQUESTS_PER_MESSAGE * PRICES["sqs_request"].usd
         for run in runs:
             if function in EVENT_DRIVEN and total_executions:
-                shares[run.name] += usd * executions[run.name] / total_executions
+                event_driven[run.name] += usd * executions[run.name] / total_executions
             else:
-                shares[run.name] += usd / len(runs)
-    return shares
+                scheduled[run.name] += usd / len(runs)
+    return event_driven, scheduled
 
 
 def write_json(path: Path, rows: list[dict[str, Any]], outcome: Outcome, options: SimulationOptions) -> None:
@@ -154,7 +159,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def chart(
     path: Path,
     rows: Sequence[dict[str, Any]],
-    runs: Sequence[ClusterRun],
+    policies: Sequence[str],
     scaled: Sequence[dict[str, Any]] = (),
 ) -> None:
     """ETTR (%) against spares, one line per policy, with Llama 3's 90 % and the 97 % aim; dashed, the
@@ -165,7 +170,7 @@ def chart(
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for policy in dict.fromkeys(run.policy for run in runs):
+    for policy in policies:
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["spares"])
         line = axes.plot(
             [r["spares"] for r in mine], [r["ettr"] * 100 for r in mine], marker="o", label=policy

@@ -109,7 +109,7 @@ def test_the_simulator_tells_its_next_due_step_and_a_nodes_state() -> None:
         replaced = simulator.node_state("c", node["InstanceId"])
         assert replaced is not None
         assert replaced.replaced_by
-        assert simulator.repairs_started[("c", "replace")] == 1
+        assert simulator.node_repairs[("c", node["InstanceId"], "replace")] == 1
         assert simulator.node_state("c", "i-nonexistent") is None
 
 
