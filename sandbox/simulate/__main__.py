@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import multiprocessing
 import os
 import sys
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TextIO
 
 from sandbox.simulate.failures import LLAMA3_DAYS, LLAMA3_NODES
-from sandbox.simulate.fleet import POLICIES, FleetSimulation, Outcome, SimulationOptions, merge
+from sandbox.simulate.fleet import POLICIES, SimulationOptions, merge, run_logged
 from sandbox.simulate.report import at_llama3_scale, chart, entries, table, write_json
 
 DEFAULTS = SimulationOptions()
@@ -32,22 +29,19 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return value
+
+
 def _policies(text: str) -> tuple[str, ...]:
     values = tuple(v.strip() for v in text.split(",") if v.strip())
     unknown = sorted(set(values) - set(POLICIES))
     if not values or unknown:
         raise argparse.ArgumentTypeError(f"policies among {', '.join(POLICIES)}; unknown: {unknown}")
     return values
-
-
-def _progress(terminal: TextIO | None, prefix: str = "") -> Callable[[str], None]:
-    """Progress lines on the terminal the run started with (the sandbox's output goes to the log)."""
-
-    def say(line: str) -> None:
-        if terminal is not None:
-            print(f"  {prefix}{line}", file=terminal, flush=True)
-
-    return say
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--processes",
-        type=int,
+        type=_positive,
         default=DEFAULT_PROCESSES,
         help="policies simulated at once, each in its own process and sandbox (1: all in this one)",
     )
@@ -135,18 +129,6 @@ def parser() -> argparse.ArgumentParser:
         "--log", type=Path, default=Path("build") / "fleet-sim.log", help="the sandbox's own output"
     )
     return p
-
-
-def _simulate(options: SimulationOptions, log_path: Path, prefix: str = "") -> Outcome:
-    """One simulation, the sandbox's output in ``log_path``, progress on the terminal."""
-    with (
-        log_path.open("w", encoding="utf-8") as log,
-        contextlib.redirect_stderr(log),
-        contextlib.redirect_stdout(log),
-        warnings.catch_warnings(),
-    ):
-        warnings.filterwarnings("ignore", message="No application metrics to publish")
-        return FleetSimulation(options, progress=_progress(sys.__stdout__, prefix)).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = merge(
                 list(
                     pool.map(
-                        _simulate,
+                        run_logged,
                         [dataclasses.replace(options, policies=(p,)) for p in options.policies],
                         logs,
                         [f"{policy}: " for policy in options.policies],
@@ -193,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     else:
         print(f"sandbox output: {args.log}", flush=True)
-        outcome = _simulate(options, args.log)
+        outcome = run_logged(options, args.log)
     rows = entries(outcome, options)
     write_json(args.report, rows, outcome, options)
     png = args.report.with_suffix(".png")

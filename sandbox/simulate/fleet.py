@@ -28,11 +28,14 @@ import contextlib
 import dataclasses
 import functools
 import json
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, Final, TextIO
 
 import botocore.loaders
 import botocore.session
@@ -60,9 +63,8 @@ QUIESCE_TIMEOUT_S: Final = 300.0
 @dataclass(frozen=True)
 class SimulationOptions:
     nodes: int = 2048
-    # 54 days (Llama 3's snapshot) take hours of wall time through the sandbox's control plane; one
-    # day of the ten clusters fits in ~10 minutes (docs/fleet-sim.md, "Scale")
-    days: float = 1.0
+    # Llama 3's snapshot: ~5 minutes of wall time for both policies (docs/fleet-sim.md, "Scale")
+    days: float = 54.0
     spares: tuple[int, ...] = (0, 8, 16, 32, 64)
     policies: tuple[str, ...] = ("hyperpod", "autopilot")
     # Llama 3 publishes neither: these land its 2,048-node no-spare case near ~90 % (docs/fleet-sim.md)
@@ -455,6 +457,29 @@ def _attribute_repairs(sandbox: Sandbox, runs: list[ClusterRun]) -> None:
                 if slot < job_run.slots:
                     job_run.repair_executions += 1
                     job_run.transitions += entered
+
+
+def _progress(terminal: TextIO | None, prefix: str = "") -> Callable[[str], None]:
+    """Progress lines on the terminal the run started with (the sandbox's output goes to the log)."""
+
+    def say(line: str) -> None:
+        if terminal is not None:
+            print(f"  {prefix}{line}", file=terminal, flush=True)
+
+    return say
+
+
+def run_logged(options: SimulationOptions, log_path: Path, prefix: str = "") -> Outcome:
+    """One simulation, the sandbox's output in ``log_path``, progress on the terminal (a function of
+    this module, not of ``__main__``: a spawned process runs it by name)."""
+    with (
+        log_path.open("w", encoding="utf-8") as log,
+        contextlib.redirect_stderr(log),
+        contextlib.redirect_stdout(log),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        return FleetSimulation(options, progress=_progress(sys.__stdout__, prefix)).run()
 
 
 @functools.cache
