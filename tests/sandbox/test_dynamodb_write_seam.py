@@ -60,23 +60,24 @@ def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:
     assert rounds == [CAP] * ROUNDS
 
 
+def create_pk_sk_table(dynamodb: Any) -> None:
+    dynamodb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def test_a_query_never_fails_while_items_are_written() -> None:
     # moto's Query iterates the table's dict: an unlocked write meanwhile raised "dictionary changed
     # size during iteration" from the read
     with mock_aws(), seams.installed(seams.serialize_dynamodb_writes):
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="t",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_pk_sk_table(dynamodb)
 
         def write() -> None:
             for n in range(300):
@@ -191,18 +192,7 @@ def test_a_cancelled_transaction_leaves_every_item_as_it_was_without_copying_the
     nothing (a new item not created, a changed item unchanged, a deleted item still there)."""
     with mock_aws(), seams.installed(seams.back_up_transaction_items, seams.serialize_dynamodb_writes):
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="t",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_pk_sk_table(dynamodb)
         for pk in ("changed", "deleted", "guard"):
             dynamodb.put_item(TableName="t", Item={"pk": {"S": pk}, "sk": {"S": "x"}, "n": {"N": "1"}})
         backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
