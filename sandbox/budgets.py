@@ -546,6 +546,8 @@ class BudgetsSimulator:
             return []  # no simulated time passed (a frozen clock's ticker): nothing to charge
         burn = self._sample(now)
         with self._lock:
+            if self._last_tick is not None and now < self._last_tick:
+                return []  # another thread's tick (the ticker's, a driver's) charged up to a later time
             previous = self._last_tick if self._last_tick is not None else now
             self._last_tick = now
             self._burn = burn

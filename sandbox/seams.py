@@ -73,6 +73,7 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
@@ -724,7 +725,9 @@ def back_up_transaction_items() -> None:
                 original(self, transact_items)
             except Exception:
                 for table, key, item in before:  # moto's rollback put the (same) tables back
-                    _restore_item(self, table, key, item)
+                    if item is not _UNREADABLE:
+                        with contextlib.suppress(Exception):  # restore the others; raise moto's error
+                            _restore_item(self, table, key, item)
                 raise
             finally:
                 _transaction_backup.active = False
@@ -734,38 +737,42 @@ def back_up_transaction_items() -> None:
     _state.undo.append(lambda: setattr(models, "copy", copy))
 
 
+_UNREADABLE: Final = object()  # an item moto could not read: it fails that item before writing it
+
+
 def _transaction_keys(
     backend: DynamoDBBackend, transact_items: list[dict[str, Any]]
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[tuple[Any, dict[str, Any]]]:
+    """(table, key) of every item the transaction names (the table by name or by ARN, as moto takes it)."""
     keys = []
     for entry in transact_items:
         for op_type, op in entry.items():
-            table_name = op.get("TableName") if isinstance(op, dict) else None
-            if table_name not in backend.tables:
+            try:
+                table = backend.get_table(op["TableName"])
+            except Exception:  # noqa: BLE001, S112 - no such table: moto fails the item, writes nothing to it
                 continue
             if op_type == "Put":
-                table = backend.tables[table_name]
                 names = [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
                 if all(n in op.get("Item", {}) for n in names):
-                    keys.append((table_name, {n: op["Item"][n] for n in names}))
+                    keys.append((table, {n: op["Item"][n] for n in names}))
             elif isinstance(op.get("Key"), dict):
-                keys.append((table_name, op["Key"]))
+                keys.append((table, op["Key"]))
     return keys
 
 
-def _item_copy(backend: DynamoDBBackend, table_name: str, key: dict[str, Any]) -> Any:
+def _item_copy(backend: DynamoDBBackend, table: Any, key: dict[str, Any]) -> Any:
     try:
-        return copy.deepcopy(backend.get_item(table_name, key))
-    except Exception:  # noqa: BLE001 - a key moto rejects: the transaction fails before writing it
-        return None
+        return copy.deepcopy(backend.get_item(table.name, key))
+    except Exception:  # noqa: BLE001 - a key moto rejects
+        return _UNREADABLE
 
 
-def _restore_item(backend: DynamoDBBackend, table_name: str, key: dict[str, Any], item: Any) -> None:
+def _restore_item(backend: DynamoDBBackend, table: Any, key: dict[str, Any], item: Any) -> None:
     if item is None:
-        if backend.get_item(table_name, key) is not None:
-            backend.delete_item(table_name, key)
+        if backend.get_item(table.name, key) is not None:
+            backend.delete_item(table.name, key)
     else:
-        backend.put_item(table_name, item.to_json()["Attributes"])
+        backend.put_item(table.name, item.to_json()["Attributes"])
 
 
 # --------------------------------------------------------------------------------------------------

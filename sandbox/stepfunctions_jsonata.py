@@ -163,8 +163,15 @@ def _plain(value: Any) -> Any:
 # scope: nothing in the block runs before them) and parses what is left once per distinct text.
 _WRAPPERS: Final = ("(", "$exists((", "$type((")
 _DECLARATION: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*):=")
-# JSONata numbers are doubles: JSON numbers are bound as floats, as the JSONata tokenizer reads them
-_JSON: Final = json.JSONDecoder(parse_int=float, parse_float=float, parse_constant=_not_json)
+# JSON numbers are bound as the JSONata tokenizer reads a number literal: a double, whole ones as ints
+# (a float 5.0 would print as "5.0" in $string and fail as a range bound, where JSONata has 5).
+
+
+def _number(text: str) -> Any:
+    return Utils.convert_number(float(text))
+
+
+_JSON: Final = json.JSONDecoder(parse_int=_number, parse_float=_number, parse_constant=_not_json)
 
 
 def split_declarations(expression: str) -> tuple[str, dict[str, Any]]:
@@ -214,6 +221,7 @@ def make_evaluator(now: Callable[[], datetime]) -> Callable[[str], Any]:
             text, bindings = split_declarations(expression)
             compiled = copy.copy(_parsed(text))  # the parse tree is shared, never changed by evaluation
             compiled.environment = compiled.create_frame(jsonata.Jsonata.static_frame)
+            compiled.parser = jsonata.Jsonata.get_parser()  # this thread's (partial application parses)
             jsonata.Jsonata.CURRENT.jsonata = compiled  # what jsonata-python's __init__ does per thread
             for name, function in _STEP_FUNCTIONS_FUNCTIONS.items():
                 compiled.register_lambda(name, function)

@@ -23,7 +23,7 @@ DEFAULT_REPORT = Path("build") / "fleet-sim.json"
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    values = tuple(int(v) for v in text.split(",") if v.strip())
+    values = tuple(dict.fromkeys(int(v) for v in text.split(",") if v.strip()))
     if not values or min(values) < 0:
         raise argparse.ArgumentTypeError("a comma-separated list of counts >= 0")
     return values
@@ -37,7 +37,7 @@ def _positive(text: str) -> int:
 
 
 def _policies(text: str) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
     unknown = sorted(set(values) - set(POLICIES))
     if not values or unknown:
         raise argparse.ArgumentTypeError(f"policies among {', '.join(POLICIES)}; unknown: {unknown}")

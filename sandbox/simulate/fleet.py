@@ -108,7 +108,6 @@ class JobRun:
     replace_faults: int = 0  # of which HMA asks for a replace (or a reboot will not heal)
     job_faults: int = 0  # job-level failures
     absorbed: int = 0  # faults on a worker already down (not injected again)
-    interrupting: int = 0  # failures that interrupted the job (it was up)
     # filled at the end from the control plane's records of its workers
     reboots: int = 0
     replacements: int = 0
@@ -391,7 +390,7 @@ class FleetSimulation:
         if failure.slot is None:
             for job_run in run.jobs:
                 job_run.job_faults += 1
-                job_run.interrupting += job_run.job.interrupt(now)
+                job_run.job.interrupt(now)
             return
         mine = [job_run for job_run in run.jobs if failure.slot < job_run.slots]
         if failure.slot in run.down:
@@ -409,7 +408,7 @@ class FleetSimulation:
             job_run.node_faults += 1
             job_run.replace_faults += failure.fault_type != REBOOT or not failure.reboot_heals
             if job_run.job.hits(failure.slot):
-                job_run.interrupting += job_run.job.interrupt(now)
+                job_run.job.interrupt(now)
 
     def _observe(self, sandbox: Sandbox, run: ClusterRun, now: float) -> None:
         """Down slots whose node (or its successor) serves again are back; waiting jobs restart."""

@@ -37,7 +37,7 @@ def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]
     event_driven, scheduled = _lambda_usd_per_cluster(outcome)
     rows = []
     for run in outcome.runs:
-        executions = max(1, *(j.repair_executions for j in run.jobs))  # the whole cluster's
+        executions = max((j.repair_executions for j in run.jobs), default=0) or 1  # the whole cluster's
         for job_run in run.jobs:
             job = job_run.job
             lost_s = outcome.end_s - job.trained_s

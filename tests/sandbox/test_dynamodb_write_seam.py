@@ -198,6 +198,7 @@ def test_a_cancelled_transaction_leaves_every_item_as_it_was_without_copying_the
         backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
         table_object = backend.tables["t"]
         before = dynamodb.scan(TableName="t")["Items"]
+        arn = dynamodb.describe_table(TableName="t")["Table"]["TableArn"]
 
         def key(pk: str) -> dict[str, Any]:
             return {"pk": {"S": pk}, "sk": {"S": "x"}}
@@ -206,6 +207,7 @@ def test_a_cancelled_transaction_leaves_every_item_as_it_was_without_copying_the
             dynamodb.transact_write_items(
                 TransactItems=[
                     {"Put": {"TableName": "t", "Item": {**key("new"), "n": {"N": "1"}}}},
+                    {"Put": {"TableName": arn, "Item": {**key("by-arn"), "n": {"N": "1"}}}},  # by ARN
                     {
                         "Update": {
                             "TableName": "t",

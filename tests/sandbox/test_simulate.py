@@ -21,6 +21,7 @@ from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
 from sandbox.simulate import __main__ as cli
 from sandbox.simulate.failures import CAUSES, REBOOT, failure_trace, job_rate_per_s, node_rate_per_s
+from sandbox.simulate.fleet import ClusterRun, Outcome, merge
 from sandbox.simulate.job import JobSettings, JobState, TrainingJob
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -70,6 +71,23 @@ def test_a_waiting_job_is_not_interrupted_again_and_restarts_on_a_spare() -> Non
     job.finish(3600)
     assert job.trained_s == 3600 - 600  # 100 s lost, then down from 100 s to 600 s (restart done)
     assert job.ettr(3600) == pytest.approx(3000 / 3600)
+
+
+def test_outcomes_of_processes_merge_into_one() -> None:
+    def outcome(policy: str, wall_s: float, invocations: float) -> Outcome:
+        return Outcome(
+            runs=[ClusterRun(policy, f"sim-{policy}", [])],
+            end_s=86400.0,
+            wall_s=wall_s,
+            steps=10,
+            lambda_metrics={"ClusterEventsFunction": {"invocations": invocations, "duration_ms": 100.0}},
+            lambda_memory_mb={"ClusterEventsFunction": 512},
+        )
+
+    merged = merge([outcome("hyperpod", 200.0, 3.0), outcome("autopilot", 250.0, 5.0)])
+    assert [run.policy for run in merged.runs] == ["hyperpod", "autopilot"]
+    assert (merged.end_s, merged.wall_s, merged.steps) == (86400.0, 250.0, 20)  # side by side: the longest
+    assert merged.lambda_metrics == {"ClusterEventsFunction": {"invocations": 8.0, "duration_ms": 200.0}}
 
 
 # ------------------------------------------------------------------ the hooks
@@ -149,6 +167,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             f"--rate-scale={SCALE}",
             f"--seed={SEED}",
             "--max-unhealthy-percent=50",
+            "--processes=2",  # one process and sandbox per policy, merged (the default on 2 cores)
             f"--report={out}",
             f"--log={out.with_suffix('.log')}",
         ]

@@ -696,6 +696,10 @@ _BODIES = (
     "$states.input.b[$type($)='number']",
     "{'k': $states.context.Execution.Id, 'w': $w}",
     "$states.input.t ? 1 : 2",
+    "[0..$states.input.b[0]]",
+    "$string($states.input)",
+    "$string($states.input.b) & $states.input.f",
+    "$substring(?, 0, 1)($v)",
 )
 
 
@@ -709,4 +713,6 @@ def test_declarations_taken_as_bindings_evaluate_as_their_text(body: str, wrappe
     assert set(bindings) == {"states", "v", "w", "z"} | ({"x"} if body == "$x:=1;$x+1" else set())
     assert text == wrapper.format(body.removeprefix("$x:=1;"))
     evaluate = make_evaluator(lambda: datetime(2026, 1, 1, tzinfo=UTC))
-    assert evaluate(expression) == _plain(jsonata_python.Jsonata(expression).evaluate(None))
+    expected = jsonata_python.Jsonata(expression).evaluate(None)
+    assert evaluate(expression) == _plain(expected)
+    assert type(evaluate(expression)) is type(_plain(expected))
