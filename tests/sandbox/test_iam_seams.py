@@ -9,6 +9,10 @@ import botocore.handlers
 import pytest
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.models import botocore_stubber
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.credentials import StateCredentials
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+    state_task_service_aws_sdk,
+)
 from moto.stepfunctions.parser.asl.utils import boto_client
 
 from sandbox import seams
@@ -31,6 +35,23 @@ def test_bind_execution_role_replaces_every_reference_and_restores_them() -> Non
     with seams.installed(seams.bind_execution_role):
         assert _importers() == []
     assert _importers() == before
+
+
+def test_aws_sdk_task_clients_are_one_per_region_service_and_role() -> None:
+    """Step Functions' aws-sdk tasks reuse a client, but never one bound to another role: its calls
+    would be authorized as that role."""
+
+    def role(name: str) -> Any:
+        return StateCredentials(role_arn=f"arn:aws:iam::123456789012:role/{name}")
+
+    with seams.installed(seams.bind_execution_role):
+        client_for = vars(state_task_service_aws_sdk)["boto_client_for"]
+        first = client_for("us-east-1", "sagemaker", role("a"))
+        assert client_for("us-east-1", "sagemaker", role("a")) is first
+        assert client_for("us-east-1", "sagemaker", role("b")) is not first
+        assert client_for("us-west-2", "sagemaker", role("a")) is not first
+        assert client_for("us-east-1", "dynamodb", role("a")) is not first
+    assert vars(state_task_service_aws_sdk)["boto_client_for"] is ORIGINAL
 
 
 def test_bind_execution_role_detects_a_changed_signature(monkeypatch: pytest.MonkeyPatch) -> None:
