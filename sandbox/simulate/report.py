@@ -23,7 +23,7 @@ from typing import Any, Final
 from sandbox.bench.transitions import PRICES, SQS_REQUESTS_PER_MESSAGE
 from sandbox.prices import price_per_hour
 from sandbox.simulate.failures import CAUSES, LLAMA3_DAYS, LLAMA3_NODES
-from sandbox.simulate.fleet import Outcome, SimulationOptions
+from sandbox.simulate.fleet import ClusterRun, Outcome, SimulationOptions
 
 INSTANCE_TYPE: Final = "ml.p5.48xlarge"  # the workshop's worker type: 8 H100 GPUs
 GPUS_PER_NODE: Final = 8
@@ -37,7 +37,7 @@ def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]
     event_driven, scheduled = _lambda_usd_per_cluster(outcome)
     rows = []
     for run in outcome.runs:
-        executions = max((j.repair_executions for j in run.jobs), default=0) or 1  # the whole cluster's
+        executions = cluster_executions(run) or 1
         for job_run in run.jobs:
             job = job_run.job
             lost_s = outcome.end_s - job.trained_s
@@ -101,11 +101,16 @@ def at_llama3_scale(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def cluster_executions(run: ClusterRun) -> int:
+    """The cluster's ReplaceNode executions: those of the job with the most spares (all its workers)."""
+    return max((j.repair_executions for j in run.jobs), default=0)
+
+
 def _lambda_usd_per_cluster(outcome: Outcome) -> tuple[dict[str, float], dict[str, float]]:
     """Per cluster: the event-driven functions' cost shared out by its ReplaceNode executions, and
     the scheduled ones' cost shared evenly (they serve every cluster at once)."""
     runs = outcome.runs
-    executions = {run.name: max(j.repair_executions for j in run.jobs) for run in runs}
+    executions = {run.name: cluster_executions(run) for run in runs}
     total_executions = sum(executions.values())
     event_driven: dict[str, float] = dict.fromkeys(executions, 0.0)
     scheduled: dict[str, float] = dict.fromkeys(executions, 0.0)
