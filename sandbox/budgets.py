@@ -561,7 +561,7 @@ class BudgetsSimulator:
             due = self._next_refresh is None or now >= self._next_refresh
             if due:
                 self._next_refresh = self._refresh_after(now)
-        return self.refresh() if due else []
+        return self._evaluate(now) if due else []
 
     def _resample(self, now: datetime) -> None:
         """The forecast's rate from the fleet now (a tick with no time passed does not sample it)."""
@@ -587,9 +587,13 @@ class BudgetsSimulator:
 
     def refresh(self) -> list[BudgetDelivery]:
         """Evaluate every budget now, as an AWS Budgets data refresh does: rewrite CalculatedSpend and
-        send the alerts that became due (tick calls it on the refresh cadence)."""
+        send the alerts that became due (tick does it on the refresh cadence)."""
         now = self.clock.now()
         self._resample(now)
+        return self._evaluate(now)
+
+    def _evaluate(self, now: datetime) -> list[BudgetDelivery]:
+        """:meth:`refresh` with the fleet's rate already sampled (by the tick or the caller)."""
         pending: list[tuple[str, dict[str, Any], dict[str, Any], Decimal, Decimal, list[dict[str, Any]]]] = []
         with self._lock:
             for name, state in self._sync_states().items():
@@ -658,7 +662,7 @@ class BudgetsSimulator:
             if forecasted is not None:
                 _, forecast_now = self._spend(state, now)
                 state.forecast_adjustment[start] = _to_decimal(forecasted, "forecasted") - forecast_now
-        return self.refresh()
+        return self._evaluate(now)
 
     def spend(self, budget_name: str) -> tuple[Decimal, Decimal]:
         """(ActualSpend, ForecastedSpend) of the budget now, unrounded."""
