@@ -65,6 +65,54 @@ def handler(event, context):
 """
 
 
+# What the stack costs before any of Autopilot's code: reference handlers, measured like the
+# baseline in the same rounds. Every function logs and writes metrics with Powertools and validates
+# with pydantic; ApiFunction also routes with Powertools' REST resolver, which validates requests with
+# pydantic (``enable_validation``). A function cannot start faster than its floor, so a floor above
+# the aim means the aim needs a different stack, not tuning (docs/operations.md "Cold start").
+_ONE_MODEL = """
+from pydantic import BaseModel
+
+
+class Item(BaseModel):
+    name: str
+    count: int
+"""
+FLOORS: Final[dict[str, str]] = {
+    "floor: Logger, Metrics, a pydantic model": """import boto3
+from aws_lambda_powertools import Logger, Metrics
+"""
+    + _ONE_MODEL
+    + """
+logger = Logger()
+metrics = Metrics(namespace="Floor")
+
+
+def handler(event, context):
+    return Item.model_validate(event).model_dump()
+""",
+    "floor: REST resolver with validation": """import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+"""
+    + _ONE_MODEL
+    + """
+logger = Logger()
+metrics = Metrics(namespace="Floor")
+app = APIGatewayRestResolver(enable_validation=True)
+
+
+@app.post("/items")
+def create(item: Item) -> Item:
+    return item
+
+
+def handler(event, context):
+    return app.resolve(event, context)
+""",
+}
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -98,6 +146,7 @@ class ColdStart:
     median_ms: float
     samples_ms: list[float]
     ratio: float | None  # to the baseline; None for the baseline itself
+    floor: bool = False  # a reference handler (FLOORS), not a template function
 
 
 def _plain_environment(variables: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, str]:
@@ -219,12 +268,22 @@ def measure_once(target: Target) -> float:
     return float(result.stdout.strip().splitlines()[-1]) * 1000
 
 
+def reference_targets(directory: Path) -> list[Target]:
+    """The baseline, then the floors: each handler written to its own folder under ``directory``."""
+    targets = []
+    for index, (name, code) in enumerate({BASELINE_NAME: _BASELINE_APP, **FLOORS}.items()):
+        (directory / str(index)).mkdir()
+        (directory / str(index) / "app.py").write_text(code)
+        targets.append(Target(name, directory / str(index), "app", "handler", {}))
+    return targets
+
+
 def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> list[ColdStart]:
     targets = template_targets(template_path)
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
-        (Path(tmp) / "app.py").write_text(_BASELINE_APP)
-        baseline = Target(BASELINE_NAME, Path(tmp), "app", "handler", {})
-        everyone = [baseline, *targets]
+        references = reference_targets(Path(tmp))
+        baseline, floors = references[0], references[1:]
+        everyone = [baseline, *targets, *floors]
         samples: dict[str, list[float]] = {t.name: [] for t in everyone}
         measure_once(baseline)  # warm the OS file cache so round 1 is not an outlier
         for _ in range(rounds):
@@ -237,6 +296,7 @@ def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> li
             median_ms=statistics.median(values),
             samples_ms=[round(v, 2) for v in values],
             ratio=None if name == BASELINE_NAME else statistics.median(values) / base,
+            floor=name in FLOORS,
         )
         for name, values in samples.items()
     ]

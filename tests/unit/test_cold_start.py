@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 from sandbox.bench.cold_start import (
+    BASELINE_NAME,
     FIRST_USE,
+    FLOORS,
     Target,
     lambda_environment,
     layer_distributions,
     measure_once,
     not_in_layer,
+    reference_targets,
     template_targets,
 )
 
@@ -42,6 +45,13 @@ def test_every_template_function_is_measured() -> None:
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_the_handler_imports_with_only_the_layer(target: Target) -> None:
     assert measure_once(target) > 0
+
+
+def test_the_baseline_and_the_floors_import_with_only_the_layer(tmp_path: Path) -> None:
+    references = reference_targets(tmp_path)
+
+    assert [t.name for t in references] == [BASELINE_NAME, *FLOORS]
+    assert all(measure_once(t) > 0 for t in references)
 
 
 def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
