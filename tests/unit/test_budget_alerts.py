@@ -34,10 +34,10 @@ from autopilot.logic.budget_alerts import (
 from autopilot.logic.budget_enforcement import (
     GrowthBlockedError,
     ensure_growth_allowed,
-    lift_growth_block,
     scale_to_min_groups,
     worker_groups,
 )
+from autopilot.logic.lift_growth_block import lift_growth_block
 from autopilot.models.budget_alerts import NotABudgetNotificationError, parse_budget_notification
 from autopilot.models.records import Cluster, ClusterStatus, OperationStatus, OperationType
 from autopilot.models.spend import SpendMeter

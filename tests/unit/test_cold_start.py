@@ -54,6 +54,23 @@ def test_the_baseline_and_the_floors_import_with_only_the_layer(tmp_path: Path) 
     assert all(measure_once(t) > 0 for t in references)
 
 
+@pytest.mark.parametrize(
+    "target", [t for t in TARGETS if t.name != "ApiFunction" and not t.first_use], ids=lambda t: t.name
+)
+def test_only_the_api_imports_the_apis_models(target: Target) -> None:
+    # ~20 ms of pydantic classes: BudgetAlertsFunction imported them for a route's response model.
+    probe = f"import sys, {target.module}; print('autopilot.api' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == "False"
+
+
 def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text("import aws_xray_sdk\n\n\ndef handler(event, context):\n    return 1\n")
     target = Target("XRayFunction", tmp_path, "app", "handler", {})

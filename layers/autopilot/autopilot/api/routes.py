@@ -70,10 +70,10 @@ from autopilot.idempotency import (
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import healing_control, node_health, read_clusters, read_operations
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
-from autopilot.logic.budget_enforcement import lift_growth_block as lift_growth_block_use_case
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
 from autopilot.logic.dependencies import Dependencies
+from autopilot.logic.lift_growth_block import lift_growth_block as lift_growth_block_use_case
 from autopilot.logic.read_cost import read_cost
 from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group

@@ -9,23 +9,18 @@
 - The UpdateCluster request names only the worker groups (a group left out is left as it is); it
   never names ``InstanceGroupsToDelete`` and touches no file system.
 - ``block-growth``: :func:`ensure_growth_allowed` is the check every path that raises a group's
-  InstanceCount must call first (PUT /clusters/{name}/instance-groups/{group}, logic/scale_instance_group.py).
+  InstanceCount must call first (PUT /clusters/{name}/instance-groups/{group}, logic/scale_instance_group.py);
+  an admin lifts it with DELETE /clusters/{name}/growth-block (logic/lift_growth_block.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autopilot.api.models import GrowthBlockLifted
-from autopilot.dal.budget_alerts import BudgetAlertTable
-from autopilot.errors import ConflictError, NotFoundError
-from autopilot.logic.authorize_delete import NotAllowedError, principal, split_arns
+from autopilot.errors import ConflictError
 from autopilot.models.records import Cluster
-
-if TYPE_CHECKING:
-    from autopilot.logic.dependencies import Dependencies
 
 # ClusterInstanceGroupDetails members that UpdateCluster's ClusterInstanceGroupSpecification takes with
 # the same shape (botocore's sagemaker model): a group is re-specified as DescribeCluster shows it.
@@ -112,22 +107,3 @@ def ensure_growth_allowed(cluster: Cluster, now: datetime) -> None:
             f"{cluster.growth_blocked_until}; an admin may lift it with DELETE "
             f"/clusters/{cluster.cluster_name}/growth-block"
         )
-
-
-def lift_growth_block(
-    deps: Dependencies, name: str, *, caller: str | None, table: BudgetAlertTable | None = None
-) -> GrowthBlockLifted:
-    """DELETE /clusters/{name}/growth-block: an AdminPrincipalArns principal lets the cluster grow again
-    before the budget period ends (403 for anyone else; 404 for a cluster Autopilot does not know)."""
-    cluster = deps.store.get_cluster(name)
-    if cluster is None:
-        raise NotFoundError(f"cluster {name!r} not found")
-    admins = {principal(arn) for arn in split_arns(deps.settings.admin_principal_arns)}
-    if caller is None or principal(caller) not in admins:
-        raise NotAllowedError(
-            f"{caller or 'an unidentified caller'} may not lift the growth block of cluster {name!r}: "
-            "only the stack's AdminPrincipalArns may"
-        )
-    was_blocked = growth_blocked(cluster, deps.now())
-    (table or BudgetAlertTable(deps.settings.state_table_name)).lift_growth_block(name)
-    return GrowthBlockLifted(cluster_name=name, growth_blocked=False, was_blocked=was_blocked)
