@@ -12,7 +12,7 @@ a minute while nothing did, so a long ``Creating`` still shows the clock running
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 HEARTBEAT_SECONDS = 60.0
@@ -60,7 +60,7 @@ class WaitProgress:
         self,
         emit: Callable[[str], None],
         *,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> None:
         self._emit = emit

@@ -1,0 +1,147 @@
+"""The CLI as an operator gets it: `pip install ./cli` into a fresh venv of the oldest Python it
+supports (cli/pyproject.toml's requires-python: Ubuntu 22.04's python3 is 3.10), then `autopilot`
+against this module's sandbox API, each `--output json` answer parsed as one JSON document, with and
+without `--wait` (progress goes to stderr), errors included.
+
+The venv takes the CLI's dependencies from the package index, as `pipx install ./cli` does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.core import Sandbox
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from tests.e2e.conftest import ROOT, build_workshop_request
+
+CLI = ROOT / "cli"
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def oldest_python() -> str:
+    """``3.10`` for requires-python ``>=3.10``."""
+    requires = tomllib.loads((CLI / "pyproject.toml").read_text())["project"]["requires-python"]
+    match = re.fullmatch(r">=\s*(3\.\d+)", requires)
+    assert match, f"cli/pyproject.toml's requires-python {requires!r} is not '>=3.N'"
+    return match.group(1)
+
+
+def interpreter(version: str) -> str:
+    candidates = [
+        shutil.which(f"python{version}"),
+        *sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}")),
+    ]
+    for candidate in filter(None, candidates):
+        # A pyenv shim may exist for a version it cannot run: try it.
+        tried = subprocess.run([candidate, "-c", "import venv, ssl"], capture_output=True, check=False)
+        if tried.returncode == 0:
+            return str(candidate)
+    pytest.fail(f"no working python{version} (on PATH or under ~/.pyenv/versions) to install the CLI with")
+
+
+@pytest.fixture(scope="module")
+def autopilot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("cli-venv")
+    python = interpreter(oldest_python())
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+    installed = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(CLI)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=venv,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    return venv / "bin" / "autopilot"
+
+
+@pytest.fixture(scope="module")
+def run(autopilot: Path, api_url: str, sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    config = tmp_path_factory.mktemp("cli-config") / "config.json"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AUTOPILOT_", "PYTHON"))},
+        **SANDBOX_CREDENTIALS,
+        "AWS_DEFAULT_REGION": sandbox.region,  # 127.0.0.1 names no region
+        "AUTOPILOT_ENDPOINT": api_url,
+        "AUTOPILOT_CONFIG": str(config),
+    }
+
+    def call(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(autopilot), *argv], env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def request_files(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    body = build_workshop_request("e2e-cli", region=sandbox.region)
+    folder = tmp_path_factory.mktemp("cli-request")
+    (folder / "cluster-config.json").write_text(json.dumps(body["clusterConfig"]))
+    (folder / "provisioning-parameters.json").write_text(json.dumps(body["provisioningParameters"]))
+    return {"folder": folder, "project": body["project"]}
+
+
+def document(result: subprocess.CompletedProcess[str]) -> Any:
+    """stdout is one JSON document (what `| jq` needs), whatever went to stderr."""
+    return json.loads(result.stdout)
+
+
+def test_the_installed_cli_reports_its_version(run: Run) -> None:
+    result = run("--version")
+
+    version = re.search(r'__version__ = "([^"]+)"', (CLI / "src/autopilot_cli/__init__.py").read_text())
+    assert result.returncode == 0, result.stderr
+    assert version
+    assert result.stdout.strip() == f"autopilot {version.group(1)}"
+
+
+def test_create_wait_list_and_delete_wait_each_print_one_json_document(
+    run: Run, request_files: dict[str, Any]
+) -> None:
+    folder = request_files["folder"]
+    files = (
+        "--cluster-config", str(folder / "cluster-config.json"),
+        "--provisioning-parameters", str(folder / "provisioning-parameters.json"),
+    )  # fmt: skip
+
+    validated = run("validate", *files, "--output", "json")
+    assert validated.returncode == 0, validated.stderr
+    assert document(validated)["valid"] is True
+
+    created = run(
+        "clusters", "create", *files, "--owner", "alice", "--project", request_files["project"],
+        "--budget-usd", "2500", "--wait", "--poll", "0.2", "--output", "json",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    operation = document(created)
+    assert (operation["kind"], operation["status"]) == ("CreateCluster", "SUCCEEDED")
+    assert created.stderr  # the progress, kept off stdout
+
+    listed = run("clusters", "list", "--output", "json", "--query", "[].[clusterName, status]")
+    assert listed.returncode == 0, listed.stderr
+    assert ["e2e-cli", "ACTIVE"] in document(listed)
+
+    deleted = run("clusters", "delete", "e2e-cli", "--wait", "--poll", "0.2", "--output", "json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert (document(deleted)["kind"], document(deleted)["status"]) == ("DeleteCluster", "SUCCEEDED")
+
+
+def test_an_error_in_json_mode_is_a_json_document(run: Run) -> None:
+    result = run("clusters", "get", "nowhere", "--output", "json")
+
+    assert result.returncode != 0
+    error = document(result)["error"]
+    assert (error["code"], error["status"]) == ("ApiError", 404)
+    assert "nowhere" in error["message"]
