@@ -27,6 +27,20 @@ from sandbox.bench.cold_start import (
 TARGETS = template_targets()
 
 
+def loaded_by_init(target: Target, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` the handler's import loads, in a Lambda-like interpreter."""
+    probe = f"import sys, {target.module}; print(','.join(m for m in {modules!r} if m in sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [m for m in result.stdout.strip().split(",") if m]
+
+
 def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
     shipped = layer_distributions()
     assert {"boto3", "botocore", "aws-lambda-powertools", "pydantic", "pydantic-core"} <= shipped
@@ -59,16 +73,7 @@ def test_the_baseline_and_the_floors_import_with_only_the_layer(tmp_path: Path) 
 )
 def test_only_the_api_imports_the_apis_models(target: Target) -> None:
     # ~20 ms of pydantic classes: BudgetAlertsFunction imported them for a route's response model.
-    probe = f"import sys, {target.module}; print('autopilot.api' in sys.modules)"
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert result.stdout.strip() == "False"
+    assert loaded_by_init(target, ("autopilot.api",)) == []
 
 
 def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
@@ -89,16 +94,7 @@ def test_a_first_use_row_times_modules_the_init_does_not_import(
 ) -> None:
     # Else its row would time nothing beyond the init (the deferral gone, or a module renamed).
     target = next(t for t in TARGETS if t.name == function)
-    probe = f"import sys, {target.module}; print(','.join(m for m in {modules!r} if m in sys.modules))"
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert result.stdout.strip() == ""
+    assert loaded_by_init(target, modules) == []
     assert (
         measure_once(
             Target(function, target.code_dir, target.module, target.function, target.environment, modules)
