@@ -55,8 +55,9 @@ lint: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy layers/autopilot/autopilot cli/src/autopilot_cli sandbox
-	# the CLI (and the layer modules it ships) on the oldest Python it supports (cli/pyproject.toml)
-	$(BIN)/mypy --python-version 3.10 cli/src/autopilot_cli
+	# the CLI and the layer modules its wheel takes (cli/pyproject.toml), as sources (the editable
+	# install would make mypy treat them as installed and keep quiet), on the oldest Python it supports
+	$(BIN)/mypy --python-version 3.10 cli/src/autopilot_cli $$($(BIN)/python cli/layer_sources.py)
 	# every handler is a module named app: one mypy run per function folder
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1

@@ -3,7 +3,9 @@ supports (cli/pyproject.toml's requires-python: Ubuntu 22.04's python3 is 3.10),
 against this module's sandbox API, each `--output json` answer parsed as one JSON document, with and
 without `--wait` (progress goes to stderr), errors included.
 
-The venv takes the CLI's dependencies from the package index, as `pipx install ./cli` does."""
+The venv takes the CLI's dependencies from the package index, as `pipx install ./cli` does, at the
+versions requirements/dev.lock pins (the ones every other test runs with). The wheel is built from a
+copy of cli/ and the layer it takes modules from, so the build leaves nothing in the tree."""
 
 from __future__ import annotations
 
@@ -49,19 +51,32 @@ def interpreter(version: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def autopilot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv of the oldest supported Python with ``pip install ./cli`` done in it."""
+    sources = tmp_path_factory.mktemp("cli-sources")
+    # cli/pyproject.toml takes modules from ../layers/autopilot: the same layout, without build output.
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(CLI, sources / "cli", ignore=ignore)
+    shutil.copytree(ROOT / "layers" / "autopilot", sources / "layers" / "autopilot", ignore=ignore)
     venv = tmp_path_factory.mktemp("cli-venv")
-    python = interpreter(oldest_python())
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([interpreter(oldest_python()), "-m", "venv", str(venv)], check=True, timeout=300)
     installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(CLI)],
+        [
+            str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+            "--constraint", str(ROOT / "requirements" / "dev.lock"), str(sources / "cli"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=venv,
         check=False,
-    )
+    )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]
+    return venv
+
+
+@pytest.fixture(scope="module")
+def autopilot(venv: Path) -> Path:
     return venv / "bin" / "autopilot"
 
 
@@ -145,3 +160,25 @@ def test_an_error_in_json_mode_is_a_json_document(run: Run) -> None:
     error = document(result)["error"]
     assert (error["code"], error["status"]) == ("ApiError", 404)
     assert "nowhere" in error["message"]
+
+
+def test_the_times_the_api_passes_on_parse_on_the_oldest_python(venv: Path) -> None:
+    # --wait reads Step Functions' and SageMaker's times: Python 3.10's fromisoformat takes neither
+    # "Z" nor a fraction of other than 3 or 6 digits.
+    probe = (
+        "from autopilot_cli.progress import parse_time\n"
+        "for t in ('2026-11-23T10:00:00Z', '2026-11-23T10:00:00.1Z', '2026-11-23T10:00:00.123+00:00',\n"
+        "          '2026-11-23T10:00:00.123456789Z'):\n"
+        "    print(parse_time(t).isoformat())"
+    )
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "2026-11-23T10:00:00+00:00",
+        "2026-11-23T10:00:00.100000+00:00",
+        "2026-11-23T10:00:00.123000+00:00",
+        "2026-11-23T10:00:00.123456+00:00",
+    ]

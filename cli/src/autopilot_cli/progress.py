@@ -11,6 +11,7 @@ a minute while nothing did, so a long ``Creating`` still shows the clock running
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -18,8 +19,15 @@ from typing import Any
 HEARTBEAT_SECONDS = 60.0
 
 
+# The fraction of a second in an ISO 8601 time, after hh:mm:ss.
+_FRACTION = re.compile(r"(?<=:\d\d)\.(\d+)")
+
+
 def parse_time(timestamp: str) -> datetime:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    """An ISO 8601 time as the API passes it on (its own, Step Functions', SageMaker's). Python
+    3.10's ``fromisoformat`` takes neither ``Z`` nor a fraction of other than 3 or 6 digits."""
+    six_digits = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), timestamp, count=1)
+    return datetime.fromisoformat(six_digits.replace("Z", "+00:00"))
 
 
 def duration(seconds: float) -> str:
