@@ -5,6 +5,7 @@ init in AWS. The same probe `make bench` times (sandbox/bench/cold_start.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,46 @@ def test_the_baseline_and_the_floors_import_with_only_the_layer(tmp_path: Path) 
 
     assert [t.name for t in references] == [BASELINE_NAME, *FLOORS]
     assert all(measure_once(t) > 0 for t in references)
+
+
+def test_each_floor_handler_works_as_the_stack_it_stands_for(tmp_path: Path) -> None:
+    # A floor that imported the stack but could not serve would time less than a function pays.
+    probe = (
+        "import json, sys\nfrom app import handler\nfor event in json.loads(sys.argv[1]):\n"
+        "    try:\n        print(handler(event, None).get('statusCode', 'ok'))\n"
+        "    except Exception as error:\n        print(type(error).__name__)"
+    )
+    good, bad = {"name": "a", "count": 1}, {"name": "a"}
+
+    def post(body: dict[str, object]) -> dict[str, object]:
+        return {
+            "httpMethod": "POST", "path": "/items", "resource": "/items",
+            "headers": {"Content-Type": "application/json"}, "body": json.dumps(body),
+            "requestContext": {"stage": "Prod", "httpMethod": "POST", "resourcePath": "/items"},
+        }  # fmt: skip
+
+    answers = {}
+    for target in reference_targets(tmp_path)[1:]:
+        events = (
+            [good, bad]
+            if target.name == "floor: Logger, Metrics, a pydantic model"
+            else [post(good), post(bad)]
+        )
+        result = subprocess.run(
+            [sys.executable, "-S", "-c", probe, json.dumps(events)],
+            env=lambda_environment(target),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        answers[target.name] = result.stdout.split()
+
+    assert answers == {
+        "floor: Logger, Metrics, a pydantic model": ["ok", "ValidationError"],
+        "floor: REST resolver, no validation": ["200", "ValidationError"],
+        "floor: REST resolver with validation": ["200", "422"],
+    }
 
 
 @pytest.mark.parametrize(
