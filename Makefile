@@ -13,10 +13,12 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-fast lint build deploy delete demo bench simulate sandbox docs lock clean
+.PHONY: help venv test test-slow test-fast lint build deploy delete demo bench simulate sandbox docs lock clean
 
 help:
-	@echo "make test    set up .venv and run the whole test suite (with the coverage gate)"
+	@echo "make test    set up .venv and run the fast tier on every core, with the coverage gate (tests/README.md)"
+	@echo "make test-slow  the slow tier: whole sandboxes on a running clock, the demo, fuzz, sam build, CLI install"
+	@echo "make test-fast  the fast tier without coverage, serially: PYTEST_ARGS=tests/unit/test_state.py for one module"
 	@echo "make lint    ruff, mypy --strict, sam validate --lint, cfn-lint serverless rules, checkov"
 	@echo "make demo    run the main job in the sandbox (scenarios + build/demo-report.json)"
 	@echo "make bench   cold-start and state-transition benchmark (build/bench.json)"
@@ -45,8 +47,15 @@ $(CHECKOV_STAMP): requirements/checkov.lock
 
 venv: $(STAMP)
 
+# Two tiers (tests/README.md): `slow` marks what needs a whole sandbox on a running clock or an external
+# tool; everything else runs here, one worker process per core (each worker deploys its own sandboxes).
 test: $(STAMP)
-	$(BIN)/pytest --cov --cov-report=term --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" -n auto --cov --cov-report=term --cov-report=xml:build/coverage.xml \
+	  --durations=10 $(PYTEST_ARGS)
+
+# a module's tests share its sandbox (module-scoped): --dist loadfile keeps them on one worker
+test-slow: $(STAMP)
+	$(BIN)/pytest -m slow -n auto --dist loadfile --durations=10 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow" -q $(PYTEST_ARGS)

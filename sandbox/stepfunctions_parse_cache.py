@@ -97,8 +97,17 @@ def parse(definition: str) -> tuple[EvalComponent, ParserRuleContext]:
     return program, tree
 
 
+def clear() -> None:
+    """Forget every cached tree and zero the counters (tests that count parses start here)."""
+    with _lock:
+        _trees.clear()
+        _stats.hits = _stats.misses = 0
+
+
 def install() -> Callable[[], None]:
-    """Cache parse trees per definition string until the undo, which empties the cache."""
+    """Serve parses from the cache until the undo. The counters start at zero at each install; the
+    trees are kept across installs (read-only, keyed by the whole definition text), so a process that
+    deploys the same template again (a test suite: one deploy per test) parses each ASL file once."""
     seam = "cache_stepfunctions_parse_trees"
     original = vars(AmazonStateLanguageParser).get("parse")
     if not isinstance(original, staticmethod):
@@ -109,17 +118,16 @@ def install() -> Callable[[], None]:
     if "parser.state_machine()" not in source or "Preprocessor()" not in source:
         raise seams.SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer parses then preprocesses")
 
-    def reset() -> None:
+    def reset_stats() -> None:
         with _lock:
-            _trees.clear()
             _stats.hits = _stats.misses = 0
 
-    reset()
+    reset_stats()
     patches = seams.Patches()
     patches.replace(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
     def undo() -> None:
         patches.undo()
-        reset()
+        reset_stats()
 
     return undo

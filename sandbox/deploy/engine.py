@@ -9,7 +9,11 @@ resources created so far. An unknown resource type or property, or an AWS error,
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import random
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -135,6 +139,43 @@ class _Deployment:
         return TemplateError(f"{self._current}: {what}: {reason}")
 
 
+@functools.cache
+def _session(region: str) -> boto3.Session:
+    """One session per region for deploys that bring none: a new session loads every service model
+    from disk again (about a second of JSON per deploy of this template)."""
+    return boto3.Session(region_name=region)
+
+
+# (template file, its mtime and size, parameter values, region, account, stack) -> what the SAM transform
+# made of it. A test suite deploys one template a few hundred times: parsing the YAML and running the
+# transform each time cost ~0.45 s of a ~1 s deploy. A changed file has another mtime: parsed anew.
+_transformed: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {}
+_transformed_lock = threading.Lock()
+
+
+def _load_and_transform(
+    path: Path, parameters: Mapping[str, Any], *, region: str, account_id: str, stack_name: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+    """(the SAM template, parameter values, the CloudFormation template, SAM id aliases); the caller
+    gets its own copy of the CloudFormation template (the SAM template is shared: read it only)."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size, json.dumps(parameters, sort_keys=True, default=str))
+    key += (region, account_id, stack_name)
+    with _transformed_lock:
+        cached = _transformed.get(key)
+    if cached is None:
+        template = load_template(path)
+        values = parameter_values(template, parameters)
+        translated, aliases = transform(
+            template, values, region=region, account_id=account_id, stack_name=stack_name
+        )
+        cached = (template, translated, aliases)
+        with _transformed_lock:
+            _transformed[key] = cached
+    template, translated, aliases = cached
+    return template, parameter_values(template, parameters), copy.deepcopy(translated), dict(aliases)
+
+
 def deploy(
     template_path: Path | str,
     *,
@@ -147,11 +188,9 @@ def deploy(
 ) -> Stack:
     """Deploy ``template_path`` into the active moto mock (call inside ``mock_aws``)."""
     path = Path(template_path).resolve()
-    template = load_template(path)
-    values = parameter_values(template, parameters or {})
-    translated, aliases = transform(
-        template, values, region=region, account_id=account_id, stack_name=stack_name
+    template, values, translated, aliases = _load_and_transform(
+        path, parameters or {}, region=region, account_id=account_id, stack_name=stack_name
     )
     stack = Stack(stack_name, region, account_id, path, values, aliases=aliases)
-    context = Context(session or boto3.Session(region_name=region), stack, path.parent, random.Random(seed))
+    context = Context(session or _session(region), stack, path.parent, random.Random(seed))
     return _Deployment(translated, template["Resources"], context).run()

@@ -1,7 +1,8 @@
 """e2e fixtures: one Sandbox per test module (the real template.yaml), its API served on a free port.
 
 Only one Sandbox can run in a process at a time, so the sandbox is module-scoped: a module's tests
-share it, and it stops before the next module's starts.
+share it, and it stops before the next module's starts. Every test here is in the slow tier
+(``make test-slow``, tests/README.md): it runs the whole control plane on a running clock.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ E2E_PARAMETERS = {
     "ReplaceDeadlineMinutes": 360,
     "HyperPodRepairDeadlineMinutes": 360,
 }
+
+
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark this folder's tests slow here, so a new module cannot land in the fast tier by mistake."""
+    for item in items:
+        if item.path.is_relative_to(E2E_DIR):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,13 @@ class Deployed:
     # execution threads of earlier stacks still waiting on a timer or token when this one was made
     blocked_before: int = 0
 
+    _clients: dict[str, Any] = field(default_factory=dict)
+
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+        """One client per service for the stack's life (a new one costs 13-42 ms; tests poll)."""
+        if service not in self._clients:
+            self._clients[service] = boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+        return self._clients[service]
 
     def environment(self, function: str = "ApiFunction") -> dict[str, str]:
         """The function's environment as Lambda sets it: the template's variables and AWS_REGION."""
@@ -86,15 +91,18 @@ def deployed(
     *, execute: bool, parameters: Mapping[str, Any] | None = None, clock_speed: float = 0.0
 ) -> Iterator[Deployed]:
     """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor),
-    which names aws-sdk errors as AWS does (the one sandbox seam these tests need)."""
+    which names aws-sdk errors as AWS does (the one sandbox seam these tests need).
+
+    Physical names come from a fixed seed, so every deploy writes the same ASL text and moto's ANTLR
+    validation of it at CreateStateMachine is served from the parse-tree cache after the first."""
     with (
         # no Docker: Lambda invocations reach moto's simple backend (the runtime a test installs)
         mock_aws(
             config={"stepfunctions": {"execute_state_machine": execute}, "lambda": {"use_docker": False}}
         ),
-        seams.installed(seams.name_aws_sdk_errors),
+        seams.installed(seams.name_aws_sdk_errors, seams.cache_stepfunctions_parse_trees),
     ):
-        stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {})
+        stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {}, seed=7)
         _capture_operation_events(stack)
         clock = SandboxClock(speed=clock_speed)
         hyperpod = HyperPodSimulator(clock, region=REGION, account_id=ACCOUNT, seed=7)

@@ -43,7 +43,6 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             seams.intercept_aws_calls,
             seams.route_lambda_invoke,
             seams.serialize_dynamodb_writes,
-            seams.cache_stepfunctions_parse_trees,
             clock=stack.clock,
             runtime=runtime,
         )

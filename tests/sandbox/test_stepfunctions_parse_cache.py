@@ -17,6 +17,12 @@ from sandbox import seams, stepfunctions_parse_cache
 from sandbox.clock import SandboxClock
 
 ROLE = "arn:aws:iam::123456789012:role/r"
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_trees() -> None:
+    """The process keeps trees across installs: each test counts its own parses from an empty cache."""
+    stepfunctions_parse_cache.clear()
 ATTEMPTS = 2  # retries after the first failure: the branch's Fail state is entered 1 + ATTEMPTS times
 
 # A Map, then a Parallel whose failing branch is retried ATTEMPTS times (its counter lives in each
@@ -150,14 +156,19 @@ def test_a_syntax_error_is_moto_s_and_is_not_cached(sfn: Any) -> None:
     assert (stats.misses, stats.hits) == (0, 0)
 
 
-def test_installed_then_restored_and_emptied() -> None:
+def test_installed_then_restored_counters_zeroed_trees_kept() -> None:
     original = vars(AmazonStateLanguageParser)["parse"]
     with seams.installed(seams.cache_stepfunctions_parse_trees):
         assert vars(AmazonStateLanguageParser)["parse"] is not original
-        AmazonStateLanguageParser.parse(json.dumps(DEFINITION))
+        _, tree = AmazonStateLanguageParser.parse(json.dumps(DEFINITION))
         assert stepfunctions_parse_cache.stats().misses == 1
     assert vars(AmazonStateLanguageParser)["parse"] is original
     assert stepfunctions_parse_cache.stats() == stepfunctions_parse_cache.ParseStats()
+    # a later install (the next deploy of the same template) is served the tree parsed before
+    with seams.installed(seams.cache_stepfunctions_parse_trees):
+        _, again = AmazonStateLanguageParser.parse(json.dumps(DEFINITION))
+        assert stepfunctions_parse_cache.stats().hits == 1
+    assert again is tree
 
 
 def test_drift_is_detected(monkeypatch: pytest.MonkeyPatch) -> None:
