@@ -17,6 +17,7 @@ from sandbox.aws_calls import AwsCalls
 from sandbox.clock import SandboxClock
 from sandbox.deploy import Stack, deploy
 from sandbox.hyperpod import HyperPodSimulator
+from tests.events.moto_snapshot import AccountSnapshot
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 REGION = "us-east-1"
@@ -86,6 +87,10 @@ def _capture_operation_events(stack: Stack) -> None:
             events.remove_targets(Rule=rule["Name"], Ids=functions)
 
 
+# (execute, parameters) -> the account as that deploy left it, with its Stack
+_deployments: dict[str, AccountSnapshot] = {}
+
+
 @contextmanager
 def deployed(
     *, execute: bool, parameters: Mapping[str, Any] | None = None, clock_speed: float = 0.0
@@ -93,6 +98,8 @@ def deployed(
     """The stack in moto; ``execute`` runs Step Functions executions for real (moto's ASL executor),
     which names aws-sdk errors as AWS does (the one sandbox seam these tests need).
 
+    The template is deployed once per process and set of arguments: later calls start from a copy of
+    what that deploy left in moto (tests/events/moto_snapshot.py), each test with its own.
     Physical names come from a fixed seed, so every deploy writes the same ASL text and moto's ANTLR
     validation of it at CreateStateMachine is served from the parse-tree cache after the first."""
     with (
@@ -102,8 +109,14 @@ def deployed(
         ),
         seams.installed(seams.name_aws_sdk_errors, seams.cache_stepfunctions_parse_trees),
     ):
-        stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {}, seed=7)
-        _capture_operation_events(stack)
+        key = json.dumps([execute, parameters or {}], sort_keys=True, default=str)
+        snapshot = _deployments.get(key)
+        if snapshot is None:
+            stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {}, seed=7)
+            _capture_operation_events(stack)
+            _deployments[key] = AccountSnapshot.take(ACCOUNT, extra=stack)
+        else:
+            stack = snapshot.restore()
         clock = SandboxClock(speed=clock_speed)
         hyperpod = HyperPodSimulator(clock, region=REGION, account_id=ACCOUNT, seed=7)
         hyperpod.install()

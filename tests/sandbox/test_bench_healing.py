@@ -7,7 +7,11 @@ import pytest
 
 from sandbox.bench import healing
 
-pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+# the healing bench runs whole sandboxes on a running clock: the slow tier
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
+]
 
 
 def test_the_healing_bench_measures_reaction_spread_faults_and_a_storm() -> None:

@@ -118,6 +118,7 @@ def test_region_then_comes_from_samconfig_as_sam_deploy_reads_it(tmp_path: Path)
     )
 
 
+@pytest.mark.slow  # `python -m sandbox up` in a subprocess, until SIGINT
 def test_up_serves_api_and_aws_endpoint_until_sigint() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "AWS_REGION": "us-east-1"}
     process = subprocess.Popen(

@@ -72,6 +72,7 @@ def create_pk_sk_table(dynamodb: Any) -> None:
     )
 
 
+@pytest.mark.slow  # a stress run: threads switching every microsecond (10-25 s under coverage)
 def test_a_query_never_fails_while_items_are_written() -> None:
     # moto's Query iterates the table's dict: an unlocked write meanwhile raised "dictionary changed
     # size during iteration" from the read
@@ -96,6 +97,7 @@ def test_a_query_never_fails_while_items_are_written() -> None:
     assert errors == []
 
 
+@pytest.mark.slow  # a stress run, as above
 def test_a_batch_get_never_fails_while_the_item_grows(table: Any) -> None:
     # moto answers a read with the stored item itself, serialised after the backend returned: an
     # update in place meanwhile (a set growing) changed the dict under that serialisation

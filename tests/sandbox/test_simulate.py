@@ -156,6 +156,10 @@ def test_next_deadline_is_the_earliest_timer_an_execution_thread_waits_on() -> N
 # ------------------------------------------------------------------ a small run (the sandbox)
 
 
+# the small run is two processes, each a whole sandbox on a running clock: the slow tier
+SANDBOX_RUN = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("sim") / "fleet-sim.json"
@@ -185,6 +189,7 @@ def entry(report: dict[str, Any], policy: str, spares: int) -> dict[str, Any]:
     return found[0]
 
 
+@SANDBOX_RUN
 def test_the_report_has_one_entry_per_policy_and_spare_count_and_a_chart(report: dict[str, Any]) -> None:
     assert {(e["policy"], e["spares"]) for e in report["entries"]} == {
         (p, k) for p in ("hyperpod", "autopilot") for k in SPARES
@@ -197,6 +202,7 @@ def test_the_report_has_one_entry_per_policy_and_spare_count_and_a_chart(report:
         assert (e["spare_cost_usd"] > 0) == (e["spares"] > 0)
 
 
+@SANDBOX_RUN
 def test_every_injected_fault_is_accounted_for_and_repaired_by_the_control_plane(
     report: dict[str, Any],
 ) -> None:
@@ -221,12 +227,14 @@ def test_every_injected_fault_is_accounted_for_and_repaired_by_the_control_plane
         assert hyperpod["replace_faults"] == autopilot["replace_faults"]
 
 
+@SANDBOX_RUN
 def test_spares_do_not_lower_ettr_for_the_same_faults(report: dict[str, Any]) -> None:
     for policy in ("hyperpod", "autopilot"):
         ettrs = [entry(report, policy, k)["ettr"] for k in SPARES]
         assert ettrs == sorted(ettrs), (policy, ettrs)
 
 
+@SANDBOX_RUN
 def test_reboot_faults_are_rebooted_first(report: dict[str, Any]) -> None:
     trace = failure_trace(
         nodes=NODES, slots=NODES + max(SPARES), seconds=DAYS * 86400, seed=SEED, rate_scale=SCALE

@@ -161,6 +161,7 @@ def _wait(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Non
         time.sleep(0.02)
 
 
+@pytest.mark.slow  # a whole sandbox, stopped under running executions
 def test_stopping_the_sandbox_ends_its_executions_before_their_jsonata_goes(sb: Sandbox) -> None:
     sfn = sb.client("stepfunctions")
     # a repair waiting for its slot: JSONata between 60-second waits on the sandbox clock
