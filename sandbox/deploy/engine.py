@@ -159,8 +159,8 @@ def _load_and_transform(
     """(the SAM template, parameter values, the CloudFormation template, SAM id aliases); the caller
     gets its own copy of the CloudFormation template (the SAM template is shared: read it only)."""
     stat = path.stat()
-    key = (str(path), stat.st_mtime_ns, stat.st_size, json.dumps(parameters, sort_keys=True, default=str))
-    key += (region, account_id, stack_name)
+    key: tuple[Any, ...] = (str(path), stat.st_mtime_ns, stat.st_size, region, account_id, stack_name)
+    key += (json.dumps(parameters, sort_keys=True, default=str),)
     with _transformed_lock:
         cached = _transformed.get(key)
     if cached is None:

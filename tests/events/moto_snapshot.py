@@ -5,7 +5,8 @@ A deploy of template.yaml is ~240 AWS calls (about a second); copying what they 
 Everything the account holds in every service moto loaded is copied in one ``deepcopy`` (objects two
 services share stay shared), and restoring copies it again, so no test sees another's changes. What
 cannot be deep-copied as it is gets a faithful copy: a lock, condition or event is a new one (an SQS
-queue holds a condition), an RSA key is reloaded from its DER bytes (KMS keys). Anything else that cannot be copied fails loudly.
+queue holds a condition), an RSA key is reloaded from its DER bytes (KMS keys). Anything else that
+cannot be copied fails loudly.
 """
 
 from __future__ import annotations

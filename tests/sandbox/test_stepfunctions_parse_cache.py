@@ -23,6 +23,8 @@ ROLE = "arn:aws:iam::123456789012:role/r"
 def _no_cached_trees() -> None:
     """The process keeps trees across installs: each test counts its own parses from an empty cache."""
     stepfunctions_parse_cache.clear()
+
+
 ATTEMPTS = 2  # retries after the first failure: the branch's Fail state is entered 1 + ATTEMPTS times
 
 # A Map, then a Parallel whose failing branch is retried ATTEMPTS times (its counter lives in each
