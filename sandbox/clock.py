@@ -3,25 +3,40 @@
 HyperPod creation takes ~20 minutes in AWS; at ``speed=600`` the sandbox's simulated clock covers
 that in 2 s of wall time. Simulators read ``now()`` and never ``time.time()``, so the same scenario
 can run fast (demo, tests) or be stepped deterministically (``advance``).
+
+Only waiting is sped up. While the control plane works (a Lambda function runs or waits for its turn,
+the simulators tick: ``working()``; a Step Functions execution is between two waits: ``set_work``
+from sandbox.stepfunctions_clock), simulated time passes at real speed (``working_speed``, 1), as the
+same work would take on AWS. A control plane starved of CPU (a loaded machine, two test runs side by
+side) then takes longer in wall time but not in simulated time: at x1200, six wall seconds of a
+starved aws-sdk task were two simulated hours, past the create workflow's deadline, before this.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 
 class SandboxClock:
-    """Simulated time = start + (wall time elapsed x speed) + manual advances."""
+    """Simulated time = start + wall time idle x speed + wall time working x working_speed + advances."""
 
-    def __init__(self, speed: float = 600.0, start: datetime | None = None) -> None:
+    def __init__(
+        self, speed: float = 600.0, start: datetime | None = None, *, working_speed: float = 1.0
+    ) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0 (0 freezes the clock; use advance())")
         self._speed = speed
+        self._working_speed = min(speed, working_speed)
         self._start = start or datetime.now(UTC)
-        self._wall_start = time.monotonic()
+        self._base_wall = time.monotonic()  # elapsed() was _base_elapsed at this wall time
+        self._base_elapsed = 0.0
         self._offset = 0.0
+        self._working = 0  # work in progress: working() blocks
+        self._sources: dict[str, int] = {}  # and work a source counts itself (set_work)
         self._lock = threading.Lock()
 
     @property
@@ -31,7 +46,41 @@ class SandboxClock:
     def elapsed(self) -> float:
         """Simulated seconds since the clock started."""
         with self._lock:
-            return (time.monotonic() - self._wall_start) * self._speed + self._offset
+            return self._base_elapsed + (time.monotonic() - self._base_wall) * self._rate() + self._offset
+
+    def _rate(self) -> float:
+        return self._working_speed if self._working or any(self._sources.values()) else self._speed
+
+    def _rebase(self) -> None:
+        """Fold the time so far into the base, before the rate changes (call holding the lock)."""
+        now = time.monotonic()
+        self._base_elapsed += (now - self._base_wall) * self._rate()
+        self._base_wall = now
+
+    @property
+    def working_now(self) -> int:
+        """How much control-plane work is in progress."""
+        with self._lock:
+            return self._working + sum(self._sources.values())
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Control-plane work: simulated time passes at ``working_speed`` until it ends."""
+        with self._lock:
+            self._rebase()
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._rebase()
+                self._working -= 1
+
+    def set_work(self, source: str, amount: int) -> None:
+        """How much work ``source`` has in progress now (it counts its own: Step Functions executions)."""
+        with self._lock:
+            self._rebase()
+            self._sources[source] = max(0, amount)
 
     def now(self) -> datetime:
         return self._start + timedelta(seconds=self.elapsed())
@@ -44,5 +93,6 @@ class SandboxClock:
             self._offset += seconds
 
     def wall_seconds(self, simulated_seconds: float) -> float:
-        """How long ``simulated_seconds`` take in wall time at the current speed."""
+        """How long ``simulated_seconds`` take in wall time while the control plane is idle (a waiter
+        re-reads the clock: work in progress makes it later)."""
         return simulated_seconds / self._speed if self._speed else float("inf")

@@ -152,6 +152,7 @@ class Sandbox:
             account_id=self.account_id,
             retry_delay=self._wall_seconds,
             session=self.session(),
+            working=self.clock.working,
         )
         self._undo.append(self._runtime.stop)
         seams.install(self._runtime, self.clock)
@@ -277,7 +278,12 @@ class Sandbox:
         self._stop.clear()
 
     def tick(self) -> None:
-        """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
+        """One step of simulated time: simulators advance to clock.now(), due schedules fire (work:
+        the clock passes real time meanwhile, so a starved ticker does not skip simulated time)."""
+        with self.clock.working():
+            self._tick()
+
+    def _tick(self) -> None:
         # the SSM simulator ticks the regions spawned from it too (their CloudTrail events, terminations)
         for simulator in (*self.hyperpods(), self.ssm, self.budgets):
             if simulator is not None:

@@ -36,7 +36,7 @@ import traceback
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -246,8 +246,12 @@ class LambdaRuntime:
         account_id: str = "123456789012",
         retry_delay: Callable[[float], float] | None = None,
         session: boto3.Session | None = None,
+        working: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.region = region
+        # marks an invocation, from its wait for INVOCATION_LOCK to its end, as control-plane work
+        # (the sandbox clock passes simulated time at real speed meanwhile: sandbox/clock.py)
+        self._working = working
         self.account_id = account_id
         # Lambda retries a failed async invocation after ~1 min, then ~2 min (simulated time).
         self._retry_delay = retry_delay or (lambda seconds: 0.0)
@@ -308,7 +312,7 @@ class LambdaRuntime:
         started = time.monotonic()
         deadline = started + spec.timeout
         error_kind: str | None
-        with INVOCATION_LOCK, self._swapped_in(environment):
+        with self._working(), INVOCATION_LOCK, self._swapped_in(environment):
             cold = environment.handler is None
             try:
                 event = json.loads(body) if body.strip() else {}

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from moto.stepfunctions.parser import models as parser_models
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state import state as state_module
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import timestamp as wait_timestamp
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
@@ -55,6 +56,8 @@ _DATED_MODULES: Final = (parser_models, backend_execution, event_manager, state_
 
 class _Installed:
     clock: SandboxClock | None = None
+    # executions of earlier installs (a test's leftovers) evaluating and not waiting at this install
+    work_before = 0
 
 
 def _clock() -> SandboxClock:
@@ -81,11 +84,30 @@ class _Blocked:
             _Blocked.count += 1
             if self.deadline is not None:
                 _Blocked.deadlines[id(self)] = self.deadline
+            _publish_work()
 
     def __exit__(self, *_: object) -> None:
         with _Blocked.lock:
             _Blocked.count -= 1
             _Blocked.deadlines.pop(id(self), None)
+            _publish_work()
+
+
+class _Running:
+    """Executions whose program is being evaluated (moto runs it on a thread of its own)."""
+
+    count = 0
+
+
+def _publish_work() -> None:
+    """Executions between two waits are control-plane work (sandbox/clock.py): those evaluating a
+    program less those waiting on a timer or token. moto hops threads (a program runs on its own thread,
+    a Task on another, a task token's wait on a third), so executions are counted, not threads. A Map or
+    Parallel with several branches waiting counts as no work: undercounting only makes the clock
+    faster, as it was before work was counted. Call holding ``_Blocked.lock``."""
+    clock = _Installed.clock
+    if clock is not None:
+        clock.set_work("stepfunctions", _Running.count - _Blocked.count - _Installed.work_before)
 
 
 def blocked_threads() -> int:
@@ -188,12 +210,35 @@ def _check_shape() -> None:
 def install(clock: SandboxClock) -> Callable[[], None]:
     """Run moto's Step Functions timers and timestamps on ``clock``; returns the undo."""
     _check_shape()
+    eval_body = seams.expect_signature(
+        Program, "_eval_body", ["self", "env"], "run_stepfunctions_on_sandbox_clock", exact=True
+    )
+
+    def counted_eval_body(self: Program, env: Environment) -> None:
+        with _Blocked.lock:
+            _Running.count += 1
+            _publish_work()
+        try:
+            eval_body(self, env)
+        finally:
+            with _Blocked.lock:
+                _Running.count -= 1
+                _publish_work()
+
     patches = seams.Patches()
-    patches.replace(_Installed, "clock", clock)
+    with _Blocked.lock:
+        patches.replace(_Installed, "work_before", _Running.count - _Blocked.count)
+        patches.replace(_Installed, "clock", clock)
+    patches.replace(Program, "_eval_body", counted_eval_body)
     patches.replace(WaitFunction, "_wait_interval", _wait_interval)
     patches.replace(retrier_decl, "time", types.SimpleNamespace(sleep=sleep_simulated))
     patches.replace(callback, "Event", SimulatedTimeoutEvent)
     dated = _SandboxDatetimeModule("datetime")
     for module in _DATED_MODULES:
         patches.replace(module, "datetime", dated)
-    return patches.undo
+
+    def undo() -> None:
+        patches.undo()
+        clock.set_work("stepfunctions", 0)
+
+    return undo
