@@ -484,6 +484,81 @@ def test_argparse_errors_are_json_in_json_mode(run: Any) -> None:
     assert "the following arguments are required: --cluster-config" in json.loads(out)["error"]["message"]
 
 
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_ctrl_c_during_wait_exits_130_naming_the_follow_up_and_the_idempotency_key(
+    api: FakeApi, run: Any, config_files: dict[str, str], monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
+    api.answer("POST", "/clusters", (202, ACCEPTED))
+
+    def interrupted(*_: Any, **__: Any) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AutopilotClient, "wait_for_operation", interrupted)
+
+    code, out, err = run(*create_argv(config_files, "--wait", "--output", output))
+
+    assert code == 130
+    [sent] = [r["headers"]["Idempotency-Key"] for r in api.requests if r["method"] == "POST"]
+    assert "Traceback" not in err
+    assert "stopped waiting; operation op-1 goes on without you" in err
+    assert "follow it with: autopilot operations get op-1 --wait" in err
+    assert f"Idempotency-Key: {sent} (repeat the command with --idempotency-key {sent}" in err
+    if output == "json":
+        assert json.loads(out)["error"]["code"] == "Interrupted"
+    else:
+        assert out == ""
+
+
+def test_ctrl_c_before_the_answer_names_the_key_that_makes_a_repeat_safe(
+    api: FakeApi, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: Any, **__: Any) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AutopilotClient, "delete_cluster", interrupted)
+
+    code, _, err = run("clusters", "delete", "ml-cluster", "--idempotency-key", "del-7", "--wait")
+
+    assert code == 130
+    assert "interrupted before the API answered" in err
+    assert "repeat the command with --idempotency-key del-7" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["clusters", "list", "--endpoint", "127.0.0.1:3000"], "give its scheme, e.g. http://127.0.0.1:3000"),
+        (
+            ["clusters", "list", "--endpoint", "abc.execute-api.us-east-1.amazonaws.com/Prod"],
+            "e.g. https://abc.",
+        ),
+        (["clusters", "list", "--endpoint", "ftp://example.com"], "http:// or https://, not ftp://"),
+        (["configure", "--endpoint", "127.0.0.1:3000"], "give its scheme, e.g. http://127.0.0.1:3000"),
+    ],
+)
+def test_an_endpoint_without_a_scheme_is_a_usage_error_naming_the_fix(
+    run: Any, no_saved_config: Path, argv: list[str], reason: str
+) -> None:
+    code, _, err = run(*argv)
+
+    assert code == 2
+    assert reason in err
+    assert "Traceback" not in err
+    assert not no_saved_config.exists()  # configure saved nothing
+
+
+def test_an_endpoint_from_the_environment_is_checked_too(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOPILOT_ENDPOINT", "127.0.0.1:3000")
+
+    code, _, err = run("clusters", "list")
+
+    assert code == 2
+    assert (
+        "$AUTOPILOT_ENDPOINT: '127.0.0.1:3000' is not a URL: give its scheme, e.g. http://127.0.0.1:3000"
+        in err
+    )
+
+
 def test_no_endpoint_is_a_usage_error(run: Any) -> None:
     code, _, err = run("clusters", "list")
 

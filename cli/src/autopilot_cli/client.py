@@ -63,6 +63,17 @@ def new_idempotency_key() -> str:
     return str(uuid.uuid4())
 
 
+def check_endpoint(endpoint: str) -> str:
+    """``endpoint`` if it is an http(s) URL with a host; else ValueError saying what to give instead."""
+    parts = urlsplit(endpoint)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return endpoint
+    if not parts.scheme or not parts.hostname:  # no scheme; localhost:3000 parses as scheme "localhost"
+        guess = "http" if endpoint.startswith(("127.", "localhost")) else "https"
+        raise ValueError(f"{endpoint!r} is not a URL: give its scheme, e.g. {guess}://{endpoint}")
+    raise ValueError(f"{endpoint!r}: the API's URL is http:// or https://, not {parts.scheme}://")
+
+
 def region_from_endpoint(endpoint: str) -> str | None:
     """The region of an ``execute-api`` endpoint; None for a custom domain or a local API."""
     found = _EXECUTE_API_HOST.match(urlsplit(endpoint).hostname or "")

@@ -20,6 +20,7 @@ from autopilot_cli.client import (
     AutopilotClient,
     ClientError,
     WaitTimeoutError,
+    check_endpoint,
     new_idempotency_key,
     region_from_endpoint,
 )
@@ -29,6 +30,7 @@ from autopilot_cli.progress import WaitProgress
 from autopilot_cli.views import print_operation
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_SERVICE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -84,6 +86,7 @@ def api_options(region_help: str | None = None) -> argparse.ArgumentParser:
     options.add_argument(
         "--endpoint",
         metavar="URL",
+        type=endpoint_url,
         help=f"the API's base URL (default: ${ENDPOINT_ENV}, else the endpoint `autopilot configure` saved)",
     )
     options.add_argument(
@@ -119,9 +122,20 @@ def idempotency_options() -> argparse.ArgumentParser:
     return options
 
 
+def endpoint_url(value: str) -> str:
+    """``--endpoint``'s type: an http(s) URL (argparse prints the reason and the usage otherwise)."""
+    try:
+        return check_endpoint(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def idempotency_key(args: argparse.Namespace) -> str:
-    """One key per invocation: the client's own retries of the request reuse it."""
-    return str(args.idempotency_key or new_idempotency_key())
+    """One key per invocation: the client's own retries of the request reuse it. Kept on ``args``, so
+    an interrupted command can tell it (repeating the request with it is then safe)."""
+    if not args.idempotency_key:
+        args.idempotency_key = new_idempotency_key()
+    return str(args.idempotency_key)
 
 
 def make_client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:
@@ -138,6 +152,14 @@ def connect(args: argparse.Namespace) -> AutopilotClient:
         raise UsageError(
             f"no endpoint: pass --endpoint, set ${ENDPOINT_ENV} or run `autopilot configure --stack NAME`"
         )
+    if not args.endpoint:  # --endpoint was checked by argparse; these were written by hand or earlier
+        source = (
+            f"${ENDPOINT_ENV}" if os.environ.get(ENDPOINT_ENV) else "the endpoint `autopilot configure` saved"
+        )
+        try:
+            check_endpoint(endpoint)
+        except ValueError as exc:
+            raise UsageError(f"{source}: {exc}") from exc
     # The host's region beats the saved one and the profile's: API Gateway accepts no other.
     region = args.region or region_from_endpoint(endpoint) or saved.region
     return make_client(endpoint, region=region, profile=args.profile)
@@ -170,6 +192,29 @@ def guarded(args: argparse.Namespace, out: TextIO, err: TextIO, body: Callable[[
     except ApiError as exc:
         report_api_error(exc, output)
         return EXIT_REJECTED if exc.is_client_error else EXIT_SERVICE
+    except KeyboardInterrupt:  # before an answer came: the request may or may not have reached the API
+        interrupted(output, "interrupted before the API answered", _repeat_hint(args))
+        return EXIT_INTERRUPTED
+
+
+def _repeat_hint(args: argparse.Namespace) -> list[str]:
+    key = getattr(args, "idempotency_key", None)
+    if not key:
+        return []
+    return [
+        f"Idempotency-Key: {key} (repeat the command with --idempotency-key {key}: the API answers "
+        "with the operation this request started, if it started one, instead of starting another)"
+    ]
+
+
+def interrupted(output: Output, message: str, lines: list[str]) -> None:
+    """Ctrl-C: what goes on and how to come back to it, on stderr (and the error document on stdout
+    in JSON mode, so a script reading it still gets one)."""
+    if output.json:
+        output.error("Interrupted", message, lines)
+    print(f"error: {message}", file=output.err)
+    for line in lines:
+        print(f"  {line}", file=output.err)
 
 
 def format_problem(problem: dict[str, Any]) -> str:
@@ -226,6 +271,13 @@ def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace,
         operation = client.wait_for_operation(
             operation_id, timeout_seconds=args.timeout, poll_seconds=args.poll, on_progress=show
         )
+    except KeyboardInterrupt:
+        interrupted(
+            output,
+            f"stopped waiting; operation {operation_id} goes on without you",
+            [f"follow it with: autopilot operations get {operation_id} --wait", *_repeat_hint(args)],
+        )
+        return EXIT_INTERRUPTED
     except WaitTimeoutError as exc:
         status = exc.operation.get("status")
         output.error(

@@ -12,7 +12,15 @@ from botocore.exceptions import ClientError as AwsError
 from botocore.session import Session as BotocoreSession
 
 from autopilot_cli.client import region_from_endpoint
-from autopilot_cli.common import EXIT_OK, EXIT_REJECTED, UsageError, add_command, guarded, output_options
+from autopilot_cli.common import (
+    EXIT_OK,
+    EXIT_REJECTED,
+    UsageError,
+    add_command,
+    endpoint_url,
+    guarded,
+    output_options,
+)
 from autopilot_cli.config import Config, config_path, save_config
 from autopilot_cli.output import Output, print_fields
 
@@ -37,7 +45,12 @@ def add_parsers(subparsers: SubParsers) -> None:
         help=f"read the endpoint from this stack's {API_URL_OUTPUT} output "
         "(default: none; this or --endpoint)",
     )
-    source.add_argument("--endpoint", metavar="URL", help="save this endpoint as is (default: none)")
+    source.add_argument(
+        "--endpoint",
+        metavar="URL",
+        type=endpoint_url,
+        help="save this endpoint (an http(s) URL; default: none)",
+    )
     configure.add_argument("--region", help="the stack's region (default: the AWS profile's)")
     configure.add_argument(
         "--profile",
