@@ -49,11 +49,12 @@ venv: $(STAMP)
 
 # Two tiers (tests/README.md): `slow` marks what needs a whole sandbox on a running clock or an external
 # tool; everything else runs here, one worker process per core (each worker deploys its own sandboxes).
+# --dist loadfile: a module runs whole, in order, on one worker, as in a serial run (its module-scoped
+# sandbox is started once, and a test reading what an earlier one of its module did still sees it).
 test: $(STAMP)
-	$(BIN)/pytest -m "not slow" -n auto --cov --cov-report=term --cov-report=xml:build/coverage.xml \
-	  --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" -n auto --dist loadfile --cov --cov-report=term \
+	  --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
 
-# a module's tests share its sandbox (module-scoped): --dist loadfile keeps them on one worker
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow -n auto --dist loadfile --durations=10 $(PYTEST_ARGS)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -25,18 +25,25 @@ class SandboxClock:
     """Simulated time = start + wall time idle x speed + wall time working x working_speed + advances."""
 
     def __init__(
-        self, speed: float = 600.0, start: datetime | None = None, *, working_speed: float = 1.0
+        self,
+        speed: float = 600.0,
+        start: datetime | None = None,
+        *,
+        working_speed: float = 1.0,
+        wall: Callable[[], float] = time.monotonic,
     ) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0 (0 freezes the clock; use advance())")
         self._speed = speed
         self._working_speed = min(speed, working_speed)
         self._start = start or datetime.now(UTC)
-        self._base_wall = time.monotonic()  # elapsed() was _base_elapsed at this wall time
+        self._wall = wall  # wall seconds, monotonic (a test gives a fake)
+        self._base_wall = wall()  # elapsed() was _base_elapsed at this wall time
         self._base_elapsed = 0.0
         self._offset = 0.0
         self._working = 0  # work in progress: working() blocks
         self._sources: dict[str, int] = {}  # and work a source counts itself (set_work)
+        self._sleeping = 0  # work waiting in sleep(): not work meanwhile
         self._lock = threading.Lock()
 
     @property
@@ -46,14 +53,17 @@ class SandboxClock:
     def elapsed(self) -> float:
         """Simulated seconds since the clock started."""
         with self._lock:
-            return self._base_elapsed + (time.monotonic() - self._base_wall) * self._rate() + self._offset
+            return self._base_elapsed + (self._wall() - self._base_wall) * self._rate() + self._offset
+
+    def _work(self) -> int:
+        return max(0, self._working + sum(self._sources.values()) - self._sleeping)
 
     def _rate(self) -> float:
-        return self._working_speed if self._working or any(self._sources.values()) else self._speed
+        return self._working_speed if self._work() else self._speed
 
     def _rebase(self) -> None:
         """Fold the time so far into the base, before the rate changes (call holding the lock)."""
-        now = time.monotonic()
+        now = self._wall()
         self._base_elapsed += (now - self._base_wall) * self._rate()
         self._base_wall = now
 
@@ -61,7 +71,7 @@ class SandboxClock:
     def working_now(self) -> int:
         """How much control-plane work is in progress."""
         with self._lock:
-            return self._working + sum(self._sources.values())
+            return self._work()
 
     @contextmanager
     def working(self) -> Iterator[None]:
@@ -75,6 +85,22 @@ class SandboxClock:
             with self._lock:
                 self._rebase()
                 self._working -= 1
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of simulated time from inside work (a call AWS is slow to answer: a latency
+        fault): the caller's work does not count meanwhile. Never longer than ``seconds`` of wall time
+        (a frozen clock: real time)."""
+        deadline, wall_deadline = self.elapsed() + seconds, self._wall() + seconds
+        with self._lock:
+            self._rebase()
+            self._sleeping += 1
+        try:
+            while (remaining := deadline - self.elapsed()) > 0 and (left := wall_deadline - self._wall()) > 0:
+                time.sleep(min(self.wall_seconds(remaining), left, 0.05))
+        finally:
+            with self._lock:
+                self._rebase()
+                self._sleeping -= 1
 
     def set_work(self, source: str, amount: int) -> None:
         """How much work ``source`` has in progress now (it counts its own: Step Functions executions)."""

@@ -172,7 +172,7 @@ class Sandbox:
             self._runtime.register(spec)
         self.deploy_calls = seams.aws_calls()
         seams.reset_aws_calls()
-        self.aws_calls = AwsCalls(wall_seconds=self._wall_seconds, enforce_iam=self.enforce_iam)
+        self.aws_calls = AwsCalls(sleep_simulated=self.clock.sleep, enforce_iam=self.enforce_iam)
         self.aws_calls.start()
         self._undo.append(self.aws_calls.stop)
         self._poller = SqsEventSourcePoller(self._runtime, visibility_seconds=self._wall_seconds)
@@ -278,12 +278,7 @@ class Sandbox:
         self._stop.clear()
 
     def tick(self) -> None:
-        """One step of simulated time: simulators advance to clock.now(), due schedules fire (work:
-        the clock passes real time meanwhile, so a starved ticker does not skip simulated time)."""
-        with self.clock.working():
-            self._tick()
-
-    def _tick(self) -> None:
+        """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
         # the SSM simulator ticks the regions spawned from it too (their CloudTrail events, terminations)
         for simulator in (*self.hyperpods(), self.ssm, self.budgets):
             if simulator is not None:

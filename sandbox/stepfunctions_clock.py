@@ -30,6 +30,7 @@ import inspect
 import threading
 import time
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -56,8 +57,6 @@ _DATED_MODULES: Final = (parser_models, backend_execution, event_manager, state_
 
 class _Installed:
     clock: SandboxClock | None = None
-    # executions of earlier installs (a test's leftovers) evaluating and not waiting at this install
-    work_before = 0
 
 
 def _clock() -> SandboxClock:
@@ -78,36 +77,38 @@ class _Blocked:
 
     def __init__(self, deadline: float | None = None) -> None:
         self.deadline = deadline
+        self.clock: SandboxClock | None = None
 
     def __enter__(self) -> None:
         with _Blocked.lock:
             _Blocked.count += 1
             if self.deadline is not None:
                 _Blocked.deadlines[id(self)] = self.deadline
-            _publish_work()
+            self.clock = _Installed.clock
+            _count_work(self.clock, -1)
 
     def __exit__(self, *_: object) -> None:
         with _Blocked.lock:
             _Blocked.count -= 1
             _Blocked.deadlines.pop(id(self), None)
-            _publish_work()
+            _count_work(self.clock, +1)
 
 
-class _Running:
-    """Executions whose program is being evaluated (moto runs it on a thread of its own)."""
+# Executions between two waits are control-plane work (sandbox/clock.py): per clock, the executions
+# evaluating their program (+1 each) less the waits on a timer or token (-1 each). moto hops threads (a
+# program runs on a thread of its own, a Task on another, a task token's wait on a third), so executions
+# are counted, not threads. Each count goes to the clock installed when it began, so an execution left
+# running by an earlier install never skews a later clock. A Map or Parallel counts its parent program
+# only (the branches are frames): with its branches waiting it counts as no work, which only makes the
+# clock faster, as it was before work was counted. Guarded by ``_Blocked.lock``.
+_work: Final[weakref.WeakKeyDictionary[SandboxClock, int]] = weakref.WeakKeyDictionary()
 
-    count = 0
 
-
-def _publish_work() -> None:
-    """Executions between two waits are control-plane work (sandbox/clock.py): those evaluating a
-    program less those waiting on a timer or token. moto hops threads (a program runs on its own thread,
-    a Task on another, a task token's wait on a third), so executions are counted, not threads. A Map or
-    Parallel with several branches waiting counts as no work: undercounting only makes the clock
-    faster, as it was before work was counted. Call holding ``_Blocked.lock``."""
-    clock = _Installed.clock
-    if clock is not None:
-        clock.set_work("stepfunctions", _Running.count - _Blocked.count - _Installed.work_before)
+def _count_work(clock: SandboxClock | None, change: int) -> None:
+    if clock is None:
+        return
+    _work[clock] = _work.get(clock, 0) + change
+    clock.set_work("stepfunctions", _work[clock])
 
 
 def blocked_threads() -> int:
@@ -215,19 +216,20 @@ def install(clock: SandboxClock) -> Callable[[], None]:
     )
 
     def counted_eval_body(self: Program, env: Environment) -> None:
+        if env.is_frame():  # a Map iteration or Parallel branch: its execution is counted already
+            eval_body(self, env)
+            return
         with _Blocked.lock:
-            _Running.count += 1
-            _publish_work()
+            counted = _Installed.clock
+            _count_work(counted, +1)
         try:
             eval_body(self, env)
         finally:
             with _Blocked.lock:
-                _Running.count -= 1
-                _publish_work()
+                _count_work(counted, -1)
 
     patches = seams.Patches()
     with _Blocked.lock:
-        patches.replace(_Installed, "work_before", _Running.count - _Blocked.count)
         patches.replace(_Installed, "clock", clock)
     patches.replace(Program, "_eval_body", counted_eval_body)
     patches.replace(WaitFunction, "_wait_interval", _wait_interval)
@@ -238,7 +240,9 @@ def install(clock: SandboxClock) -> Callable[[], None]:
         patches.replace(module, "datetime", dated)
 
     def undo() -> None:
-        patches.undo()
-        clock.set_work("stepfunctions", 0)
+        with _Blocked.lock:
+            patches.undo()
+            _work.pop(clock, None)
+            clock.set_work("stepfunctions", 0)
 
     return undo

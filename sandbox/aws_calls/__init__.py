@@ -1,6 +1,6 @@
 """IAM enforcement and faults on every AWS call the control plane makes (issue 7, items 4 and 5).
 
-    calls = AwsCalls(wall_seconds=clock_to_wall)                # held by the Sandbox
+    calls = AwsCalls(sleep_simulated=clock.sleep)               # held by the Sandbox
     calls.start()                                               # after deploy: checks every call
     calls.apply_fault("throttling", {"rate": 0.2, "seed": 7})   # POST /_sandbox/faults
     calls.http_answer(environ)                                  # faults for serve_aws's HTTP clients
@@ -43,10 +43,10 @@ class AwsCalls:
     def __init__(
         self,
         *,
-        wall_seconds: Callable[[float], float],
+        sleep_simulated: Callable[[float], None],
         enforce_iam: bool = True,
     ) -> None:
-        self.faults = FaultPlan(wall_seconds)
+        self.faults = FaultPlan(sleep_simulated)
         self.iam = IamEnforcer() if enforce_iam else None
 
     def start(self) -> None:

@@ -6,7 +6,8 @@ run can be replayed), optional ``services`` (botocore names: ``dynamodb``, ``ste
 hits at most). By default a fault hits only the control plane's calls (a Lambda function's or a
 state machine's); ``external: true`` adds the sandbox's own clients and HTTP clients of
 ``serve_aws``. ``latency`` delays a call by ``ms`` wall milliseconds, or sandbox-clock
-milliseconds with ``clock: "simulated"`` (at speed 600, 600 simulated ms are 1 wall ms).
+milliseconds with ``clock: "simulated"`` (at speed 600, 600 simulated ms are 1 wall ms while nothing
+else works: the delayed caller waits on AWS, so its own work does not hold the clock back).
 
 Errors are shaped as the service returns them (sandbox.aws_calls.errors): botocore retries the
 throttling codes and 5xx statuses itself, as it does on AWS, so a Lambda function's client sees
@@ -123,8 +124,9 @@ def _names(value: Any) -> frozenset[str] | None:
 class FaultPlan:
     """The armed faults; :meth:`check` is an interception check, :meth:`answer` serves HTTP clients."""
 
-    def __init__(self, wall_seconds: Callable[[float], float]) -> None:
-        self._wall_seconds = wall_seconds  # simulated seconds → wall seconds (the sandbox clock)
+    def __init__(self, sleep_simulated: Callable[[float], None]) -> None:
+        # waits simulated seconds (SandboxClock.sleep: the waiting caller is not work meanwhile)
+        self._sleep_simulated = sleep_simulated
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
 
@@ -156,7 +158,10 @@ class FaultPlan:
         for fault in hit:
             if fault.kind == "latency":
                 seconds = fault.ms / 1000
-                time.sleep(seconds if fault.clock == "wall" else self._wall_seconds(seconds))
+                if fault.clock == "wall":
+                    time.sleep(seconds)
+                else:
+                    self._sleep_simulated(seconds)
         failing = next((fault for fault in hit if fault.kind != "latency"), None)
         if failing is None:
             return None

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .context import Context
@@ -140,10 +142,18 @@ class _Deployment:
 
 
 @functools.cache
+def _models() -> botocore.loaders.Loader:
+    """One botocore loader for the deploys that bring no session: each new session's own loader read
+    every service model from disk again (about a second of JSON per deploy of this template)."""
+    return botocore.loaders.create_loader()
+
+
 def _session(region: str) -> boto3.Session:
-    """One session per region for deploys that bring none: a new session loads every service model
-    from disk again (about a second of JSON per deploy of this template)."""
-    return boto3.Session(region_name=region)
+    """A new session (the handlers, credentials and environment of now) reading models from the one
+    loader."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _models())
+    return boto3.Session(botocore_session=core, region_name=region)
 
 
 # (template file, its mtime and size, parameter values, region, account, stack) -> what the SAM transform

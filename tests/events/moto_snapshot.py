@@ -42,7 +42,8 @@ def _event(is_set: bool) -> threading.Event:
     return event
 
 
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+# a lock's type cannot be called (_thread.lock): each type with the factory that makes one
+_LOCKS = ((type(threading.Lock()), threading.Lock), (type(threading.RLock()), threading.RLock))
 _RSA_KEY_TYPE = type(rsa.generate_private_key(public_exponent=65537, key_size=1024))  # the Rust class
 
 
@@ -55,8 +56,8 @@ def _copyable() -> Iterator[None]:
         threading.Condition: lambda condition: (threading.Condition, (condition._lock,)),
         threading.Event: lambda event: (_event, (event.is_set(),)),
     }
-    for lock_type in _LOCK_TYPES:
-        reducers[lock_type] = lambda _lock, new=lock_type: (new, ())
+    for lock_type, factory in _LOCKS:
+        reducers[lock_type] = lambda _lock, new=factory: (new, ())
     added = [kind for kind in reducers if kind not in copyreg.dispatch_table]
     for kind in added:
         copyreg.dispatch_table[kind] = reducers[kind]

@@ -48,7 +48,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         )
         installed.__enter__()
         contexts.append(installed)
-        stack.aws_calls = AwsCalls(wall_seconds=lambda _: 0.0)
+        stack.aws_calls = AwsCalls(sleep_simulated=lambda _: None)
         stack.aws_calls.start()
         stack.blocked_before = stepfunctions_clock.blocked_threads()
         contexts.append(_Stopping(stack.aws_calls))

@@ -3,6 +3,7 @@ it was taken, every copy is independent, and what holds a lock or a key still wo
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import boto3
@@ -58,6 +59,28 @@ def test_a_restore_is_the_account_as_taken_whatever_an_earlier_restore_did() -> 
         sqs.send_message(QueueUrl=extra["queue"], MessageBody="second test")
         [message] = sqs.receive_message(QueueUrl=extra["queue"])["Messages"]
         assert message["Body"] == "second test"
+
+
+def test_locks_conditions_and_events_come_back_new_and_working() -> None:
+    lock, rlock, condition, event = (
+        threading.Lock(),
+        threading.RLock(),
+        threading.Condition(),
+        threading.Event(),
+    )
+    event.set()
+    with mock_aws():
+        boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="q")
+        snapshot = AccountSnapshot.take(ACCOUNT, extra=[lock, rlock, condition, event])
+    with mock_aws():
+        copies = snapshot.restore()
+    assert all(
+        copy is not original for copy, original in zip(copies, [lock, rlock, condition, event], strict=True)
+    )
+    new_lock, new_rlock, new_condition, new_event = copies
+    with new_lock, new_rlock, new_rlock, new_condition:
+        new_condition.notify_all()  # its own lock is held: no "un-acquired lock"
+    assert new_event.is_set()
 
 
 def test_extra_comes_back_as_a_copy() -> None:

@@ -504,7 +504,8 @@ def test_ctrl_c_during_wait_exits_130_naming_the_follow_up_and_the_idempotency_k
     assert "follow it with: autopilot operations get op-1 --wait" in err
     assert f"Idempotency-Key: {sent} (repeat the command with --idempotency-key {sent}" in err
     if output == "json":
-        assert json.loads(out)["error"]["code"] == "Interrupted"
+        error = json.loads(out)["error"]
+        assert (error["code"], error["operationId"], error["idempotencyKey"]) == ("Interrupted", "op-1", sent)
     else:
         assert out == ""
 
@@ -520,7 +521,7 @@ def test_ctrl_c_before_the_answer_names_the_key_that_makes_a_repeat_safe(
     code, _, err = run("clusters", "delete", "ml-cluster", "--idempotency-key", "del-7", "--wait")
 
     assert code == 130
-    assert "interrupted before the API answered" in err
+    assert "interrupted; the request may have reached the API" in err
     assert "repeat the command with --idempotency-key del-7" in err
 
 

@@ -192,26 +192,25 @@ def guarded(args: argparse.Namespace, out: TextIO, err: TextIO, body: Callable[[
     except ApiError as exc:
         report_api_error(exc, output)
         return EXIT_REJECTED if exc.is_client_error else EXIT_SERVICE
-    except KeyboardInterrupt:  # before an answer came: the request may or may not have reached the API
-        interrupted(output, "interrupted before the API answered", _repeat_hint(args))
+    except KeyboardInterrupt:  # no operation followed yet: the request may or may not have reached the API
+        interrupted(output, args, "interrupted; the request may have reached the API", [])
         return EXIT_INTERRUPTED
 
 
-def _repeat_hint(args: argparse.Namespace) -> list[str]:
+def interrupted(
+    output: Output, args: argparse.Namespace, message: str, lines: list[str], operation_id: str | None = None
+) -> None:
+    """Ctrl-C: what goes on and how to come back to it, on stderr (and the error document, with the
+    operation and the key, on stdout in JSON mode, so a script reading it still gets one)."""
     key = getattr(args, "idempotency_key", None)
-    if not key:
-        return []
-    return [
-        f"Idempotency-Key: {key} (repeat the command with --idempotency-key {key}: the API answers "
-        "with the operation this request started, if it started one, instead of starting another)"
-    ]
-
-
-def interrupted(output: Output, message: str, lines: list[str]) -> None:
-    """Ctrl-C: what goes on and how to come back to it, on stderr (and the error document on stdout
-    in JSON mode, so a script reading it still gets one)."""
+    if key:
+        lines = [
+            *lines,
+            f"Idempotency-Key: {key} (repeat the command with --idempotency-key {key}: the API answers "
+            "with the operation this request started, if it started one, instead of starting another)",
+        ]
     if output.json:
-        output.error("Interrupted", message, lines)
+        output.error("Interrupted", message, lines, operationId=operation_id, idempotencyKey=key)
     print(f"error: {message}", file=output.err)
     for line in lines:
         print(f"  {line}", file=output.err)
@@ -274,8 +273,10 @@ def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace,
     except KeyboardInterrupt:
         interrupted(
             output,
+            args,
             f"stopped waiting; operation {operation_id} goes on without you",
-            [f"follow it with: autopilot operations get {operation_id} --wait", *_repeat_hint(args)],
+            [f"follow it with: autopilot operations get {operation_id} --wait"],
+            operation_id,
         )
         return EXIT_INTERRUPTED
     except WaitTimeoutError as exc:
