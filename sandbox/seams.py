@@ -791,7 +791,9 @@ def _count_call(model: Any = None, **_: Any) -> None:
 
 
 def record_aws_calls() -> None:
-    """Count every in-process botocore call (clients created after this too) per service:Operation."""
+    """Count every in-process botocore call (clients created after this too) per service:Operation,
+    from zero: an earlier sandbox's counts in this process are not this one's (its deploy read them)."""
+    reset_aws_calls()
     handler = ("before-call", _count_call)
     if handler not in botocore.handlers.BUILTIN_HANDLERS:
         botocore.handlers.BUILTIN_HANDLERS.append(handler)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import boto3
 import botocore.handlers
 import pytest
+from moto import mock_aws
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.models import botocore_stubber
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.credentials import StateCredentials
@@ -87,3 +89,12 @@ def test_intercept_aws_calls_detects_a_changed_stubber_signature(monkeypatch: py
     with pytest.raises(seams.SeamDrift, match="__call__ has parameters"):
         seams.install(LambdaRuntime())
     assert seams.active_runtime() is None
+
+
+def test_call_counts_start_from_zero_at_each_install(iam_keys_env: None) -> None:
+    """A sandbox's deploy counts (Sandbox.deploy_calls) are its own, not an earlier sandbox's calls."""
+    with seams.installed(seams.record_aws_calls), mock_aws():
+        boto3.client("sqs", region_name="us-east-1").list_queues()
+        assert seams.aws_calls()["sqs:ListQueues"] == 1
+    with seams.installed(seams.record_aws_calls):
+        assert "sqs:ListQueues" not in seams.aws_calls()
