@@ -4,12 +4,12 @@ HyperPod creation takes ~20 minutes in AWS; at ``speed=600`` the sandbox's simul
 that in 2 s of wall time. Simulators read ``now()`` and never ``time.time()``, so the same scenario
 can run fast (demo, tests) or be stepped deterministically (``advance``).
 
-Only waiting is sped up. While the control plane works (a Lambda function runs or waits for its turn,
-the simulators tick: ``working()``; a Step Functions execution is between two waits: ``set_work``
-from sandbox.stepfunctions_clock), simulated time passes at real speed (``working_speed``, 1), as the
-same work would take on AWS. A control plane starved of CPU (a loaded machine, two test runs side by
-side) then takes longer in wall time but not in simulated time: at x1200, six wall seconds of a
-starved aws-sdk task were two simulated hours, past the create workflow's deadline, before this.
+Only waiting is sped up. While the control plane works (a Lambda function runs or waits for its turn:
+``working()``; a Step Functions execution is between two waits: ``set_work`` from
+sandbox.stepfunctions_clock), simulated time passes at real speed (x1; a frozen clock stays frozen),
+as the same work would take on AWS. A control plane starved of CPU (a loaded machine, two test runs
+side by side) then takes longer in wall time but not in simulated time: at x1200, six wall seconds of
+a starved aws-sdk task were two simulated hours, past the create workflow's deadline, before this.
 """
 
 from __future__ import annotations
@@ -22,20 +22,19 @@ from datetime import UTC, datetime, timedelta
 
 
 class SandboxClock:
-    """Simulated time = start + wall time idle x speed + wall time working x working_speed + advances."""
+    """Simulated time = start + wall time idle x speed + wall time working x 1 + manual advances."""
 
     def __init__(
         self,
         speed: float = 600.0,
         start: datetime | None = None,
         *,
-        working_speed: float = 1.0,
         wall: Callable[[], float] = time.monotonic,
     ) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0 (0 freezes the clock; use advance())")
         self._speed = speed
-        self._working_speed = min(speed, working_speed)
+        self._working_speed = min(speed, 1.0)
         self._start = start or datetime.now(UTC)
         self._wall = wall  # wall seconds, monotonic (a test gives a fake)
         self._base_wall = wall()  # elapsed() was _base_elapsed at this wall time
@@ -75,7 +74,7 @@ class SandboxClock:
 
     @contextmanager
     def working(self) -> Iterator[None]:
-        """Control-plane work: simulated time passes at ``working_speed`` until it ends."""
+        """Control-plane work: simulated time passes at real speed until it ends."""
         with self._lock:
             self._rebase()
             self._working += 1

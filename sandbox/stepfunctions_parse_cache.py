@@ -97,11 +97,16 @@ def parse(definition: str) -> tuple[EvalComponent, ParserRuleContext]:
     return program, tree
 
 
+def _reset_stats() -> None:
+    with _lock:
+        _stats.hits = _stats.misses = 0
+
+
 def clear() -> None:
     """Forget every cached tree and zero the counters (tests that count parses start here)."""
     with _lock:
         _trees.clear()
-        _stats.hits = _stats.misses = 0
+    _reset_stats()
 
 
 def install() -> Callable[[], None]:
@@ -118,16 +123,12 @@ def install() -> Callable[[], None]:
     if "parser.state_machine()" not in source or "Preprocessor()" not in source:
         raise seams.SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer parses then preprocesses")
 
-    def reset_stats() -> None:
-        with _lock:
-            _stats.hits = _stats.misses = 0
-
-    reset_stats()
+    _reset_stats()
     patches = seams.Patches()
     patches.replace(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
     def undo() -> None:
         patches.undo()
-        reset_stats()
+        _reset_stats()
 
     return undo

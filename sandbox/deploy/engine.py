@@ -159,15 +159,16 @@ def _session(region: str) -> boto3.Session:
 # (template file, its mtime and size, parameter values, region, account, stack) -> what the SAM transform
 # made of it. A test suite deploys one template a few hundred times: parsing the YAML and running the
 # transform each time cost ~0.45 s of a ~1 s deploy. A changed file has another mtime: parsed anew.
-_transformed: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {}
+_Transformed = tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]
+_transformed: dict[tuple[Any, ...], _Transformed] = {}
 _transformed_lock = threading.Lock()
 
 
 def _load_and_transform(
     path: Path, parameters: Mapping[str, Any], *, region: str, account_id: str, stack_name: str
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
-    """(the SAM template, parameter values, the CloudFormation template, SAM id aliases); the caller
-    gets its own copy of the CloudFormation template (the SAM template is shared: read it only)."""
+) -> _Transformed:
+    """(parameter values, the CloudFormation template, SAM id aliases, the SAM template's Resources),
+    each caller with its own copy."""
     stat = path.stat()
     key: tuple[Any, ...] = (str(path), stat.st_mtime_ns, stat.st_size, region, account_id, stack_name)
     key += (json.dumps(parameters, sort_keys=True, default=str),)
@@ -179,11 +180,10 @@ def _load_and_transform(
         translated, aliases = transform(
             template, values, region=region, account_id=account_id, stack_name=stack_name
         )
-        cached = (template, translated, aliases)
+        cached = (values, translated, aliases, template["Resources"])
         with _transformed_lock:
             _transformed[key] = cached
-    template, translated, aliases = cached
-    return template, parameter_values(template, parameters), copy.deepcopy(translated), dict(aliases)
+    return copy.deepcopy(cached)
 
 
 def deploy(
@@ -198,9 +198,9 @@ def deploy(
 ) -> Stack:
     """Deploy ``template_path`` into the active moto mock (call inside ``mock_aws``)."""
     path = Path(template_path).resolve()
-    template, values, translated, aliases = _load_and_transform(
+    values, translated, aliases, sam_resources = _load_and_transform(
         path, parameters or {}, region=region, account_id=account_id, stack_name=stack_name
     )
     stack = Stack(stack_name, region, account_id, path, values, aliases=aliases)
     context = Context(session or _session(region), stack, path.parent, random.Random(seed))
-    return _Deployment(translated, template["Resources"], context).run()
+    return _Deployment(translated, sam_resources, context).run()
