@@ -1,11 +1,11 @@
-"""Instance types HyperPod accepts, as botocore 1.44.5's sagemaker model lists them (ClusterInstanceType).
+"""Instance types HyperPod accepts, as botocore 1.44.8's sagemaker model lists them (ClusterInstanceType).
 
 Kept as data rather than a ``Literal``: AWS adds instance types faster than this layer is released,
 so an unknown type is a warning, not an error. tests/unit/validation/test_models_botocore_drift.py fails
 when the installed botocore lists a different set; refresh this file from it then.
 """
 
-BOTOCORE_VERSION = "1.44.5"
+BOTOCORE_VERSION = "1.44.8"
 
 CLUSTER_INSTANCE_TYPES: frozenset[str] = frozenset(
     (
