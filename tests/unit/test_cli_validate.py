@@ -254,3 +254,10 @@ def test_an_execution_role_outside_the_stack_patterns_is_an_error(
     )
     argv = ("--cluster-config", config, "--provisioning-parameters", SLURM_PROVISIONING)
     assert run(capsys, *argv, "--execution-role-name-patterns", "Admin*,*hyperpod*")[0] == 0
+
+
+def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--strict", "--cluster-config", SLURM_CONFIG)
+    assert code == 1
+    assert out.startswith("warning: provisioning-parameters.json: not given")
+    assert "valid: 0 error(s), 1 warning(s)" in err

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from autopilot_cli import __version__, clusters, configure, healing, nodes, operations, validate
+from autopilot_cli import __version__, clusters, configure, healing, init, nodes, operations, validate
 from autopilot_cli.common import EXIT_REJECTED, EXIT_USAGE, Command, HelpFormatter
 from autopilot_cli.output import Output
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # One entry per command module: adding a command group is an import and an entry here.
 PARSER_ADDERS: tuple[Callable[[SubParsers], None], ...] = (
     configure.add_parsers,
+    init.add_parsers,
     validate.add_parsers,
     clusters.add_parsers,
     nodes.add_parsers,

@@ -47,7 +47,8 @@ def add_parsers(subparsers: SubParsers) -> None:
     parser.description = (
         "Check a HyperPod CreateCluster request and its Slurm provisioning parameters, here with the "
         "API's own rules or with --remote through the API. Exit 0 when valid (warnings may be printed), "
-        "1 when invalid, 2 on a usage error, 3 when valid as far as checked but an --aws check could not "
+        "1 when invalid (with --strict, also on a warning), 2 on a usage error, 3 when valid as far as "
+        "checked but an --aws check could not "
         "run (no credentials, access denied, unreachable)."
     )
     parser.add_argument(
@@ -77,6 +78,7 @@ def add_parsers(subparsers: SubParsers) -> None:
         metavar="PATTERNS",
         help="the Autopilot stack's ExecutionRoleNamePatterns (default: %(default)s)",
     )
+    parser.add_argument("--strict", action="store_true", help="fail (exit 1) on warnings too, as on errors")
     parser.set_defaults(func=run_validate)
 
 
@@ -111,7 +113,7 @@ def _validate(args: argparse.Namespace, output: Output) -> int:
             execution_roles=ExecutionRolePolicy(split_patterns(args.execution_role_name_patterns)),
         )
     _print_report(report, names, output)
-    if not report.valid:
+    if not report.valid or (args.strict and report.warnings):
         return EXIT_INVALID
     return EXIT_OK if report.complete else EXIT_UNCHECKED
 
