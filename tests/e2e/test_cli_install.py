@@ -167,6 +167,26 @@ def test_create_wait_list_and_delete_wait_each_print_one_json_document(
     assert (document(deleted)["kind"], document(deleted)["status"]) == ("DeleteCluster", "SUCCEEDED")
 
 
+def test_the_installed_cli_writes_the_examples_and_validates_them(
+    run: Run, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # the wheel carries examples/ (cli/src/autopilot_cli/examples is a link to it)
+    folder = tmp_path_factory.mktemp("cli-init")
+    written = run("init", "--directory", str(folder), "--output", "json")
+    assert written.returncode == 0, written.stderr
+    assert sorted(Path(name).name for name in document(written)["files"]) == [
+        "cluster-config.json",
+        "provisioning_parameters.json",
+    ]
+
+    validated = run(
+        "validate", "--strict", "--region", "us-east-1",
+        "--cluster-config", str(folder / "cluster-config.json"),
+        "--provisioning-parameters", str(folder / "provisioning_parameters.json"),
+    )  # fmt: skip
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
 def test_an_error_in_json_mode_is_a_json_document(run: Run) -> None:
     result = run("clusters", "get", "nowhere", "--output", "json")
 
