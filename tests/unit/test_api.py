@@ -126,6 +126,32 @@ def test_create_starts_the_workflow_and_records_the_operation(stack: Deployed) -
     assert [h["operationId"] for h in cluster["history"]] == [body["operationId"]]
 
 
+def test_a_dry_run_shows_the_create_and_creates_nothing(stack: Deployed) -> None:
+    status, plan = call(api_event("create_cluster", body=create_body(), query={"dryRun": "true"}))
+
+    assert status == 200
+    assert plan["clusterName"] == "ml-cluster"
+    tags = {t["Key"]: t["Value"] for t in plan["createClusterRequest"]["Tags"]}
+    assert tags["owner"] == "ann"
+    assert tags["autopilot:operation-id"] == "assigned-at-create"
+    assert plan["budget"]["limitAmount"] == "25000.00"
+    assert plan["projectBudget"] is None
+    assert len(plan["checks"]) == 4
+    assert executions(stack, "CreateClusterStateMachine") == []
+    status, _ = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
+    assert status == 404
+    assert create()[0] == 202  # the dry run took neither the name nor an idempotency record
+
+
+def test_a_dry_run_fails_as_the_create_would(stack: Deployed) -> None:
+    assert create()[0] == 202
+
+    status, answer = call(api_event("create_cluster", body=create_body(), query={"dryRun": "true"}))
+
+    assert status == 409
+    assert "ml-cluster" in answer["message"]
+
+
 def test_create_lists_every_config_problem_with_its_path(stack: Deployed) -> None:
     body = create_body()
     body["clusterConfig"]["InstanceGroups"][1]["ThreadsPerCore"] = 3

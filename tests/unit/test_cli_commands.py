@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from autopilot_cli import __version__, common, configure
@@ -152,6 +153,40 @@ def test_create_sends_the_request_body_and_prints_the_operation(
         "operation op-1 accepted for cluster ml-cluster",
         "follow it: autopilot operations get op-1 --wait",
     ]
+
+
+def test_a_dry_run_asks_the_api_to_check_and_prints_what_it_would_send(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    request = {"ClusterName": "ml-cluster", "Tags": [{"Key": "owner", "Value": "ann"}]}
+    plan = {
+        "clusterName": "ml-cluster",
+        "createClusterRequest": request,
+        "costTags": [{"Key": "owner", "Value": "ann"}],
+        "budget": {"budgetName": "hyperpod-ml-cluster", "limitAmount": "100.00", "costFilter": "x",
+                   "subscribers": []},
+        "projectBudget": None,
+        "checks": ["the config passes"],
+        "warnings": [],
+    }  # fmt: skip
+    api.answer("POST", "/clusters", (200, plan))
+
+    code, out, _ = run(*create_argv(config_files, "--dry-run", "--budget-usd", "100"))
+
+    assert code == 0
+    assert urlsplit(api.requests[0]["url"]).query == "dryRun=true"
+    assert "Idempotency-Key" not in api.requests[0]["headers"]  # nothing to retry safely: nothing made
+    lines = out.splitlines()
+    assert lines[:4] == [
+        "dry run: cluster ml-cluster would be created; nothing was",
+        "  ok  the config passes",
+        "budget: hyperpod-ml-cluster, 100.00 USD a month",
+        "CreateCluster request:",
+    ]
+    assert json.loads("\n".join(lines[4:])) == request
+
+    code, out, _ = run(*create_argv(config_files, "--dry-run", "--output", "json"))
+    assert json.loads(out) == plan
 
 
 def test_each_invocation_sends_its_own_signed_idempotency_key(
@@ -605,7 +640,7 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
-    assert len(leaves) == 17
+    assert len(leaves) == 18
     for parser in leaves:
         help_text = parser.format_help()
         for action in parser._actions:

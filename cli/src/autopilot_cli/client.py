@@ -178,6 +178,11 @@ class AutopilotClient:
         result: dict[str, Any] = self.call("POST", "/clusters", body=body, headers=headers)
         return result
 
+    def plan_create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /clusters?dryRun=true: the checks a create makes and what it would send; creates nothing."""
+        result: dict[str, Any] = self.call("POST", "/clusters", body=body, query={"dryRun": "true"})
+        return result
+
     def validate(self, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.call("POST", "/validate", body=body)
         return result

@@ -20,7 +20,7 @@ from autopilot_cli.common import (
     wait_options,
 )
 from autopilot_cli.output import Output
-from autopilot_cli.views import print_cluster, print_clusters, print_document
+from autopilot_cli.views import print_cluster, print_clusters, print_document, print_plan
 
 if TYPE_CHECKING:
     from autopilot_cli.common import SubParsers
@@ -70,6 +70,12 @@ def add_parsers(subparsers: SubParsers) -> None:
     )
     create.add_argument(
         "--rollback-on-failure", action="store_true", help="delete the cluster if creation fails"
+    )
+    create.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="make every check the create makes and print the CreateCluster request, tags and budget "
+        "it would use; create nothing",
     )
     create.set_defaults(func=api_command(run_create))
 
@@ -150,6 +156,9 @@ def _create_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_create(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
+    if args.dry_run:
+        output.result(client.plan_create(_create_body(args)), print_plan)
+        return EXIT_OK
     answer = client.create_cluster(_create_body(args), idempotency_key=idempotency_key(args))
     return accepted(client, answer, args, output)
 

@@ -93,5 +93,6 @@ def _view(result: dict[str, Any], targets: list[Path], out: TextIO) -> None:
         f"{target}"
         for target in targets
     )
-    print("then check them against your account:", file=out)
+    print("then check them against your account, and see what a create would send:", file=out)
     print(f"  autopilot validate --aws {files}", file=out)
+    print(f"  autopilot clusters create {files} --owner YOU --project PROJECT --dry-run", file=out)

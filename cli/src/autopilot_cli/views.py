@@ -3,6 +3,7 @@ json and text)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, TextIO
 
 from autopilot_cli.output import cell, print_fields, print_table
@@ -142,6 +143,20 @@ def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
             )
         )
     print_table(rows, out)
+
+
+def print_plan(plan: dict[str, Any], out: TextIO) -> None:
+    """A dry run: the checks passed, then what would be sent and created."""
+    print(f"dry run: cluster {plan['clusterName']} would be created; nothing was", file=out)
+    for check in plan["checks"]:
+        print(f"  ok  {check}", file=out)
+    for warning in plan.get("warnings") or []:
+        print(f"  warning: {warning.get('file') or ''}: {warning['path']}: {warning['message']}", file=out)
+    for label, budget in (("budget", plan.get("budget")), ("project budget", plan.get("projectBudget"))):
+        if budget:
+            print(f"{label}: {budget['budgetName']}, {budget['limitAmount']} USD a month", file=out)
+    print("CreateCluster request:", file=out)
+    print(json.dumps(plan["createClusterRequest"], indent=2), file=out)
 
 
 def print_document(document: dict[str, Any], out: TextIO) -> None:

@@ -183,6 +183,23 @@ class OperationAccepted(ApiModel):
     warnings: list[ErrorDetail] = Field(default_factory=list)
 
 
+class CreateClusterPlan(ApiModel):
+    """POST /clusters?dryRun=true: what the create would do; nothing was created."""
+
+    cluster_name: str
+    create_cluster_request: dict[str, Any] = Field(
+        description="The CreateCluster request SageMaker would get, Autopilot's cost tags included "
+        "(`autopilot:operation-id` is assigned by the create)."
+    )
+    cost_tags: list[dict[str, str]] = Field(description="The tags Autopilot puts on everything it creates.")
+    budget: dict[str, Any] | None = Field(description="The cluster's AWS Budget, if one would be created.")
+    project_budget: dict[str, Any] | None = Field(
+        description="The project's shared budget, if asked for (created unless the project has one)."
+    )
+    checks: list[str] = Field(description="The checks made, all passed (a failed one is a 4xx).")
+    warnings: list[ErrorDetail]
+
+
 class ValidationResult(ApiModel):
     valid: bool
     errors: list[ErrorDetail]

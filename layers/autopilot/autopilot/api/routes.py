@@ -40,6 +40,7 @@ from autopilot.api.models import (
     ClusterView,
     CostView,
     CreateClusterBody,
+    CreateClusterPlan,
     ErrorBody,
     ErrorDetail,
     GrowthBlockLifted,
@@ -71,6 +72,7 @@ from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import healing_control, node_health, read_clusters, read_operations
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
+from autopilot.logic.create_cluster import plan_create
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.lift_growth_block import lift_growth_block as lift_growth_block_use_case
@@ -226,7 +228,9 @@ def _caller() -> str | None:
     "/clusters",
     status_code=HTTPStatus.ACCEPTED.value,
     summary="Create a cluster",
-    description="Validates the config, registers the cluster and starts the Create workflow.",
+    description="Validates the config, registers the cluster and starts the Create workflow. With "
+    "`dryRun=true`, makes every check a create makes and answers 200 with the CreateCluster request, "
+    "cost tags and budgets it would use; nothing is registered or created.",
     tags=["clusters"],
     operation_id="createCluster",
     responses=_responses(
@@ -236,18 +240,32 @@ def _caller() -> str | None:
         HTTPStatus.CONFLICT,
         HTTPStatus.UNPROCESSABLE_ENTITY,
         links=_FOLLOW_OPERATION | _FOLLOW_CLUSTER,
-    ),
+    )
+    | {
+        HTTPStatus.OK.value: {
+            "description": "`dryRun=true`: what the create would do, every check passed.",
+            "content": {content_types.APPLICATION_JSON: {"model": CreateClusterPlan}},
+        }
+    },
 )
 def create_cluster(
-    body: Annotated[CreateClusterBody, Body()], idempotency_key: IDEMPOTENCY_KEY = None
-) -> OperationAccepted:
-    return create_cluster_use_case(
+    body: Annotated[CreateClusterBody, Body()],
+    idempotency_key: IDEMPOTENCY_KEY = None,
+    dry_run: Annotated[
+        bool, Query(alias="dryRun", description="Check and show the create; create nothing")
+    ] = False,
+) -> Response[OperationAccepted | CreateClusterPlan]:
+    if dry_run:
+        plan = plan_create(get_dependencies(), body)
+        return Response(HTTPStatus.OK.value, content_types.APPLICATION_JSON, plan)
+    accepted = create_cluster_use_case(
         get_dependencies(),
         body,
         requested_by=_caller(),
         idempotency_key=idempotency_key,
         lambda_context=app.lambda_context,
     )
+    return Response(HTTPStatus.ACCEPTED.value, content_types.APPLICATION_JSON, accepted)
 
 
 @app.get(

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from botocore.validate import ParamValidator
 
-from autopilot.api.models import CreateClusterBody, ErrorDetail, OperationAccepted
+from autopilot.api.models import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
 from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.read_clusters import describe_cluster
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
 
 CLUSTER_CONFIG_FILE = "cluster-config.json"
+# A dry run's autopilot:operation-id tag value: the create assigns the operation's id.
+DRY_RUN_OPERATION_ID = "assigned-at-create"
 MAX_TAGS = 50
 
 
@@ -67,12 +70,30 @@ def create_cluster(
     )
 
 
-def _create_cluster(
-    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None
-) -> OperationAccepted:
+@dataclass(frozen=True)
+class _Plan:
+    """What a create will do, every check passed: the request SageMaker gets, and the budgets."""
+
+    name: str
+    request: dict[str, Any]
+    cost_tags: list[dict[str, str]]
+    budget: WorkflowBudget | None
+    project_budget: WorkflowBudget | None
+    warnings: list[ErrorDetail]
+
+
+# What _plan checks, in its order (a dry run lists them: each passed if the plan came back).
+PLAN_CHECKS = (
+    "the cluster config and provisioning parameters pass Autopilot's validation for the stack's region",
+    "the config's own tags agree with Autopilot's cost tags, and all fit in SageMaker's 50",
+    "the CreateCluster request, cost tags included, passes botocore's parameter validation",
+    "no cluster of that name is registered with Autopilot or exists in SageMaker",
+)
+
+
+def _plan(deps: Dependencies, body: CreateClusterBody, operation_id: str) -> _Plan:
     report = deps.validate(body.cluster_config, body.provisioning_parameters)
     errors, warnings = problems(report)
-    operation_id = new_operation_id(deps.now())
     name = str(body.cluster_config.get("ClusterName", ""))
     keys = parse_cost_tag_keys(deps.settings.cost_tag_keys)
     tag_set = cost_tag_set(
@@ -86,9 +107,40 @@ def _create_cluster(
     request = _create_request(body.cluster_config, cost_tags)
     _check_botocore(deps, "CreateCluster", request)
     _check_name_free(deps, name)
+    return _Plan(
+        name=name,
+        request=request,
+        cost_tags=cost_tags,
+        budget=_workflow_budget(deps, body, name),
+        project_budget=_project_budget(deps, body, keys),
+        warnings=warnings,
+    )
 
-    budget = _workflow_budget(deps, body, name)
-    project_budget = _project_budget(deps, body, keys)
+
+def plan_create(deps: Dependencies, body: CreateClusterBody) -> CreateClusterPlan:
+    """POST /clusters?dryRun=true: every check a create makes, and what it would send; nothing is
+    registered, created or started (so no Idempotency-Key applies)."""
+    plan = _plan(deps, body, DRY_RUN_OPERATION_ID)
+    return CreateClusterPlan(
+        cluster_name=plan.name,
+        create_cluster_request=plan.request,
+        cost_tags=plan.cost_tags,
+        budget=plan.budget.model_dump(mode="json", by_alias=True) if plan.budget else None,
+        project_budget=plan.project_budget.model_dump(mode="json", by_alias=True)
+        if plan.project_budget
+        else None,
+        checks=list(PLAN_CHECKS),
+        warnings=plan.warnings,
+    )
+
+
+def _create_cluster(
+    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None
+) -> OperationAccepted:
+    operation_id = new_operation_id(deps.now())
+    plan = _plan(deps, body, operation_id)
+    name, request, cost_tags, warnings = plan.name, plan.request, plan.cost_tags, plan.warnings
+    budget, project_budget = plan.budget, plan.project_budget
     created = now_iso()
     operation = Operation(
         operation_id=operation_id,
