@@ -529,7 +529,8 @@ class HyperPodSimulator:
             creation_time=at,
             request=request,
             groups=groups,
-            node_recovery=params.get("NodeRecovery"),
+            # Unverified (docs/sandbox.md): a create without NodeRecovery gets AWS's default, Automatic
+            node_recovery=params.get("NodeRecovery", "Automatic"),
             tags={t["Key"]: t["Value"] for t in params.get("Tags", [])},
             controller_groups=self._controller_groups(groups, params),
         )

@@ -18,7 +18,6 @@ from autopilot.validation import (
     OnlineChecker,
     validate_config,
 )
-from autopilot.validation.rules import AUTOPILOT_NEEDS_VPC
 from autopilot_cli.main import main
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -441,7 +440,7 @@ def test_the_online_region_is_the_clusters_region(account: Account) -> None:
         config, without(account.provisioning(), "fsx_dns_name", "fsx_mountname"), online=online
     )
     assert online.region == "eu-west-1"
-    assert errors(report) == [(C, "VpcConfig", AUTOPILOT_NEEDS_VPC)]  # and nothing about regions
+    assert errors(report) == []  # nothing about regions
     plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-capacity-plan"
     report = validate_config(
         changed(config, ("InstanceGroups[2].TrainingPlanArn", plan)), None, online=online

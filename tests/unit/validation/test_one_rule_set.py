@@ -51,7 +51,11 @@ TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {
     ),
     "FSx in another region": (_slurm(), slurm_provisioning(), False),
     "EKS cluster in another region": (eks_config(), None, False),
-    "no NodeRecovery": (without(_slurm(), "NodeRecovery"), _provisioning(), False),
+    "no NodeRecovery (SageMaker's default, a warning)": (
+        without(_slurm(), "NodeRecovery"),
+        _provisioning(),
+        True,
+    ),
     "no VpcConfig": (without(_slurm(), "VpcConfig"), _provisioning(), False),
     "only restricted instance groups": (
         changed(without(_slurm(), "InstanceGroups"), ("RestrictedInstanceGroups", [RESTRICTED])),

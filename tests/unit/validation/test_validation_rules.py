@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from autopilot.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, validate_config
-from autopilot.validation.rules import AUTOPILOT_NEEDS_VPC
+from autopilot.validation.rules import NO_NODE_RECOVERY_WARNING, NO_VPC_WARNING
 
 from tests.unit.validation.builders import (
     REGION,
@@ -225,15 +225,21 @@ def test_an_eks_cluster_needs_a_vpc_config() -> None:
     ]
 
 
-def test_a_slurm_cluster_with_fsx_needs_a_vpc_config_and_autopilot_needs_one_anyway() -> None:
+def test_a_slurm_cluster_with_fsx_needs_a_vpc_config_and_one_without_is_warned() -> None:
     with_fsx = check_slurm(without(slurm_config(), "VpcConfig"))
     assert messages_at(errors(with_fsx), "VpcConfig") == [
         "is required: the nodes reach the FSx file system (fsx_dns_name) through your VPC"
     ]
     no_fsx = without(slurm_provisioning(), "fsx_dns_name", "fsx_mountname")
-    assert errors(check_slurm(without(slurm_config(), "VpcConfig"), no_fsx)) == [
-        (C, "VpcConfig", AUTOPILOT_NEEDS_VPC)
-    ]
+    report = check_slurm(without(slurm_config(), "VpcConfig"), no_fsx)
+    assert errors(report) == []  # as SageMaker: AWS's own examples leave it out
+    assert messages_at(warnings(report), "VpcConfig") == [NO_VPC_WARNING]
+
+
+def test_no_node_recovery_is_sagemakers_default_with_a_warning() -> None:
+    report = check_slurm(without(slurm_config(), "NodeRecovery"))
+    assert errors(report) == []
+    assert messages_at(warnings(report), "NodeRecovery") == [NO_NODE_RECOVERY_WARNING]
 
 
 # -- orchestrator --------------------------------------------------------------------------------------

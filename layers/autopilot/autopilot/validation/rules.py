@@ -43,12 +43,15 @@ SCRIPT_HINT = "must be a script file name relative to SourceS3Uri (e.g. on_creat
 # What Autopilot itself needs beyond a CreateCluster request SageMaker accepts: POST /clusters and
 # `autopilot validate` report these alike (one rule set).
 AUTOPILOT_NEEDS_INSTANCE_GROUPS = "required by Autopilot: Autopilot creates clusters from instance groups"
-AUTOPILOT_NEEDS_VPC = (
-    "required by Autopilot: Autopilot clusters run in your VPC (FSx, EFA and the lifecycle scripts need it)"
+# AWS's own examples leave these out; SageMaker then applies its defaults, and Autopilot says what follows.
+NO_VPC_WARNING = (
+    "not given: the nodes run in a VPC SageMaker manages, so they reach nothing of yours (no FSx, EFA "
+    "between groups or private endpoints); Autopilot has no network interfaces to tag"
 )
-AUTOPILOT_NEEDS_NODE_RECOVERY = (
-    "required by Autopilot: say Automatic or None: it decides whether HyperPod or Autopilot replaces "
-    "faulty nodes"
+NO_NODE_RECOVERY_WARNING = (
+    "not given: SageMaker's default, Automatic, applies: HyperPod reboots or replaces faulty nodes "
+    "itself and Autopilot steps in only if it has not within HyperPodRepairDeadlineMinutes; say "
+    "Automatic or None to choose"
 )
 
 
@@ -195,12 +198,12 @@ def check_vpc(docs: ClusterDocuments, findings: Findings) -> None:
             f"is required: the nodes reach the FSx file system ({fsx[0].dns_name.path}) through your VPC",
         )
     else:
-        findings.error(C, "VpcConfig", AUTOPILOT_NEEDS_VPC)
+        findings.warning(C, "VpcConfig", NO_VPC_WARNING)
 
 
 def check_node_recovery(docs: ClusterDocuments, findings: Findings) -> None:
     if "NodeRecovery" not in docs.config:
-        findings.error(C, "NodeRecovery", AUTOPILOT_NEEDS_NODE_RECOVERY)
+        findings.warning(C, "NodeRecovery", NO_NODE_RECOVERY_WARNING)
 
 
 def check_orchestrator(docs: ClusterDocuments, findings: Findings) -> None:
