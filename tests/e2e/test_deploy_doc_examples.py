@@ -65,9 +65,18 @@ def _curl_has_sigv4() -> bool:
 
 
 @pytest.mark.skipif(not _curl_has_sigv4(), reason="this curl has no --aws-sigv4 (7.75 or later)")
+@pytest.mark.parametrize("temporary", [True, False], ids=["session-credentials", "iam-user-keys"])
 def test_curl_commands_call_the_api(
-    sandbox: Sandbox, api_url: str, sandbox_credentials: dict[str, str], tmp_path: Path
+    sandbox: Sandbox,
+    api_url: str,
+    sandbox_credentials: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    temporary: bool,
 ) -> None:
+    if not temporary:  # IAM user keys: no session token anywhere in the environment
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        sandbox_credentials = {k: v for k, v in sandbox_credentials.items() if k != "AWS_SESSION_TOKEN"}
     script = _block("bash", "curl --aws-sigv4").replace("{region}", sandbox.region)
     # API_URL comes from the stack's outputs on AWS; here from the sandbox
     script, replaced = re.subn(r"API_URL=\$\(aws cloudformation.*?\)\n", "", script, flags=re.DOTALL)
