@@ -20,23 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from autopilot.errors import ConflictError
+from autopilot.logic.instance_group_spec import group_spec
 from autopilot.models.records import Cluster
-
-# ClusterInstanceGroupDetails members that UpdateCluster's ClusterInstanceGroupSpecification takes with
-# the same shape (botocore's sagemaker model): a group is re-specified as DescribeCluster shows it.
-SPEC_MEMBERS = (
-    "InstanceGroupName",
-    "InstanceType",
-    "LifeCycleConfig",
-    "ExecutionRole",
-    "ThreadsPerCore",
-    "InstanceStorageConfigs",
-    "OnStartDeepHealthChecks",
-    "TrainingPlanArn",
-    "OverrideVpcConfig",
-    "ScheduledUpdateConfig",
-    "CapacityRequirements",
-)
 
 
 class GrowthBlockedError(ConflictError):
@@ -82,16 +67,6 @@ def target_count(group: Mapping[str, Any]) -> int:
     """The instance count a DescribeCluster group is heading for (its current count before HyperPod
     reports a target)."""
     return int(group.get("TargetCount", group.get("CurrentCount", 0)) or 0)
-
-
-def group_spec(group: Mapping[str, Any], instance_count: int) -> dict[str, Any]:
-    """UpdateCluster's ClusterInstanceGroupSpecification of a DescribeCluster group, as it is but for
-    its InstanceCount (scale-to-min and PUT /clusters/{name}/instance-groups/{group})."""
-    spec = {k: group[k] for k in SPEC_MEMBERS if k in group}
-    spec["InstanceCount"] = instance_count
-    if "MinCount" in group:
-        spec["MinInstanceCount"] = int(group["MinCount"])
-    return spec
 
 
 def growth_blocked(cluster: Cluster, now: datetime) -> bool:

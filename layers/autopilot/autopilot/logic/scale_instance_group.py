@@ -4,10 +4,10 @@ Only clusters Autopilot manages (registered and ACTIVE), only by the cluster's c
 DELETE), only worker groups: the Slurm controller and login groups (the record's ``workerGroups``
 leaves them out, decided at create time) stay as created. A scale-up (a count above the group's
 target count) is refused while the cluster's growth is blocked (budget enforcement ``block-growth``,
-logic/budget_enforcement.py); a scale-down never is. The group is re-specified as DescribeCluster
-shows it but for its count (the builder scale-to-min uses), and the request is recorded as a
-SUCCEEDED ScaleInstanceGroup operation in the cluster's history: SageMaker resizes asynchronously and
-GET /clusters/{name} follows it, so there is no workflow to follow.
+logic/budget_enforcement.py); a scale-down never is. The group is re-specified whole as
+DescribeCluster shows it but for its count (logic/instance_group_spec.py, as scale-to-min does), and
+the request is recorded as a SUCCEEDED ScaleInstanceGroup operation in the cluster's history:
+SageMaker resizes asynchronously and GET /clusters/{name} follows it, so there is no workflow to follow.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from autopilot.api.models import InstanceGroupScaled
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
-from autopilot.logic.budget_enforcement import ensure_growth_allowed, group_spec, target_count
+from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_count
+from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.records import Operation, OperationStatus, OperationType, Step, iso, new_operation_id
 from autopilot.observability import logger
