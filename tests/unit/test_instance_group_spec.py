@@ -4,7 +4,7 @@ issue 19: a resize that dropped KubernetesConfig, InstanceRequirements, ImageId.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import botocore.session
 from autopilot.logic.budget_enforcement import scale_to_min_groups
@@ -13,8 +13,8 @@ from botocore.model import Shape, StructureShape
 from botocore.validate import ParamValidator
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")
-SPEC = MODEL.shape_for("ClusterInstanceGroupSpecification")
-DETAILS = MODEL.shape_for("ClusterInstanceGroupDetails")
+SPEC = cast(StructureShape, MODEL.shape_for("ClusterInstanceGroupSpecification"))
+DETAILS = cast(StructureShape, MODEL.shape_for("ClusterInstanceGroupDetails"))
 # Members a spec built from one group cannot hold together (botocore's documentation): InstanceType and
 # InstanceRequirements exclude each other; a group names an image by ImageId or ImageReleaseVersion.
 EXCLUSIVE = {"InstanceType", "ImageReleaseVersion"}
@@ -23,9 +23,9 @@ EXCLUSIVE = {"InstanceType", "ImageReleaseVersion"}
 def example(shape: Shape, depth: int = 0) -> Any:
     """A value of ``shape`` with every member filled, as a DescribeCluster answer could hold it."""
     if isinstance(shape, StructureShape):
-        members = shape.members.items()
+        members = list(shape.members.items())
         if shape.metadata.get("union"):
-            members = list(members)[:1]
+            members = members[:1]
         return {name: example(member, depth + 1) for name, member in members if depth < 8}
     kind = shape.type_name
     if kind == "list":
@@ -33,7 +33,8 @@ def example(shape: Shape, depth: int = 0) -> Any:
     if kind == "map":
         return {"key": example(shape.value, depth + 1)}  # type: ignore[attr-defined]
     if kind == "string":
-        return shape.enum[0] if shape.enum else "x" * max(1, int(shape.metadata.get("min", 1)))
+        enum = shape.enum  # type: ignore[attr-defined]  # a StringShape's
+        return enum[0] if enum else "x" * max(1, int(shape.metadata.get("min", 1)))
     if kind in ("integer", "long"):
         return int(shape.metadata.get("min", 1))
     if kind in ("float", "double"):
@@ -47,6 +48,7 @@ def example(shape: Shape, depth: int = 0) -> Any:
 
 def valid_update(*specs: dict[str, Any]) -> None:
     shape = MODEL.operation_model("UpdateCluster").input_shape
+    assert shape is not None
     report = ParamValidator().validate({"ClusterName": "c", "InstanceGroups": list(specs)}, shape)
     assert not report.has_errors(), report.generate_report()
 
