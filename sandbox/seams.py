@@ -27,9 +27,10 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   ``$$.Execution.Name`` is null); Step Functions generates a UUID name, and so does the seam.
 - ``name_aws_sdk_errors``: moto's Step Functions executor names an aws-sdk task's error after the
   lower-case service of the ARN (``sagemaker.ResourceNotFoundException``) unless the service is in
-  its ``_SERVICE_ERROR_NAMES``; Step Functions uses the service's own spelling
-  (``SageMaker.ResourceNotFoundException``), so the seam adds that spelling for every service the
-  ASL calls through aws-sdk and the ASL lists only AWS's names.
+  its ``_SERVICE_ERROR_NAMES`` (DynamoDb, Sfn); Step Functions names it as the AWS SDK for Java v2
+  names the service (``SageMaker.ResourceNotFoundException``, ``ResourceGroupsTaggingApi.…``), so
+  the seam derives every service's name from botocore's serviceId by that SDK's rule
+  (sandbox/sdk_error_names.py), the one the ASL contract tests hold the ASL's names to.
 - ``evaluate_stepfunctions_jsonata``: moto's executor leaves LocalStack's JSONata engine hook unset,
   so every JSONata state and JSONPath ``Assign`` fails with ``TypeError('NoneType' object is not
   callable)``; the seam plugs in jsonata-python with Step Functions' own functions and error names
@@ -90,6 +91,7 @@ from typing import Any, Final
 
 import boto3
 import botocore.handlers
+from botocore.exceptions import UnknownServiceError
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -106,6 +108,9 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.credentials i
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_aws_sdk,
 )
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+    StateTaskService,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
@@ -114,6 +119,7 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
 from sandbox import (
+    sdk_error_names,
     stepfunctions_clock,
     stepfunctions_events,
     stepfunctions_jsonata,
@@ -535,27 +541,28 @@ def name_unnamed_executions() -> None:
 # --------------------------------------------------------------------------------------------------
 # seam: aws-sdk task errors carry the service's AWS spelling (SageMaker.X, not sagemaker.X)
 # --------------------------------------------------------------------------------------------------
-# Every service the ASL calls through arn:aws:states:::aws-sdk:<service>:<action>, spelled as Step
-# Functions spells it in error names (tests/integration/test_asl_contract.py keeps this complete).
-AWS_SDK_ERROR_SERVICE_NAMES: Final = {
-    "budgets": "Budgets",
-    "cloudformation": "CloudFormation",
-    "resourcegroupstaggingapi": "ResourceGroupsTaggingAPI",
-    "sagemaker": "SageMaker",
-}
-
-
 def name_aws_sdk_errors() -> None:
     seam = "name_aws_sdk_errors"
-    expect_signature(StateTaskServiceAwsSdk, "_normalise_service_error_name", ["service_name"], seam)
-    original = getattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", None)
-    if not isinstance(original, dict):
-        raise SeamDrift(f"{seam}: {state_task_service_aws_sdk.__name__}._SERVICE_ERROR_NAMES is gone")
-    state_task_service_aws_sdk._SERVICE_ERROR_NAMES = {**original, **AWS_SDK_ERROR_SERVICE_NAMES}
-    _state.undo.append(lambda: setattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", original))
-    # the table is only worth patching while moto still reads it when it names an error
-    if StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") != "SageMaker":
-        raise SeamDrift(f"{seam}: _normalise_service_error_name no longer reads _SERVICE_ERROR_NAMES")
+    original = expect_signature(
+        StateTaskServiceAwsSdk, "_normalise_service_error_name", ["service_name"], seam, exact=True
+    )
+    # the method is only worth replacing while moto still names a ClientError with it
+    if "_normalise_service_error_name" not in StateTaskServiceAwsSdk._from_error.__code__.co_names:
+        raise SeamDrift(f"{seam}: _from_error no longer calls _normalise_service_error_name")
+    # moto calls the ARN's service under botocore's name through this table (sfn -> stepfunctions)
+    to_boto = getattr(StateTaskService, "_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES", None)
+    if not isinstance(to_boto, dict):
+        raise SeamDrift(f"{seam}: StateTaskService._SERVICE_NAME_SFN_TO_BOTO_OVERRIDES is gone")
+
+    def normalise_service_error_name(service_name: str) -> str:
+        try:  # the Java v2 SDK's name of the service moto calls (sandbox/sdk_error_names.py)
+            return sdk_error_names.error_service_name(to_boto.get(service_name, service_name))
+        except UnknownServiceError:  # not a botocore service: moto's own name
+            return str(original(service_name))
+
+    _replace(
+        StateTaskServiceAwsSdk, "_normalise_service_error_name", staticmethod(normalise_service_error_name)
+    )
 
 
 # --------------------------------------------------------------------------------------------------

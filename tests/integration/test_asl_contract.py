@@ -22,7 +22,7 @@ from autopilot.workflows.inputs import (
 from botocore.model import ListShape, OperationModel, Shape, StructureShape
 from pydantic import BaseModel
 
-from sandbox import seams
+from sandbox import sdk_error_names
 from sandbox.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,9 +91,9 @@ RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
     ],
     "resourcegroupstaggingapi": [
         _backoff(
-            "ResourceGroupsTaggingAPI.ThrottledException",
-            "ResourceGroupsTaggingAPI.InternalServiceException",
-            "ResourceGroupsTaggingAPI.ResourceGroupsTaggingAPIException",
+            "ResourceGroupsTaggingApi.ThrottledException",
+            "ResourceGroupsTaggingApi.InternalServiceException",
+            "ResourceGroupsTaggingApi.ResourceGroupsTaggingApiException",
         )
     ],
     "cloudformation": [_backoff("CloudFormation.CloudFormationException")],
@@ -236,19 +236,19 @@ def error_names(state: dict[str, Any]) -> set[str]:
 
 def raisable(resource: str) -> set[str]:
     """Error names Step Functions can raise for a task: States.*, for aws-sdk the operation's
-    modelled errors (Exception appended when missing) and the service's generic exception, for the
-    optimized DynamoDB integration its modelled errors as DynamoDB.<error code>."""
+    modelled errors and the service's generic exception as sandbox/sdk_error_names.py names them
+    (the sandbox names them by the same rule), for the optimized DynamoDB integration its modelled
+    errors as DynamoDB.<error code>."""
     match = SDK.match(resource)
     if resource == "arn:${Partition}:states:::dynamodb:updateItem":
         return {f"DynamoDB.{shape.name}" for shape in operation_model(resource).error_shapes}
     if not match:
         return set()
-    service = seams.AWS_SDK_ERROR_SERVICE_NAMES[match["service"]]
+    service = match["service"]
     modelled = {
-        f"{service}.{shape.name if shape.name.endswith('Exception') else shape.name + 'Exception'}"
-        for shape in operation_model(resource).error_shapes
+        sdk_error_names.error_name(service, shape.name) for shape in operation_model(resource).error_shapes
     }
-    return modelled | {f"{service}.{service}Exception"}
+    return modelled | {sdk_error_names.generic_error_name(service)}
 
 
 @pytest.mark.parametrize(
@@ -266,12 +266,51 @@ def test_the_error_name_check_refuses_names_step_functions_never_raises() -> Non
     assert "SageMaker.ResourceInUseException" in raisable(resource)
     assert "SageMaker.ThrottlingException" not in raisable(resource)  # unmodelled: SageMakerException
     assert "sagemaker.ResourceInUseException" not in raisable(resource)
+    tagging = "arn:${Partition}:states:::aws-sdk:resourcegroupstaggingapi:getResources"
+    assert "ResourceGroupsTaggingApi.ThrottledException" in raisable(tagging)
+    assert "ResourceGroupsTaggingAPI.ThrottledException" not in raisable(tagging)  # botocore's spelling
 
 
-def test_the_sandbox_names_the_errors_of_every_aws_sdk_service_the_asl_calls() -> None:
-    """Without it moto's executor names them sagemaker.X and the ASL's Retry/Catch never match."""
-    called = {match["service"] for _, _, state in all_tasks() if (match := SDK.match(state["Resource"]))}
-    assert called <= set(seams.AWS_SDK_ERROR_SERVICE_NAMES), called - set(seams.AWS_SDK_ERROR_SERVICE_NAMES)
+# botocore service -> the AWS SDK for Java v2's client name (software.amazon.awssdk.services.*.<Name>Client):
+# the names Step Functions' documentation and LocalStack's AWS-checked executor show (AcmPca, DynamoDb,
+# Sfn), the services the control plane calls, and words the rule must split (versions, acronyms).
+JAVA_V2_CLIENTS = {
+    "acm-pca": "AcmPca",
+    "dynamodb": "DynamoDb",
+    "stepfunctions": "Sfn",
+    "sagemaker": "SageMaker",
+    "cloudformation": "CloudFormation",
+    "budgets": "Budgets",
+    "resourcegroupstaggingapi": "ResourceGroupsTaggingApi",
+    "ec2": "Ec2",
+    "ssm": "Ssm",
+    "iam": "Iam",
+    "fsx": "FSx",
+    "s3": "S3",
+    "events": "EventBridge",
+    "logs": "CloudWatchLogs",
+    "apigateway": "ApiGateway",
+    "sesv2": "SesV2",
+    "elbv2": "ElasticLoadBalancingV2",
+    "ce": "CostExplorer",
+}
+
+
+@pytest.mark.parametrize(("service", "java_name"), JAVA_V2_CLIENTS.items())
+def test_the_service_name_rule_gives_the_java_sdks_client_names(service: str, java_name: str) -> None:
+    assert sdk_error_names.error_service_name(service) == java_name
+
+
+@pytest.mark.parametrize(
+    ("machine", "state_name", "state"), all_tasks(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_the_resources_service_is_the_error_names_service_in_lower_case(
+    machine: str, state_name: str, state: dict[str, Any]
+) -> None:
+    """AWS's guide: "you may also see the service name in lowercase in the Task state's Resource
+    field" — the rule's name must give back the ARN's service."""
+    if match := SDK.match(state["Resource"]):
+        assert sdk_error_names.error_service_name(match["service"]).lower() == match["service"]
 
 
 @pytest.mark.parametrize("machine", MACHINES)

@@ -21,8 +21,8 @@ from moto.events.models import Rule
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription
 from moto.sqs.models import sqs_backends
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-    state_task_service_aws_sdk,
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+    StateTaskService,
 )
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
@@ -89,17 +89,22 @@ def test_drift_is_detected_and_nothing_stays_installed(
 
 
 # --- name_aws_sdk_errors: guards (before any test that starts the module's sandbox) ---------------------
-def _error_names() -> dict[str, str]:
-    return dict(state_task_service_aws_sdk._SERVICE_ERROR_NAMES)
+def _error_name(service: str) -> str:
+    return str(StateTaskServiceAwsSdk._normalise_service_error_name(service))
 
 
-def test_aws_sdk_error_names_are_added_and_removed_outside_a_sandbox() -> None:
-    before = _error_names()
+def test_aws_sdk_error_names_follow_the_java_sdk_rule_and_are_removed_outside_a_sandbox() -> None:
     with seams.installed(seams.name_aws_sdk_errors):
-        assert StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") == "SageMaker"
-        assert _error_names() == {**before, **seams.AWS_SDK_ERROR_SERVICE_NAMES}
-    assert _error_names() == before
-    assert StateTaskServiceAwsSdk._normalise_service_error_name("sagemaker") == "sagemaker"
+        # the ARN's service as moto calls it (sfn through its botocore name, stepfunctions)
+        assert [_error_name(s) for s in ("sagemaker", "resourcegroupstaggingapi", "sfn", "dynamodb")] == [
+            "SageMaker",
+            "ResourceGroupsTaggingApi",
+            "Sfn",
+            "DynamoDb",
+        ]
+        assert _error_name("nosuchservice") == "nosuchservice"  # not botocore's: moto's own answer
+    assert _error_name("sagemaker") == "sagemaker"
+    assert _error_name("resourcegroupstaggingapi") == "resourcegroupstaggingapi"
 
 
 def test_aws_sdk_error_names_refuse_to_install_beside_a_running_sandbox() -> None:
@@ -116,23 +121,18 @@ def test_aws_sdk_error_names_refuse_to_install_beside_a_running_sandbox() -> Non
         runtime.stop()
 
 
-def test_aws_sdk_error_names_detect_a_missing_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES")
-    with pytest.raises(seams.SeamDrift, match="_SERVICE_ERROR_NAMES is gone"):
+def test_aws_sdk_error_names_detect_a_missing_service_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(StateTaskService, "_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES")
+    with pytest.raises(seams.SeamDrift, match="_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES is gone"):
         seams.install(LambdaRuntime())
     assert seams.active_runtime() is None
 
 
-def test_aws_sdk_error_names_detect_a_table_moto_no_longer_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = _error_names()
-    monkeypatch.setattr(
-        StateTaskServiceAwsSdk,
-        "_normalise_service_error_name",
-        staticmethod(lambda service_name: service_name),
-    )
-    with pytest.raises(seams.SeamDrift, match="no longer reads"), seams.installed(seams.name_aws_sdk_errors):
+def test_aws_sdk_error_names_detect_errors_named_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(StateTaskServiceAwsSdk, "_from_error", lambda self, env, ex: None)
+    with pytest.raises(seams.SeamDrift, match="no longer calls"), seams.installed(seams.name_aws_sdk_errors):
         raise AssertionError("never entered")
-    assert _error_names() == before
+    assert _error_name("sagemaker") == "sagemaker"
 
 
 def test_aws_sdk_error_names_detect_a_changed_signature(monkeypatch: pytest.MonkeyPatch) -> None:
