@@ -21,7 +21,12 @@ _ECHOED_GROUP_FIELDS = (
     "OverrideVpcConfig",
     "ScheduledUpdateConfig",
     "SlurmConfig",
+    "CapacityRequirements",
+    "NetworkInterface",
 )
+# Specification members DescribeCluster shows as a Current*/Desired* pair (ClusterInstanceGroupDetails
+# in botocore's model): once an update has settled both are what was asked.
+_PAIRED_GROUP_FIELDS = ("ImageId", "ImageReleaseVersion")
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,9 @@ class InstanceGroup:
 
     @property
     def instance_type(self) -> str:
+        """The group's instance type; a flexible group's (InstanceRequirements) first listed one."""
+        if "InstanceRequirements" in self.spec:
+            return str(self.spec["InstanceRequirements"]["InstanceTypes"][0])
         return str(self.spec["InstanceType"])
 
     def is_slurm_controller(self) -> bool:
@@ -198,7 +206,26 @@ class Cluster:
         return description
 
     def _describe_group(self, group: InstanceGroup) -> dict[str, Any]:
-        details = {k: group.spec[k] for k in _ECHOED_GROUP_FIELDS if k in group.spec}
+        spec = group.spec
+        details = {k: spec[k] for k in _ECHOED_GROUP_FIELDS if k in spec}
+        for key in _PAIRED_GROUP_FIELDS:
+            if key in spec:
+                details[f"Current{key}"] = details[f"Desired{key}"] = spec[key]
+        if "InstanceRequirements" in spec:
+            types = spec["InstanceRequirements"]["InstanceTypes"]
+            details["InstanceRequirements"] = {"CurrentInstanceTypes": types, "DesiredInstanceTypes": types}
+        if "KubernetesConfig" in spec:
+            details["KubernetesConfig"] = {
+                f"{when}{key}": value
+                for key, value in spec["KubernetesConfig"].items()
+                for when in ("Current", "Desired")
+            }
+        if "AutoPatchConfig" in spec:
+            patch = dict(spec["AutoPatchConfig"])
+            schedule = patch.pop("PatchSchedule", None)
+            if schedule is not None:
+                patch["CurrentPatchSchedule"] = patch["DesiredPatchSchedule"] = schedule
+            details["AutoPatchConfig"] = patch
         details["ThreadsPerCore"] = group.spec.get("ThreadsPerCore", 1)
         details["CurrentCount"] = self.current_count(group.name)
         details["TargetCount"] = group.target_count

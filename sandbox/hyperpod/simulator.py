@@ -515,10 +515,7 @@ class HyperPodSimulator:
         if len(set(names)) != len(names):
             raise validation_error("Validation Error: instance group names must be unique.")
         for spec in specs:
-            if "InstanceType" not in spec:
-                raise validation_error(
-                    f"InstanceType is required for instance group {spec['InstanceGroupName']}."
-                )
+            _check_instance_type(spec)
         groups = {s["InstanceGroupName"]: _group(s) for s in specs}
         cluster_id = self._new_cluster_id()
         request = {k: v for k, v in params.items() if k not in ("InstanceGroups", "Tags", "NodeRecovery")}
@@ -612,13 +609,13 @@ class HyperPodSimulator:
                 )
         for spec in specs:
             existing = cluster.groups.get(spec["InstanceGroupName"])
-            if existing is None and "InstanceType" not in spec:
-                raise validation_error(
-                    f"InstanceType is required for instance group {spec['InstanceGroupName']}."
-                )
+            # Every group named is re-specified whole, an existing one too (below).
+            _check_instance_type(spec)
             if (
                 existing is not None
-                and spec.get("InstanceType", existing.instance_type) != existing.instance_type
+                and "InstanceType" in spec
+                and "InstanceType" in existing.spec
+                and spec["InstanceType"] != existing.instance_type
             ):
                 raise validation_error(
                     f"InstanceType of instance group {existing.name} cannot be changed "
@@ -627,6 +624,7 @@ class HyperPodSimulator:
         cluster.operation_token += 1
         token = cluster.operation_token
         previous_targets = {g.name: g.target_count for g in cluster.groups.values()}
+        previous_specs = {g.name: g.spec for g in cluster.groups.values()}
         grown: list[str] = []
         shrunk = False
         for spec in specs:
@@ -637,7 +635,9 @@ class HyperPodSimulator:
                 group.target_count = 0
                 cluster.groups[group_name] = group
             else:
-                group.spec = {**group.spec, **_group(spec).spec}
+                # The group becomes what was sent: UpdateCluster declares the whole group, and a member
+                # left out (KubernetesConfig, ImageId...) is gone, as on AWS, not kept from before.
+                group.spec = _group(spec).spec
             delta = spec["InstanceCount"] - group.target_count
             group.target_count = spec["InstanceCount"]
             if delta > 0:
@@ -663,7 +663,9 @@ class HyperPodSimulator:
             self._after(
                 at,
                 self.timings.capacity_failure,
-                lambda t: self._fail_update(cluster, token, failing, previous_targets, t),
+                lambda t: self._fail_update(
+                    cluster, token, failing, previous_targets, t, previous_specs=previous_specs
+                ),
             )
         else:
             duration = (
@@ -704,6 +706,8 @@ class HyperPodSimulator:
         instance_type: str,
         previous_targets: dict[str, int],
         at: datetime,
+        *,
+        previous_specs: dict[str, dict[str, Any]],
     ) -> None:
         if not self._cluster_alive(cluster, token):
             return
@@ -720,6 +724,7 @@ class HyperPodSimulator:
                 del cluster.groups[group.name]
             else:
                 group.target_count = previous_targets[group.name]
+                group.spec = previous_specs[group.name]  # a rollback restores the groups as they were
                 group.status = "Updating"
         cluster.status = "RollingBack"
         cluster.failure_message = f"Instance group {failed.name} failed to scale up: {message}"
@@ -1264,6 +1269,17 @@ def _as_datetime(value: Any) -> datetime:
     if isinstance(value, datetime):
         return utc(value)
     return utc(datetime.fromtimestamp(float(value)))
+
+
+def _check_instance_type(spec: Params) -> None:
+    """A group names its instance type, or the types of a flexible group, and not both (botocore: "The
+    InstanceType and InstanceRequirements properties are mutually exclusive")."""
+    named = [k for k in ("InstanceType", "InstanceRequirements") if k in spec]
+    if len(named) != 1:
+        raise validation_error(
+            f"Exactly one of InstanceType and InstanceRequirements is required for instance group "
+            f"{spec['InstanceGroupName']}."
+        )
 
 
 def _group(spec: Params) -> InstanceGroup:
