@@ -14,7 +14,14 @@ that is not the key's → 403 with API Gateway's message; a verified caller fill
 (TRACE, PROPFIND, QUERY... too: never the HTTP server's 501), answers 403 Missing Authentication
 Token; ``ANY`` stands for API Gateway's seven methods only. A body over API Gateway's 10 MB payload
 limit answers 413 (REQUEST_TOO_LARGE) before it is read. A function error or a malformed proxy
-response answers 502 ``{"message": "Internal server error"}``.
+response answers 502 ``{"message": "Internal server error"}`` (so does a response over Lambda's 6 MB
+payload limit: the runtime fails it with ``Function.ResponseSizeTooLarge``, sandbox.lambda_runtime).
+
+As API Gateway runs it: a function that has not answered after the integration timeout (29 s, the
+REST API default) answers 504 ``{"message": "Endpoint request timed out"}`` while the function runs on
+(Lambda does not stop it); requests past the stage's throttling (its MethodSettings rate and burst, a
+token bucket per setting) or the account's (10,000 requests a second, a burst of 5,000, every API of
+the server together) answer 429 ``{"message":"Too Many Requests"}`` before the function is invoked.
 """
 
 from __future__ import annotations
@@ -33,12 +40,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from sandbox.deploy import ApiRoute, ApiSpec, Stack
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, LambdaRuntime
+from sandbox.deploy import ApiRoute, ApiSpec, Stack, Throttle
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, InvocationResult, LambdaRuntime
 from sandbox.sigv4 import AuthError, Caller, SigningKey, missing_token, moto_credentials, verify
 
 _INTERNAL_ERROR: Final = {"message": "Internal server error"}
 _TOO_LARGE: Final = {"message": "Request Too Large"}  # unverified wording, see docs/sandbox.md
+_TIMED_OUT: Final = {"message": "Endpoint request timed out"}
+_THROTTLED: Final = {"message": "Too Many Requests"}
+# A REST API integration's default (and, without a quota increase, maximum) timeout: 29,000 ms.
+INTEGRATION_TIMEOUT_SECONDS: Final = 29.0
+# API Gateway's account-level throttling per Region (every API of the account together).
+ACCOUNT_THROTTLE: Final = Throttle(rate=10_000.0, burst=5_000)
 MAX_PAYLOAD_BYTES: Final = 10 * 1024 * 1024  # API Gateway REST APIs: 10 MB, not adjustable
 # The methods API Gateway REST APIs define (``ANY`` is all seven); any other is no route's.
 API_GATEWAY_METHODS: Final = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
@@ -70,6 +83,26 @@ def _compile(api: ApiSpec, route: ApiRoute) -> _CompiledRoute:
     return _CompiledRoute(api, route, re.compile(f"^{regex or '/'}/?$"), static, greedy)
 
 
+class TokenBucket:
+    """API Gateway's throttling: ``burst`` tokens, refilled at ``rate`` a second; a request takes one."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._at = now
+        self._lock = threading.Lock()
+
+    def take(self, now: float) -> bool:
+        with self._lock:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
 def _group(name: str) -> str:
     return "p_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group(0)):x}_", name)
 
@@ -90,6 +123,9 @@ class ApiServer:
         port: int = 3000,
         lookup: Callable[[str], SigningKey | None] | None = None,
         clock: Callable[[], datetime] | None = None,
+        integration_timeout: float = INTEGRATION_TIMEOUT_SECONDS,
+        account_throttle: Throttle = ACCOUNT_THROTTLE,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stack = stack
         self.runtime = runtime
@@ -99,6 +135,13 @@ class ApiServer:
             SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
         )
         self.now = clock or (lambda: datetime.now(UTC))
+        # wall seconds: a function runs at wall speed (simulated time passes at x1 while it works)
+        self.integration_timeout = integration_timeout
+        self._monotonic = monotonic
+        self._account_throttle = account_throttle
+        self._account_bucket = self._bucket(account_throttle)
+        self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
+        self._buckets_lock = threading.Lock()
         self.routes = sorted(
             (_compile(api, route) for api in stack.apis.values() for route in api.routes),
             key=lambda r: (r.greedy, -r.static_segments, r.route.path.count("{")),
@@ -148,6 +191,29 @@ class ApiServer:
                     return compiled, params
         return None
 
+    def _bucket(self, throttle: Throttle) -> TokenBucket:
+        # a member the stage's setting leaves out is the account's
+        account = self._account_throttle
+        rate = next(r for r in (throttle.rate, account.rate, ACCOUNT_THROTTLE.rate) if r is not None)
+        burst = next(b for b in (throttle.burst, account.burst, ACCOUNT_THROTTLE.burst) if b is not None)
+        return TokenBucket(rate, burst, self._monotonic())
+
+    def admit(self, route: ApiRoute) -> bool:
+        """Whether throttling lets a request of ``route`` through: the method's own MethodSettings,
+        else the stage's ``/*`` ``*`` ones (one bucket for the whole stage), then the account's."""
+        api = self.stack.apis[route.api_logical_id]
+        for key in ((route.path, route.method), (route.path, "*"), ("/*", "*")):
+            throttle = api.throttling.get(key)
+            if throttle is not None:
+                with self._buckets_lock:
+                    bucket = self._buckets.get((api.logical_id, *key))
+                    if bucket is None:
+                        bucket = self._buckets[(api.logical_id, *key)] = self._bucket(throttle)
+                if not bucket.take(self._monotonic()):
+                    return False
+                break
+        return self._account_bucket.take(self._monotonic())
+
     def _without_stage(self, path: str) -> list[str]:
         stages = {api.stage for api in self.stack.apis.values()}
         return [path[len(stage) + 1 :] or "/" for stage in stages if path.startswith(f"/{stage}/")]
@@ -172,6 +238,9 @@ class ApiServer:
             )
             return
         compiled, path_parameters = matched
+        if not self.admit(compiled.route):
+            self._reply(request, 429, _THROTTLED, request_id, error_type="TooManyRequestsException")
+            return
         caller: Caller | None = None
         if compiled.route.auth == "AWS_IAM":
             host = request.headers.get("Host", "")
@@ -198,7 +267,14 @@ class ApiServer:
             caller=caller,
             request_id=request_id,
         )
-        result = self.runtime.invoke(compiled.route.function_logical_id, event)
+        result = self._invoke(compiled.route.function_logical_id, event)
+        if result is None:
+            sys.stderr.write(
+                f"[api] {compiled.route.function_logical_id} did not answer within "
+                f"{self.integration_timeout:g} s: 504\n"
+            )
+            self._reply(request, 504, _TIMED_OUT, request_id, error_type="InternalServerErrorException")
+            return
         if not result.ok:
             sys.stderr.write(
                 f"[api] {compiled.route.function_logical_id} failed: {result.payload.decode()}\n"
@@ -206,6 +282,27 @@ class ApiServer:
             self._reply(request, 502, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
             return
         self._proxy_reply(request, result.json(), request_id)
+
+    def _invoke(self, function: str, event: dict[str, Any]) -> InvocationResult | None:
+        """The function's result, or None when it has not answered within the integration timeout
+        (it runs on, as Lambda lets it, to its own timeout)."""
+        outcome: list[InvocationResult | BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(self.runtime.invoke(function, event))
+            except BaseException as error:  # noqa: BLE001 - raised again in the request's thread
+                outcome.append(error)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"api-{function}", daemon=True).start()
+        if not done.wait(self.integration_timeout):
+            return None
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     def proxy_event(
         self,

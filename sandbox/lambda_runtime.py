@@ -50,6 +50,8 @@ from moto.sqs.models import sqs_backends
 
 from sandbox.deploy import FunctionSpec
 
+# A synchronous invocation's response: "6 MB" in Lambda's quotas, 6,291,556 bytes in its error message.
+MAX_RESPONSE_BYTES: Final = 6_291_556
 INVOCATION_LOCK: Final = threading.RLock()
 """Held while a handler runs with its environment swapped in (see module docstring)."""
 
@@ -415,11 +417,20 @@ class LambdaRuntime:
         except Exception as error:  # noqa: BLE001 - a handler error is a Lambda error result
             return _error_payload(type(error).__name__, str(error), request_id, error=error), "Unhandled"
         try:
-            return json.dumps(result, default=_json_default).encode(), None
+            response = json.dumps(result, default=_json_default).encode()
         except (TypeError, ValueError) as error:
             return _error_payload(
                 "Runtime.MarshalError", f"Unable to marshal response: {error}", request_id
             ), "Unhandled"
+        if len(response) > MAX_RESPONSE_BYTES:
+            # Lambda answers Invoke 200 with this function error; an API Gateway proxy answers 502
+            message = (
+                f"Response payload size exceeded maximum allowed payload size ({MAX_RESPONSE_BYTES} bytes)."
+            )
+            return _error_payload(
+                "Function.ResponseSizeTooLarge", message, request_id, with_trace=False
+            ), "Unhandled"
+        return response, None
 
     def _load_handler(self, environment: _Environment) -> Callable[[Any, LambdaContext], Any]:
         if environment.handler is not None:

@@ -7,7 +7,7 @@ the deployer (``engine``) creates each plain CloudFormation resource with the pr
 """
 
 from .engine import deploy
-from .stack import ApiRoute, ApiSpec, FunctionSpec, Resource, ScheduleSpec, Stack, TemplateError
+from .stack import ApiRoute, ApiSpec, FunctionSpec, Resource, ScheduleSpec, Stack, TemplateError, Throttle
 from .template import load_template
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "ScheduleSpec",
     "Stack",
     "TemplateError",
+    "Throttle",
     "deploy",
     "load_template",
 ]

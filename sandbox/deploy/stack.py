@@ -54,6 +54,15 @@ class ApiRoute:
     resource_id: str = ""
 
 
+@dataclass(frozen=True)
+class Throttle:
+    """API Gateway throttling: ``rate`` requests a second refill a token bucket of ``burst`` tokens
+    (None: the template leaves it out, so the account's limit applies)."""
+
+    rate: float | None
+    burst: int | None
+
+
 @dataclass
 class ApiSpec:
     logical_id: str
@@ -61,6 +70,9 @@ class ApiSpec:
     stage: str
     default_authorizer: str  # AWS_IAM when the API declares SigV4 (SAM's DefaultAuthorizer), else NONE
     routes: list[ApiRoute] = field(default_factory=list)
+    # the stage's MethodSettings throttling by (ResourcePath, HttpMethod) as the template writes them
+    # (("/*", "*"): every method of the stage)
+    throttling: dict[tuple[str, str], Throttle] = field(default_factory=dict)
 
 
 @dataclass

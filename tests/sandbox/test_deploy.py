@@ -14,7 +14,7 @@ import yaml
 from moto import mock_aws
 
 from sandbox.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
-from sandbox.deploy import Stack, TemplateError, deploy, load_template
+from sandbox.deploy import Stack, TemplateError, Throttle, deploy, load_template
 from sandbox.deploy.intrinsics import NO_VALUE, Resolver
 from sandbox.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
 
@@ -470,6 +470,8 @@ def test_real_api_stage_has_its_access_log_and_throttling(real: Sandbox) -> None
     assert json.loads(stage["accessLogSettings"]["format"])["requestId"] == "$context.requestId"
     throttling = stage["methodSettings"]["*/*"]
     assert (throttling["throttlingRateLimit"], throttling["throttlingBurstLimit"]) == (25.0, 50)
+    # what the local API server throttles the stage with (one bucket for every method: "/*" "*")
+    assert real.stack.apis["AutopilotApi"].throttling == {("/*", "*"): Throttle(25.0, 50)}
     assert apigateway.get_account()["cloudwatchRoleArn"] == real.stack.arn("ApiGatewayLogsRole")
 
 

@@ -1,13 +1,14 @@
 """AWS::ApiGateway::Stage: CreateStage, then UpdateStage for its access log setting and method settings
-(GetStage shows them); the local API server serves the API under this stage's name. Not enforced by the
-local API server: throttling (no 429) and access logs (nothing is written to the log group)."""
+(GetStage shows them); the local API server serves the API under this stage's name and throttles it by
+these method settings (sandbox.api_server). Not done by the local API server: access logs (nothing is
+written to the log group)."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
 from ..context import Context, Provider, names, stringify
-from ..stack import Resource, TemplateError
+from ..stack import Resource, TemplateError, Throttle
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
@@ -31,6 +32,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         ctx.client("apigateway").update_stage(
             restApiId=api.api_id, stageName=api.stage, patchOperations=patches
         )
+    api.throttling = _throttling(props.get("MethodSettings") or [])
     return Resource(logical_id, "AWS::ApiGateway::Stage", api.stage)
 
 
@@ -72,6 +74,20 @@ def _method_setting_patches(settings: list[dict[str, Any]]) -> list[dict[str, st
             if key in setting
         ]
     return patches
+
+
+def _throttling(settings: list[dict[str, Any]]) -> dict[tuple[str, str], Throttle]:
+    def number(value: Any) -> float | None:
+        return None if value is None else float(stringify(value))
+
+    return {
+        (str(s.get("ResourcePath", "/*")), str(s.get("HttpMethod", "*")).upper()): Throttle(
+            number(s.get("ThrottlingRateLimit")),
+            None if (burst := number(s.get("ThrottlingBurstLimit"))) is None else int(burst),
+        )
+        for s in settings
+        if "ThrottlingRateLimit" in s or "ThrottlingBurstLimit" in s
+    }
 
 
 PROVIDER = Provider(
