@@ -155,7 +155,7 @@ def test_a_dry_run_fails_as_the_create_would(stack: Deployed) -> None:
 def test_create_lists_every_config_problem_with_its_path(stack: Deployed) -> None:
     body = create_body()
     body["clusterConfig"]["InstanceGroups"][1]["ThreadsPerCore"] = 3
-    del body["clusterConfig"]["NodeRecovery"]
+    body["clusterConfig"]["NodeRecovery"] = "Manual"
     body["clusterConfig"]["AutoScaling"] = {"Mode": "Enable"}
 
     status, answer = call(api_event("create_cluster", body=body))

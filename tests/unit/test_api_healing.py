@@ -432,8 +432,11 @@ def test_the_sweep_function_sweeps_only_the_resumed_cluster_on_its_event(
     sick = active_cluster(stack)["worker-group-1"][0]
     elsewhere = active_cluster(stack, "other-cluster")["worker-group-1"][0]
     assert set_paused(True)[0] == 200
+    # Four hours before the schedule's sweep: past HyperPod's own repair deadline on these NodeRecovery
+    # Automatic clusters, deep health allowance included (worker-group-1 runs OnStartDeepHealthChecks).
+    reported = "2026-11-22T08:00:00.000Z"
     for name, node in (("ml-cluster", sick), ("other-cluster", elsewhere)):
-        healing.record_health(name, node, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+        healing.record_health(name, node, NodeHealth.UNHEALTHY, reason="fault type X", at=reported)
     # EventBridge's event as the rule delivers it (moto's own delivery drops "account")
     with seams.installed(seams.keep_event_account):
         assert set_paused(False)[0] == 200
@@ -489,6 +492,33 @@ def test_only_the_creator_and_the_admins_may_pause(stack: Deployed, healing: Hea
     assert status == 403
     assert "may not pause or resume healing of cluster 'ml-cluster'" in answer["message"]
     assert call(api_event("get_healing", path_parameters={"name": "ml-cluster"}))[1]["paused"] is False
+
+
+def test_a_pause_keeps_its_reason(stack: Deployed, healing: HealingTable) -> None:
+    active_cluster(stack)
+    event = api_event(
+        "put_healing",
+        path_parameters={"name": "ml-cluster"},
+        body={"paused": True, "reason": "GPU driver update"},
+    )
+    event["requestContext"]["identity"]["userArn"] = USER_ARN
+
+    status, answer = call(event)
+
+    assert status == 200
+    assert (answer["paused"], answer["pausedReason"]) == (True, "GPU driver update")
+    assert set_paused(False)[1].get("pausedReason") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"paused": False, "reason": "x"}, "reason"), ({"paused": True, "reason": ""}, "reason")],
+)
+def test_a_reason_without_a_pause_is_400_naming_it(stack: Deployed, body: dict[str, Any], field: str) -> None:
+    status, answer = call(api_event("put_healing", path_parameters={"name": "ml-cluster"}, body=body))
+
+    assert status == 400
+    assert {p for _, p in problems(answer)} == {field}
 
 
 @pytest.mark.parametrize("body", [{"paused": "yes"}, {"paused": 1}, {}, {"paused": True, "why": "x"}])

@@ -11,7 +11,7 @@ import tomllib
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import pytest
@@ -46,9 +46,17 @@ def no_saved_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
 
-    def client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:
+    def client(
+        endpoint: str, *, region: str | None, profile: str | None, debug: TextIO | None = None
+    ) -> AutopilotClient:
         assert endpoint == ENDPOINT
-        return AutopilotClient(endpoint, region=region or "us-east-1", credentials=CREDENTIALS, http=fake)  # type: ignore[arg-type]
+        return AutopilotClient(
+            endpoint,
+            region=region or "us-east-1",
+            credentials=CREDENTIALS,
+            http=fake,  # type: ignore[arg-type]
+            debug=debug,
+        )
 
     monkeypatch.setattr(common, "make_client", client)
     monkeypatch.setenv("AUTOPILOT_ENDPOINT", ENDPOINT)
@@ -638,6 +646,56 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
     return found or [parser]
 
 
+def test_global_options_may_come_before_the_command(api: FakeApi, run: Any) -> None:
+    three_clusters(api)
+
+    code, out, _ = run("--output", "json", "--query=[].clusterName", "clusters", "list", "--owner", "ann")
+
+    assert code == 0
+    assert json.loads(out) == ["a", "c"]
+
+
+def test_a_mistyped_option_shows_the_subcommands_usage(run: Any) -> None:
+    code, _, err = run("clusters", "list", "--ownr", "ann")
+
+    assert code == 2
+    assert err.startswith("usage: autopilot clusters list ")
+    assert "autopilot clusters list: error: unrecognized arguments: --ownr ann" in err
+
+
+def test_an_unknown_operation_kind_is_a_usage_error(run: Any) -> None:
+    code, _, err = run("operations", "list", "ml-cluster", "--kind", "Replacenode")
+
+    assert code == 2
+    assert "invalid choice: 'Replacenode'" in err
+
+
+def test_debug_shows_each_request_and_answer_without_credentials(api: FakeApi, run: Any) -> None:
+    api.answer("GET", "/clusters", (200, {"clusters": []}))
+
+    code, _, err = run("clusters", "list", "--debug")
+
+    assert code == 0
+    assert f"debug: > GET {ENDPOINT}/clusters" in err
+    assert "debug: < 200 in " in err
+    assert CREDENTIALS.secret_key not in err
+    assert "Signature=" not in err
+
+
+def test_healing_pause_sends_its_reason(api: FakeApi, run: Any) -> None:
+    state = {
+        "clusterName": "ml-cluster", "paused": True, "pausedReason": "driver update",
+        "breaker": {"unhealthyInWindow": 0, "nodeCount": 4, "maxUnhealthyPercent": 50, "windowMinutes": 30},
+        "activeRepairs": 0, "maxConcurrentRepairs": 2,
+    }  # fmt: skip
+    api.answer("PUT", "/clusters/ml-cluster/healing", (200, state))
+
+    code, _, _ = run("healing", "pause", "ml-cluster", "--reason", "driver update")
+
+    assert code == 0
+    assert json.loads(api.requests[0]["body"]) == {"paused": True, "reason": "driver update"}
+
+
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
     assert len(leaves) == 18
@@ -703,7 +761,7 @@ def test_configure_reads_the_api_url_from_the_stack_and_commands_use_it(
     monkeypatch.setattr(
         common,
         "make_client",
-        lambda endpoint, *, region, profile: AutopilotClient(
+        lambda endpoint, *, region, profile, debug=None: AutopilotClient(
             endpoint,
             region=region,
             credentials=CREDENTIALS,

@@ -13,10 +13,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from autopilot_cli.client import AutopilotClient
+from autopilot_cli.operations import OPERATION_KINDS
 from botocore.credentials import Credentials
 
 from tests.events import create_body
-from tests.unit.cli_fake_api import Answer, check_schema, find_operation, spec
+from tests.unit.cli_fake_api import OPENAPI, Answer, check_schema, find_operation, spec
 
 # One entry per API method of the client, called as the commands call it.
 CALLS: dict[str, Callable[[AutopilotClient], Any]] = {
@@ -38,7 +39,7 @@ CALLS: dict[str, Callable[[AutopilotClient], Any]] = {
     "list_operations": lambda c: list(c.list_operations("ml-cluster", kind="ReplaceNode")),
     "get_operation": lambda c: c.get_operation("op-1"),
     "get_healing": lambda c: c.get_healing("ml-cluster"),
-    "set_healing": lambda c: c.set_healing("ml-cluster", paused=True),
+    "set_healing": lambda c: c.set_healing("ml-cluster", paused=True, reason="driver update"),
     "get_cost": lambda c: c.get_cost("ml-cluster"),
 }
 TRANSPORT = {"call", "signed_request", "wait_for_operation"}  # not API operations of their own
@@ -114,3 +115,8 @@ def test_every_operation_of_the_api_has_a_client_call() -> None:
         for method in operations
     }
     assert offered - called == set()
+
+
+def test_the_operation_kinds_are_the_apis() -> None:
+    document = json.loads(OPENAPI.read_text())
+    assert set(OPERATION_KINDS) == set(document["components"]["schemas"]["OperationType"]["enum"])

@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
@@ -80,6 +80,11 @@ def region_from_endpoint(endpoint: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _shortened(data: bytes | str, limit: int = 2000) -> str:
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 class AutopilotClient:
     def __init__(
         self,
@@ -90,8 +95,10 @@ class AutopilotClient:
         session: BotocoreSession | None = None,
         http: urllib3.PoolManager | None = None,
         timeout_seconds: float = 30.0,
+        debug: TextIO | None = None,
     ) -> None:
         self._endpoint = endpoint.rstrip("/")
+        self._debug = debug  # --debug: each request and answer, without the signature
         botocore_session = session or BotocoreSession()
         resolved_region = (
             region or region_from_endpoint(endpoint) or botocore_session.get_config_variable("region")
@@ -144,6 +151,11 @@ class AutopilotClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         request = self.signed_request(method, path, body=body, query=query, headers=headers)
+        started = time.monotonic()
+        if self._debug:
+            print(f"debug: > {method} {request.url} (signed for {self.region})", file=self._debug)
+            if request.body:
+                print(f"debug: > {_shortened(request.body)}", file=self._debug)
         try:
             response = self._http.request(
                 method,
@@ -155,6 +167,11 @@ class AutopilotClient:
         except urllib3.exceptions.HTTPError as exc:
             raise ClientError(f"cannot reach {self._endpoint}: {exc}") from exc
         text = response.data.decode("utf-8", errors="replace")
+        if self._debug:
+            request_id = (getattr(response, "headers", None) or {}).get("x-amzn-RequestId", "-")
+            took = (time.monotonic() - started) * 1000
+            print(f"debug: < {response.status} in {took:.0f} ms, request id {request_id}", file=self._debug)
+            print(f"debug: < {_shortened(text)}", file=self._debug)
         try:
             payload = json.loads(text) if text else {}
         except ValueError:
@@ -248,11 +265,12 @@ class AutopilotClient:
         result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}/healing")
         return result
 
-    def set_healing(self, name: str, *, paused: bool) -> dict[str, Any]:
-        """PUT /clusters/{name}/healing: pause or resume the cluster's self-healing."""
-        result: dict[str, Any] = self.call(
-            "PUT", f"/clusters/{quote(name, safe='')}/healing", body={"paused": paused}
-        )
+    def set_healing(self, name: str, *, paused: bool, reason: str | None = None) -> dict[str, Any]:
+        """PUT /clusters/{name}/healing: pause (with an optional reason) or resume self-healing."""
+        body: dict[str, Any] = {"paused": paused}
+        if reason is not None:
+            body["reason"] = reason
+        result: dict[str, Any] = self.call("PUT", f"/clusters/{quote(name, safe='')}/healing", body=body)
         return result
 
     def get_cost(self, name: str) -> dict[str, Any]:

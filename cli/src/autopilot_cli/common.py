@@ -78,6 +78,11 @@ def output_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--query", metavar="JMESPATH", help="select from the result first (default: the whole result)"
     )
+    options.add_argument(
+        "--debug",
+        action="store_true",
+        help="print each API request and answer on stderr (without credentials or signature)",
+    )
     return options
 
 
@@ -138,9 +143,11 @@ def idempotency_key(args: argparse.Namespace) -> str:
     return str(args.idempotency_key)
 
 
-def make_client(endpoint: str, *, region: str | None, profile: str | None) -> AutopilotClient:
+def make_client(
+    endpoint: str, *, region: str | None, profile: str | None, debug: TextIO | None = None
+) -> AutopilotClient:
     try:
-        return AutopilotClient(endpoint, region=region, session=BotocoreSession(profile=profile))
+        return AutopilotClient(endpoint, region=region, session=BotocoreSession(profile=profile), debug=debug)
     except ProfileNotFound as exc:
         raise UsageError(str(exc)) from exc
 
@@ -162,7 +169,9 @@ def connect(args: argparse.Namespace) -> AutopilotClient:
             raise UsageError(f"{source}: {exc}") from exc
     # The host's region beats the saved one and the profile's: API Gateway accepts no other.
     region = args.region or region_from_endpoint(endpoint) or saved.region
-    return make_client(endpoint, region=region, profile=args.profile)
+    return make_client(
+        endpoint, region=region, profile=args.profile, debug=sys.stderr if args.debug else None
+    )
 
 
 Action = Callable[[AutopilotClient, argparse.Namespace, Output], int]

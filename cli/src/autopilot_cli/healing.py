@@ -26,7 +26,9 @@ def add_parsers(subparsers: SubParsers) -> None:
     ):
         command = add_command(actions, action, summary, [common])
         command.add_argument("cluster")
-        command.set_defaults(func=api_command(run_healing), action=action)
+        if action == "pause":
+            command.add_argument("--reason", help="why, shown to whoever looks (default: none)")
+        command.set_defaults(func=api_command(run_healing), action=action, reason=None)
 
     cost = add_command(
         subparsers,
@@ -42,7 +44,7 @@ def run_healing(client: AutopilotClient, args: argparse.Namespace, output: Outpu
     if args.action == "get":
         state = client.get_healing(args.cluster)
     else:
-        state = client.set_healing(args.cluster, paused=args.action == "pause")
+        state = client.set_healing(args.cluster, paused=args.action == "pause", reason=args.reason)
     output.result(state, print_document)
     return EXIT_OK
 

@@ -59,11 +59,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options every API command takes, and whether each takes a value: as with the aws CLI they may come
+# before the command (`autopilot --output json clusters list`).
+GLOBAL_OPTIONS = {"--output": True, "--format": True, "--query": True, "--endpoint": True, "--region": True}
+GLOBAL_OPTIONS |= {"--profile": True, "--debug": False}
+
+
+def global_options_last(arguments: Sequence[str]) -> list[str]:
+    """The command line with the global options that precede the command moved after it (argparse
+    reads an option only in the subcommand's parser, which defines it)."""
+    rest, moved = list(arguments), []
+    while rest and rest[0].split("=", 1)[0] in GLOBAL_OPTIONS:
+        takes_value = GLOBAL_OPTIONS[rest[0].split("=", 1)[0]] and "=" not in rest[0]
+        count = 2 if takes_value else 1
+        moved += rest[:count]
+        rest = rest[count:]
+    return rest + moved
+
+
+def leaf_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: its usage is the one to show."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return leaf_parser(action.choices[chosen], args)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    arguments = global_options_last(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(arguments)
+        args, unknown = parser.parse_known_args(arguments)
+        if unknown:  # argparse would blame the top-level parser; the subcommand's usage helps
+            leaf_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # --help and --version: argparse printed them
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except UsageError as exc:

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from autopilot_cli.common import SubParsers
 
 
+# The API's OperationType values (tests/unit/test_cli_contract.py keeps them equal): a typo is a usage
+# error here, not an empty list from the API.
+OPERATION_KINDS = ("CreateCluster", "DeleteCluster", "ReplaceNode", "ScaleToMin", "ScaleInstanceGroup")
+
+
 def add_parsers(subparsers: SubParsers) -> None:
     common = api_options()
     operations = subparsers.add_parser("operations", help="list a cluster's operations, follow one")
@@ -30,7 +35,7 @@ def add_parsers(subparsers: SubParsers) -> None:
     listing = add_command(actions, "list", "list a cluster's operations, newest first", [common])
     listing.add_argument("cluster")
     listing.add_argument(
-        "--kind", help="only this kind: CreateCluster, DeleteCluster, ReplaceNode... (default: every kind)"
+        "--kind", choices=OPERATION_KINDS, help="only this kind of operation (default: every kind)"
     )
     listing.set_defaults(func=api_command(run_list))
 

@@ -6,7 +6,16 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.budget_alerts import BudgetEnforcement
@@ -404,6 +413,19 @@ class HealingBody(ApiModel):
     paused: StrictBool = Field(
         description="true pauses automatic repairs (events and sweep) on the cluster; false resumes them."
     )
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Why repairs are paused (shown as `pausedReason`); only with `paused: true`.",
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _reason_only_for_a_pause(cls, reason: str | None, info: ValidationInfo) -> str | None:
+        if reason is not None and info.data.get("paused") is False:
+            raise ValueError("is only for a pause (paused: true)")
+        return reason
 
 
 class BreakerView(ApiModel):

@@ -563,7 +563,8 @@ def get_healing(name: CLUSTER_NAME) -> HealingView:
     "/clusters/<name>/healing",
     summary="Pause or resume a cluster's automatic repairs",
     description='`{"paused": true}` stops new automatic repairs (events and sweep; repairs already '
-    "running finish; an operator's reboot/replace still runs) and records the caller as `pausedBy`. "
+    "running finish; an operator's reboot/replace still runs) and records the caller as `pausedBy` and "
+    "the optional `reason` as `pausedReason`. "
     '`{"paused": false}` resumes them, clears the breaker\'s window and emits `Healing Resumed`, on '
     "which the healing sweep takes the cluster: nodes left unhealthy meanwhile get their repairs "
     "(MaxConcurrentRepairs at a time) shortly after this answer, which does not wait for them. Setting the "
@@ -581,7 +582,9 @@ def get_healing(name: CLUSTER_NAME) -> HealingView:
     ),
 )
 def set_healing(name: CLUSTER_NAME, body: Annotated[HealingBody, Body()]) -> HealingView:
-    return healing_control.set_healing(get_dependencies(), name, paused=body.paused, requested_by=_caller())
+    return healing_control.set_healing(
+        get_dependencies(), name, paused=body.paused, reason=body.reason, requested_by=_caller()
+    )
 
 
 @app.get(

@@ -43,6 +43,7 @@ def set_healing(
     *,
     paused: bool,
     requested_by: str | None,
+    reason: str | None = None,
 ) -> HealingView:
     cluster = managed_cluster(deps, name)
     authorize_delete(
@@ -55,7 +56,7 @@ def set_healing(
     by = str(requested_by)  # authorize_delete refuses an unidentified caller
     now = deps.now()
     if paused:
-        if deps.healing.pause(name, by=by, reason=PAUSED_BY_OPERATOR, now=iso(now)):
+        if deps.healing.pause(name, by=by, reason=reason or PAUSED_BY_OPERATOR, now=iso(now)):
             logger.info("healing paused", cluster=name, by=by)
     elif deps.healing.resume(name, by=by, now=iso(now)):
         logger.info("healing resumed", cluster=name, by=by)
