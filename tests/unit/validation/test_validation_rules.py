@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from autopilot.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, validate_config
-from autopilot.validation.rules import NO_NODE_RECOVERY_WARNING, NO_VPC_WARNING
+from autopilot.validation.rules import CONTINUOUS_NEEDS_EKS, NO_NODE_RECOVERY_WARNING, NO_VPC_WARNING
 
 from tests.unit.validation.builders import (
     REGION,
@@ -269,6 +269,15 @@ def test_autoscaling_needs_eks() -> None:
         "autoscaling (Karpenter) needs a cluster orchestrated by EKS"
     ]
     assert check(changed(eks_config(), ("AutoScaling", {"Mode": "Enable"}))).errors == []
+
+
+def test_continuous_provisioning_needs_eks() -> None:
+    """botocore documents NodeProvisioningMode Continuous as "only supported for EKS orchestrated clusters"."""
+    slurm = check_slurm(changed(slurm_config(), ("NodeProvisioningMode", "Continuous")))
+    assert messages_at(errors(slurm), "NodeProvisioningMode") == [CONTINUOUS_NEEDS_EKS]
+    managed = check_slurm(changed(managed_slurm_config(), ("NodeProvisioningMode", "Continuous")))
+    assert messages_at(errors(managed), "NodeProvisioningMode") == [CONTINUOUS_NEEDS_EKS]
+    assert check(changed(eks_config(), ("NodeProvisioningMode", "Continuous"))).errors == []
 
 
 def test_an_eks_cluster_rejects_slurm_provisioning_parameters() -> None:

@@ -54,6 +54,13 @@ NO_NODE_RECOVERY_WARNING = (
     "Automatic or None to choose"
 )
 
+# botocore's documentation of CreateCluster's NodeProvisioningMode: "This mode is only supported for EKS
+# orchestrated clusters." (The developer guide has a page on Continuous for Slurm; docs/validation.md.)
+CONTINUOUS_NEEDS_EKS = (
+    "Continuous is only supported for a cluster orchestrated by EKS (Orchestrator.Eks), as SageMaker's "
+    "API reference says"
+)
+
 
 def check_instance_groups(docs: ClusterDocuments, findings: Findings) -> None:
     if "InstanceGroups" not in docs.config:
@@ -228,6 +235,8 @@ def check_orchestrator(docs: ClusterDocuments, findings: Findings) -> None:
     autoscaling = as_mapping(docs.config.get("AutoScaling"))
     if autoscaling is not None and autoscaling.get("Mode") == "Enable" and not docs.is_eks:
         findings.error(C, "AutoScaling.Mode", "autoscaling (Karpenter) needs a cluster orchestrated by EKS")
+    if docs.config.get("NodeProvisioningMode") == "Continuous" and not docs.is_eks:
+        findings.error(C, "NodeProvisioningMode", CONTINUOUS_NEEDS_EKS)
 
 
 def check_slurm_roles(docs: ClusterDocuments, findings: Findings) -> None:
