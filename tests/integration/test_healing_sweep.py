@@ -103,6 +103,10 @@ def registered(
     return groups
 
 
+# create_body's group with OnStartDeepHealthChecks (its new instances are checked ~2 h before Running)
+DEEP_HEALTH_GROUP = "worker-group-1"
+
+
 def repairs(stack: Deployed) -> list[dict[str, Any]]:
     sfn = stack.client("stepfunctions")
     listed = sfn.list_executions(stateMachineArn=stack.stack.arn("ReplaceNodeStateMachine"))["executions"]
@@ -110,10 +114,16 @@ def repairs(stack: Deployed) -> list[dict[str, Any]]:
 
 
 def event_repair(
-    stack: Deployed, node_id: str, action: NodeAction, fault_type: str, *, at: datetime = NOW
+    stack: Deployed,
+    node_id: str,
+    action: NodeAction,
+    fault_type: str,
+    *,
+    at: datetime = NOW,
+    instance_group: str | None = None,
 ) -> Operation | None:
     """A repair of a node of c1 started by the event path (Node Health event at ``at``), as
-    ClusterEventsFunction starts one."""
+    ClusterEventsFunction starts one (the node item keeps ``instance_group`` when given)."""
     return start_repair(
         RepairRequest(
             cluster_name="c1",
@@ -122,6 +132,8 @@ def event_repair(
             trigger=RepairTrigger.EVENT,
             fault=Fault(reason=f"fault type {fault_type}", detected_at=iso(at)),
             allow_replace=True,
+            instance_group=instance_group,
+            deep_health_checks=instance_group == DEEP_HEALTH_GROUP,
         ),
         healing=healing(stack),
         stepfunctions=stack.client("stepfunctions"),
@@ -210,10 +222,11 @@ def test_an_automatic_cluster_waits_for_hyperpod_before_taking_a_node_for_stuck(
     # a node out of Running on a NodeRecovery Automatic cluster may be HyperPod's own repair in progress
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with deployed(execute=False, parameters={"MaxUnhealthyPercent": 100}) as stack:
-        registered(stack, "c1", running=False, node_recovery="Automatic")  # every node Pending
+        groups = registered(stack, "c1", running=False, node_recovery="Automatic")  # every node Pending
         environment = stack.environment("HealingSweepFunction")
         stuck_after = timedelta(minutes=HealingSweepSettings.from_environ(environment).stuck_node_minutes)
         hyperpod = timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
+        checks = timedelta(minutes=settings(stack).deep_health_check_minutes)
         assert hyperpod > stuck_after
 
         sweep(stack).run(NOW)
@@ -221,7 +234,19 @@ def test_an_automatic_cluster_waits_for_hyperpod_before_taking_a_node_for_stuck(
         late = sweep(stack).run(NOW + hyperpod)
 
         assert "repair_started" not in at_stuck
-        assert late["repair_started"] == len(repairs(stack)) == 6
+        # the 4 workers' group runs deep health checks: HyperPod's replacement there is checked ~2 h
+        # before it is Running, so only the controller and the login node are taken for stuck yet
+        assert late["repair_started"] == 2
+        assert {r["nodeId"] for r in repairs(stack)} == {
+            *groups["controller-machine"],
+            *groups["login-group"],
+        }
+        # a second cluster swept past both: every node (c1's workers now look like the successors of
+        # the repairs open there, which the sweep leaves to those repairs)
+        registered(stack, "c2", running=False, node_recovery="Automatic")
+        sweep(stack).run(NOW)
+        checked = sweep(stack).run(NOW + hyperpod + checks)
+        assert checked["repair_started"] == 6
 
 
 def test_the_breaker_trips_on_the_sweeps_own_findings(stack: Deployed) -> None:
@@ -246,8 +271,15 @@ def test_an_automatic_cluster_waits_for_hyperpods_own_repair(stack: Deployed) ->
     node = registered(stack, "c1", node_recovery="Automatic")["worker-group-1"][0]
     reported = NOW
     healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason="fault type X", at=iso(reported))
-    deadline = timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
+    # the node's group runs OnStartDeepHealthChecks: HyperPod's own replacement spends ~2 h in checks
+    # before Running, so Autopilot steps in only past HyperPodRepairDeadlineMinutes + DeepHealthCheckMinutes
+    deadline = timedelta(
+        minutes=settings(stack).hyperpod_repair_deadline_minutes + settings(stack).deep_health_check_minutes
+    )
 
+    assert "repair_started" not in sweep(stack).run(
+        reported + timedelta(minutes=settings(stack).hyperpod_repair_deadline_minutes)
+    )
     assert "repair_started" not in sweep(stack).run(reported + deadline - timedelta(minutes=1))
     after = sweep(stack).run(reported + deadline)
 
@@ -305,6 +337,30 @@ def test_repairs_past_their_deadline_are_failed_stopped_released_and_announced(s
     assert event["detail"]["operationId"] == operation.operation_id
     # the fault is not repaired again on its own: a person answers the alert
     assert "repair_started" not in sweep(stack).run(NOW + deadline + timedelta(minutes=5))
+
+
+def test_a_deep_health_nodes_repair_is_overdue_only_past_the_check_allowance(stack: Deployed) -> None:
+    # HyperPod's replace observed, then Autopilot's: each new instance spends DeepHealthCheckMinutes in
+    # checks, so the longest path of such a repair is the plain deadline plus twice the allowance.
+    node = registered(stack, "c1")[DEEP_HEALTH_GROUP][0]
+    operation = event_repair(
+        stack, node, NodeAction.REPLACE, "NvidiaErrorTerminate", instance_group=DEEP_HEALTH_GROUP
+    )
+    assert operation is not None
+    healing(stack).dynamodb.update_item(
+        TableName=table(stack),
+        Key={k: {"S": v} for k, v in healing_key("c1").items()},
+        UpdateExpression="ADD leaseHolders :op",
+        ExpressionAttributeValues={":op": {"SS": [operation.operation_id]}},
+    )
+    plain = repair_deadline(settings(stack))
+    checked = repair_deadline(settings(stack), deep_health_checks=True)
+    assert checked - plain == timedelta(minutes=2 * settings(stack).deep_health_check_minutes)
+
+    sweep(stack).run(NOW)
+    assert "overdue_failed" not in sweep(stack).run(NOW + plain)
+    assert "overdue_failed" not in sweep(stack).run(NOW + checked - timedelta(minutes=1))
+    assert sweep(stack).run(NOW + checked)["overdue_failed"] == 1
 
 
 def test_lease_holders_whose_repair_ended_are_released(stack: Deployed) -> None:

@@ -83,16 +83,27 @@ class Recorder:
 
 
 class StubTopology(TopologyReader):
-    def __init__(self, groups: dict[str, str], *, node_count: int = 10) -> None:
+    def __init__(
+        self,
+        groups: dict[str, str],
+        *,
+        node_count: int = 10,
+        automatic: bool = False,
+        deep_health_groups: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__()
         self.groups = groups  # node id -> instance group
         self.node_count = node_count
+        self.automatic = automatic  # DescribeCluster's NodeRecovery is Automatic
+        self.deep_health_groups = deep_health_groups
 
     def cluster(self, cluster_name: str) -> ClusterTopology | None:
         return ClusterTopology(
             node_count=self.node_count,
             controller_groups=frozenset({"controller-machine"}),
             login_groups=frozenset({"login-nodes"}),
+            automatic_recovery=self.automatic,
+            deep_health_groups=self.deep_health_groups,
         )
 
     def node_group(self, cluster_name: str, node_id: str) -> str | None:
@@ -141,6 +152,7 @@ class Healing:
                 "REBOOT_DEADLINE_MINUTES": "15",
                 "HYPERPOD_REPAIR_DEADLINE_MINUTES": "90",
                 "REPLACE_DEADLINE_MINUTES": "60",
+                "DEEP_HEALTH_CHECK_MINUTES": "120",
                 "ALLOW_LOGIN_REPLACE": "false",
                 **settings,
             }
@@ -318,12 +330,40 @@ def test_a_login_node_is_rebooted_unless_login_replace_is_allowed(
     assert (started["action"], started["allowReplace"]) == (action, allowed == "true")
 
 
-def test_hyperpods_own_repair_is_observed(env: Healing) -> None:
-    env.deliver(node_health(repair_action="Reboot", fault_type="NvidiaErrorReboot"))
+@pytest.mark.parametrize("repair_action", ["None", "Reboot"])
+def test_on_an_automatic_cluster_hyperpods_own_repair_is_observed_whatever_repair_action_says(
+    ddb: Any, repair_action: str
+) -> None:
+    # AWS's only Node Health sample says "None" (with "Please Replace the Faulty Node."): on a
+    # NodeRecovery Automatic cluster that used to start Autopilot's replace beside HyperPod's own.
+    env = Healing(ddb, topology=StubTopology({}, automatic=True))
+    env.deliver(node_health(repair_action=repair_action, fault_type="NvidiaErrorReboot"))
     [started] = env.started()
     assert started["action"] == "observe"
     assert env.operation(started["operationId"]).actor is not None
     assert env.operation(started["operationId"]).actor.value == "hyperpod"  # type: ignore[union-attr]
+
+
+def test_on_a_manual_cluster_autopilot_repairs_even_when_repair_action_names_one(env: Healing) -> None:
+    # NodeRecovery None: HyperPod repairs nothing, so a RepairAction naming a repair must not leave the
+    # node to it (nobody would act); the remedy follows the fault type.
+    env.deliver(node_health(repair_action="Reboot", fault_type="NvidiaErrorTerminate"))
+    [started] = env.started()
+    assert started["action"] == "replace"
+    assert env.operation(started["operationId"]).actor.value == "autopilot"  # type: ignore[union-attr]
+
+
+def test_a_deep_health_group_gets_the_check_time_on_its_replace_and_hyperpod_deadlines(ddb: Any) -> None:
+    # A new instance of a group with OnStartDeepHealthChecks spends ~2 h in checks before Running:
+    # within ReplaceDeadlineMinutes (60) alone, a replace working as designed timed out.
+    env = Healing(ddb, topology=StubTopology({}, deep_health_groups=frozenset({"compute-nodes"})))
+    env.deliver(node_health())
+    [started] = env.started()
+    assert started["deadlines"] == {
+        "rebootSeconds": 900,
+        "replaceSeconds": (60 + 120) * 60,
+        "hyperpodSeconds": (90 + 120) * 60,
+    }
 
 
 def test_the_breaker_trips_once_and_no_repair_starts_while_paused(env: Healing) -> None:

@@ -54,7 +54,7 @@ def test_the_fault_type_is_read_from_aws_sample_reason() -> None:
     ],
 )
 def test_known_fault_types_on_a_worker(fault_type: str, action: NodeAction) -> None:
-    decision = decide(fault(fault_type), NodeRole.WORKER, allow_login_replace=False)
+    decision = decide(fault(fault_type), NodeRole.WORKER, hyperpod_repairs=False, allow_login_replace=False)
     assert (decision.action, decision.actor, decision.allow_replace) == (action, RepairActor.AUTOPILOT, True)
 
 
@@ -62,6 +62,7 @@ def test_the_fault_type_outranks_the_recommendation() -> None:
     decision = decide(
         fault("NvidiaErrorReboot", recommendation="Please Replace the Faulty Node."),
         NodeRole.WORKER,
+        hyperpod_repairs=False,
         allow_login_replace=False,
     )
     assert decision.action is NodeAction.REBOOT
@@ -80,40 +81,60 @@ def test_an_unknown_fault_type_follows_the_recommendation_else_replace(
     recommendation: str | None, action: NodeAction
 ) -> None:
     decision = decide(
-        fault("EfaLinkFlapping", recommendation=recommendation), NodeRole.WORKER, allow_login_replace=False
+        fault("EfaLinkFlapping", recommendation=recommendation),
+        NodeRole.WORKER,
+        hyperpod_repairs=False,
+        allow_login_replace=False,
     )
     assert decision.action is action
 
 
 def test_a_fault_with_no_reason_at_all_is_replaced() -> None:
-    assert decide(fault(), NodeRole.WORKER, allow_login_replace=False).action is NodeAction.REPLACE
+    assert (
+        decide(fault(), NodeRole.WORKER, hyperpod_repairs=False, allow_login_replace=False).action
+        is NodeAction.REPLACE
+    )
 
 
 @pytest.mark.parametrize("repair_action", ["None", "Reboot", "Replace"])
 @pytest.mark.parametrize("fault_type", ["NvidiaErrorTerminate", "NvidiaErrorReboot"])
 def test_a_controller_is_never_acted_on_only_alerted(repair_action: str, fault_type: str) -> None:
     decision = decide(
-        fault(fault_type, repair_action=repair_action), NodeRole.CONTROLLER, allow_login_replace=True
+        fault(fault_type, repair_action=repair_action),
+        NodeRole.CONTROLLER,
+        hyperpod_repairs=False,
+        allow_login_replace=True,
     )
     assert (decision.action, decision.allow_replace) == (NodeAction.ALERT, False)
 
 
 def test_a_login_node_is_rebooted_not_replaced_unless_allowed() -> None:
-    refused = decide(fault("NvidiaErrorTerminate"), NodeRole.LOGIN, allow_login_replace=False)
+    refused = decide(
+        fault("NvidiaErrorTerminate"), NodeRole.LOGIN, hyperpod_repairs=False, allow_login_replace=False
+    )
     assert (refused.action, refused.allow_replace) == (NodeAction.REBOOT, False)
     assert "AllowLoginReplace" in refused.why
 
-    allowed = decide(fault("NvidiaErrorTerminate"), NodeRole.LOGIN, allow_login_replace=True)
+    allowed = decide(
+        fault("NvidiaErrorTerminate"), NodeRole.LOGIN, hyperpod_repairs=False, allow_login_replace=True
+    )
     assert (allowed.action, allowed.allow_replace) == (NodeAction.REPLACE, True)
 
-    rebooted = decide(fault("NvidiaErrorReboot"), NodeRole.LOGIN, allow_login_replace=False)
+    rebooted = decide(
+        fault("NvidiaErrorReboot"), NodeRole.LOGIN, hyperpod_repairs=False, allow_login_replace=False
+    )
     assert (rebooted.action, rebooted.allow_replace) == (NodeAction.REBOOT, False)
 
 
-@pytest.mark.parametrize("repair_action", ["Reboot", "Replace"])
-def test_hyperpod_repairing_the_node_itself_is_observed(repair_action: str) -> None:
+@pytest.mark.parametrize("repair_action", ["None", "Reboot", "Replace"])
+def test_on_an_automatic_cluster_hyperpod_repairs_whatever_the_repair_action_says(repair_action: str) -> None:
+    # AWS's only Node Health sample says "None" beside "Please Replace the Faulty Node.": read as "nobody
+    # repairs", it made Autopilot a second actor on a node HyperPod repairs (NodeRecovery Automatic).
     decision = decide(
-        fault("NvidiaErrorTerminate", repair_action=repair_action), NodeRole.WORKER, allow_login_replace=False
+        fault("NvidiaErrorTerminate", repair_action=repair_action),
+        NodeRole.WORKER,
+        hyperpod_repairs=True,
+        allow_login_replace=False,
     )
     assert (decision.action, decision.actor, decision.allow_replace) == (
         NodeAction.OBSERVE,
@@ -121,9 +142,29 @@ def test_hyperpod_repairing_the_node_itself_is_observed(repair_action: str) -> N
         True,
     )
     login = decide(
-        fault("NvidiaErrorTerminate", repair_action=repair_action), NodeRole.LOGIN, allow_login_replace=False
+        fault("NvidiaErrorTerminate", repair_action=repair_action),
+        NodeRole.LOGIN,
+        hyperpod_repairs=True,
+        allow_login_replace=False,
     )
     assert (login.action, login.allow_replace) == (NodeAction.OBSERVE, False)
+
+
+@pytest.mark.parametrize(
+    ("repair_action", "action"), [("Reboot", NodeAction.REBOOT), ("Replace", NodeAction.REPLACE)]
+)
+def test_on_a_manual_cluster_autopilot_repairs_and_reads_repair_action_as_a_hint(
+    repair_action: str, action: NodeAction
+) -> None:
+    # NodeRecovery None: HyperPod does nothing, whatever the event names; an unknown fault type takes
+    # the RepairAction's remedy before the Recommendation's.
+    decision = decide(
+        fault("EfaLinkFlapping", repair_action=repair_action, recommendation="Please Replace the Node."),
+        NodeRole.WORKER,
+        hyperpod_repairs=False,
+        allow_login_replace=False,
+    )
+    assert (decision.action, decision.actor) == (action, RepairActor.AUTOPILOT)
 
 
 @pytest.mark.parametrize(
@@ -228,3 +269,18 @@ def test_an_eks_cluster_has_no_controller() -> None:
     topology = TopologyReader(sagemaker=sagemaker, s3=StubS3({})).cluster("c")  # type: ignore[arg-type]
     assert topology is not None
     assert topology.role("controller-ish") is NodeRole.WORKER
+
+
+def test_node_recovery_and_deep_health_groups_come_from_describe_cluster() -> None:
+    checked = {**group("gpus", 4), "OnStartDeepHealthChecks": ["InstanceStress"]}
+    sagemaker = StubSageMaker([group("controller-machine", 1), checked])
+    sagemaker.description["NodeRecovery"] = "Automatic"
+    topology = TopologyReader(sagemaker=sagemaker, s3=StubS3({})).cluster("c")  # type: ignore[arg-type]
+    assert topology is not None
+    assert (topology.automatic_recovery, topology.deep_health_groups) == (True, frozenset({"gpus"}))
+    assert topology.deep_health_checks("gpus")
+    assert not topology.deep_health_checks("controller-machine")
+    sagemaker.description["NodeRecovery"] = "None"
+    manual = TopologyReader(sagemaker=sagemaker, s3=StubS3({})).cluster("c")  # type: ignore[arg-type]
+    assert manual is not None
+    assert manual.automatic_recovery is False

@@ -165,6 +165,9 @@ class HealingSettings(_Settings):
     reboot_deadline_minutes: int = Field(alias="REBOOT_DEADLINE_MINUTES", ge=1)
     hyperpod_repair_deadline_minutes: int = Field(alias="HYPERPOD_REPAIR_DEADLINE_MINUTES", ge=1)
     replace_deadline_minutes: int = Field(alias="REPLACE_DEADLINE_MINUTES", ge=1)
+    # The template parameter DeepHealthCheckMinutes: added to the replace and HyperPod repair deadlines
+    # of a node whose instance group runs OnStartDeepHealthChecks (AWS: "about 2 hours" per new instance).
+    deep_health_check_minutes: int = Field(alias="DEEP_HEALTH_CHECK_MINUTES", ge=0)
     # "true" | "false", as the template parameter AllowLoginReplace spells it
     allow_login_replace: bool = Field(alias="ALLOW_LOGIN_REPLACE")
 

@@ -129,6 +129,7 @@ def _repair_node(
         instance_group=group,
         requested_by=requested_by,
         allow_replace=allow_replace,
+        deep_health_checks=shape.deep_health_checks(group),
     )
     operation = start_repair(
         request,

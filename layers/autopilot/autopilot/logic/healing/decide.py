@@ -2,11 +2,12 @@
 
 The policy (docs/operations.md, "Healing policy", holds the same table), the first rule that applies:
 1. a Slurm controller node → ``alert`` (never replaced, nothing done to it; HyperPod may repair it);
-2. HyperPod's RepairAction ``Reboot`` / ``Replace`` (NodeRecovery Automatic) → ``observe``: HyperPod
-   repairs it; Autopilot steps in past HyperPodRepairDeadlineMinutes;
+2. HyperPod repairs the node itself (the cluster's NodeRecovery is Automatic) → ``observe``: Autopilot
+   steps in past HyperPodRepairDeadlineMinutes;
 3. HMA fault type ``NvidiaErrorReboot``, ``NvidiaGpuCountMismatch``, ``NeuronErrorReboot`` → ``reboot``;
 4. HMA fault type ``NvidiaErrorTerminate``, ``NeuronErrorTerminate`` → ``replace``;
-5. another fault type: the Recommendation's "Reboot" / "Replace" → ``reboot`` / ``replace``;
+5. another fault type: the event's RepairAction ``Reboot`` / ``Replace``, else the Recommendation's
+   "Reboot" / "Replace" → ``reboot`` / ``replace``;
 6. nothing known → ``replace``;
 then a login node's ``replace`` becomes ``reboot`` with no escalation, unless AllowLoginReplace=true.
 
@@ -23,8 +24,11 @@ Sources:
   a reboot interrupts every job of the cluster, so a person decides.
 - Login: a replace destroys the instance's root and secondary volumes (API reference), where users of
   a login node keep their work; a reboot does not.
-- RepairAction Reboot/Replace: HyperPod acts itself (NodeRecovery Automatic); one actor per node.
-  Reading RepairAction as what HyperPod will do is an inference (AWS does not spell it out).
+- Who repairs: the cluster's NodeRecovery (DescribeCluster), never the event's RepairAction. The API
+  reference says Automatic "will automatically reboot or replace faulty nodes"; AWS's only published
+  Node Health sample says ``"RepairAction": "None"`` beside "Please Replace the Faulty Node." and does
+  not define the field, so a ``None`` on an Automatic cluster would otherwise make two actors on one
+  node. RepairAction is only a hint of what the fault needs (rule 5).
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ from autopilot.models.records import Fault, NodeAction, RepairActor
 # HMA fault types a reboot clears, and those that need new hardware.
 REBOOT_FAULTS = frozenset({"NvidiaErrorReboot", "NvidiaGpuCountMismatch", "NeuronErrorReboot"})
 REPLACE_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate"})
-# HyperPod's own repairs (RepairAction when NodeRecovery is Automatic).
-HYPERPOD_REPAIRS = frozenset({"Reboot", "Replace"})
+# RepairAction values that name a repair (a hint of what the fault needs, not of who acts).
+REPAIR_ACTIONS = frozenset({"Reboot", "Replace"})
 _FAULT_TYPE = re.compile(r"\bfault type (\w+)")
 _RECOMMENDS = re.compile(r"\b(reboot|replace)\b", re.IGNORECASE)
 
@@ -69,9 +73,9 @@ def fault_type_of(reason: str | None) -> str | None:
     return found.group(1) if found else None
 
 
-def decide(fault: Fault, role: NodeRole, *, allow_login_replace: bool) -> Decision:
-    """The action for ``fault`` on a node of ``role`` (the table above)."""
-    hyperpod_repairs = fault.repair_action in HYPERPOD_REPAIRS
+def decide(fault: Fault, role: NodeRole, *, hyperpod_repairs: bool, allow_login_replace: bool) -> Decision:
+    """The action for ``fault`` on a node of ``role`` (the table above). ``hyperpod_repairs``: HyperPod
+    repairs the node itself (NodeRecovery Automatic, and its repair still has time)."""
     actor = RepairActor.HYPERPOD if hyperpod_repairs else RepairActor.AUTOPILOT
     if role is NodeRole.CONTROLLER:
         return Decision(
@@ -86,7 +90,7 @@ def decide(fault: Fault, role: NodeRole, *, allow_login_replace: bool) -> Decisi
             action=NodeAction.OBSERVE,
             actor=actor,
             allow_replace=allow_replace,
-            why=f"HyperPod repairs the node itself (RepairAction {fault.repair_action})",
+            why=f"NodeRecovery Automatic: HyperPod repairs the node (RepairAction {fault.repair_action})",
         )
     action, why = _autopilot_action(fault)
     if action is NodeAction.REPLACE and not allow_replace:
@@ -105,6 +109,8 @@ def _autopilot_action(fault: Fault) -> tuple[NodeAction, str]:
         return NodeAction.REBOOT, f"fault type {fault_type} is cleared by a reboot"
     if fault_type in REPLACE_FAULTS:
         return NodeAction.REPLACE, f"fault type {fault_type} needs new hardware"
+    if fault.repair_action in REPAIR_ACTIONS:
+        return NodeAction(fault.repair_action.lower()), f"HyperPod's RepairAction is {fault.repair_action}"
     recommended = _RECOMMENDS.search(fault.recommendation or "")
     if recommended:
         word = recommended.group(1).lower()

@@ -2,7 +2,8 @@
 
 Unhealthy: the report is held on the node item (an older one than held changes nothing), counted by
 the breaker, and — unless repairs are paused, a repair is open on the node or this fault was claimed
-already — decided (autopilot.logic.healing.decide) and started (start_repair, trigger "event").
+already — decided (autopilot.logic.healing.decide, HyperPod's part from the cluster's NodeRecovery) and
+started (start_repair, trigger "event").
 Healthy: the report is held and the repairs waiting on the node are resumed
 (autopilot.workflows.node_waits); nothing starts.
 
@@ -121,7 +122,14 @@ def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: Cl
         recommendation=summary.Recommendation,
         detected_at=at,
     )
-    decision = decide(fault, topology.role(group), allow_login_replace=healing.settings.allow_login_replace)
+    # Who repairs comes from the cluster's NodeRecovery (the DescribeCluster just read), not from the
+    # event's RepairAction, which AWS leaves undefined (logic/healing/decide.py).
+    decision = decide(
+        fault,
+        topology.role(group),
+        hyperpod_repairs=topology.automatic_recovery,
+        allow_login_replace=healing.settings.allow_login_replace,
+    )
     logger.info("node repair decided", action=decision.action.value, why=decision.why, group=group, **log)
     operation = start_repair(
         RepairRequest(
@@ -133,6 +141,7 @@ def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: Cl
             actor=decision.actor,
             instance_group=group,
             allow_replace=decision.allow_replace,
+            deep_health_checks=topology.deep_health_checks(group),
         ),
         healing=healing.table,
         stepfunctions=healing.stepfunctions,

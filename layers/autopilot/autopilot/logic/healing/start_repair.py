@@ -62,13 +62,21 @@ class RepairRequest(BaseModel):
     # the workflow alerts instead of escalating a reboot that did not heal it. No default: every
     # trigger says it (the decide table's ``Decision.allow_replace``, or the API's own check).
     allow_replace: bool
+    # The node's group runs OnStartDeepHealthChecks (ClusterTopology.deep_health_checks): a new instance
+    # there is checked for about two hours before Running, so the deadlines of a replace allow for it.
+    deep_health_checks: bool
 
 
-def repair_deadlines(settings: HealingSettings) -> RepairDeadlines:
+def repair_deadlines(settings: HealingSettings, *, deep_health_checks: bool) -> RepairDeadlines:
+    """The workflow's deadlines. A replace's new instance (Autopilot's, or HyperPod's own that Autopilot
+    observes) of a deep-health group spends DeepHealthCheckMinutes in DeepHealthCheckInProgress before it
+    is Running: without the allowance a node working as designed would be escalated or replaced twice.
+    A reboot keeps its instance: no allowance."""
+    allowance = settings.deep_health_check_minutes * 60 if deep_health_checks else 0
     return RepairDeadlines(
         reboot_seconds=settings.reboot_deadline_minutes * 60,
-        replace_seconds=settings.replace_deadline_minutes * 60,
-        hyperpod_seconds=settings.hyperpod_repair_deadline_minutes * 60,
+        replace_seconds=settings.replace_deadline_minutes * 60 + allowance,
+        hyperpod_seconds=settings.hyperpod_repair_deadline_minutes * 60 + allowance,
     )
 
 
@@ -125,7 +133,7 @@ def start_repair(
         action=request.action,
         trigger=request.trigger,
         fault=request.fault,
-        deadlines=repair_deadlines(settings),
+        deadlines=repair_deadlines(settings, deep_health_checks=request.deep_health_checks),
         allow_replace=request.allow_replace,
     )
     state_machine = settings.replace_node_state_machine_arn

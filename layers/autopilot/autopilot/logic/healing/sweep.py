@@ -10,7 +10,9 @@ Every HealingSweepScheduleExpression, for each ACTIVE registered cluster:
 - a faulty node without an open repair gets one through the same claim as an event's
   (logic/healing/start_repair.py, trigger ``sweep``): a fault is claimed once, whoever finds it;
 - on a NodeRecovery ``Automatic`` cluster HyperPod repairs an Unhealthy node itself, so the sweep steps
-  in only past HyperPodRepairDeadlineMinutes (or at once for a node in ``Failure``);
+  in only past HyperPodRepairDeadlineMinutes (+ DeepHealthCheckMinutes for a group that runs
+  OnStartDeepHealthChecks: HyperPod's replacement is checked before it serves), or at once for a node
+  in ``Failure``;
 - a paused cluster starts nothing (the reports are kept, so the sweep after the resume starts them);
 - lease holders and nodes' open repairs whose operation is no longer RUNNING (its execution died) are
   released, and ReplaceNode operations RUNNING
@@ -78,14 +80,24 @@ class SweepIncompleteError(RuntimeError):
     """Some clusters could not be swept (the others were); the next run tries them again."""
 
 
-def repair_deadline(settings: HealingSettings) -> timedelta:
+def repair_deadline(settings: HealingSettings, *, deep_health_checks: bool = False) -> timedelta:
     """How long a repair may hold its slot: the longest path (HyperPod's own repair, or a reboot,
-    then a replace) fits in the three deadlines together (the wait for the slot is not counted)."""
+    then a replace) fits in the three deadlines together (the wait for the slot is not counted); on a
+    deep-health group both the observed repair and the replace wait for a new instance's checks
+    (logic/healing/start_repair.py, ``repair_deadlines``)."""
+    allowance = 2 * settings.deep_health_check_minutes if deep_health_checks else 0
     return timedelta(
         minutes=settings.reboot_deadline_minutes
         + settings.replace_deadline_minutes
         + settings.hyperpod_repair_deadline_minutes
+        + allowance
     )
+
+
+def hyperpod_deadline(settings: HealingSettings, *, deep_health_checks: bool) -> timedelta:
+    """How long HyperPod's own repair of a node may take before Autopilot steps in."""
+    allowance = settings.deep_health_check_minutes if deep_health_checks else 0
+    return timedelta(minutes=settings.hyperpod_repair_deadline_minutes + allowance)
 
 
 class HealingSweep:
@@ -163,7 +175,7 @@ class HealingSweep:
         if topology is None:
             outcomes["cluster_gone"] += 1
             return outcomes
-        automatic = self.sagemaker.describe_cluster(ClusterName=name).get("NodeRecovery") == "Automatic"
+        automatic = topology.automatic_recovery
         records = {r.node_id: r for r in self.healing.list_nodes(name)}
         not_running_since = self.stuck.not_running_since(name)
         # A replace launches its new instance after the repair started: a Pending node launched since the
@@ -186,6 +198,7 @@ class HealingSweep:
                 not_running_since,
                 now,
                 automatic=automatic,
+                deep_health_checks=topology.deep_health_checks(summary["InstanceGroupName"]),
                 repairing_since=repairing_since,
             )
             if fault is None:
@@ -225,6 +238,7 @@ class HealingSweep:
         now: datetime,
         *,
         automatic: bool,
+        deep_health_checks: bool,
         repairing_since: datetime | None,
     ) -> tuple[Fault | None, bool]:
         """The node's fault, if any, and whether the sweep is the first to find it."""
@@ -236,7 +250,7 @@ class HealingSweep:
                 return None, False
             if automatic and status != FAILURE:
                 waited = now - datetime.fromisoformat(record.health_since)
-                if waited < timedelta(minutes=self.settings.hyperpod_repair_deadline_minutes):
+                if waited < hyperpod_deadline(self.settings, deep_health_checks=deep_health_checks):
                     return None, False  # HyperPod's own repair still has time
             reason = record.health_reason
             return Fault(
@@ -258,7 +272,7 @@ class HealingSweep:
                 # HyperPod's own reboot or replace keeps a node out of Running for minutes to an hour
                 # (the missed event named it): one actor per node, so its deadline first.
                 stuck_after = max(
-                    stuck_after, timedelta(minutes=self.settings.hyperpod_repair_deadline_minutes)
+                    stuck_after, hyperpod_deadline(self.settings, deep_health_checks=deep_health_checks)
                 )
             if now - datetime.fromisoformat(since) < stuck_after:
                 return None, False
@@ -288,7 +302,14 @@ class HealingSweep:
     def _start(
         self, name: str, node_id: str, *, group: str, fault: Fault, topology: ClusterTopology, now: datetime
     ) -> str:
-        decision = decide(fault, topology.role(group), allow_login_replace=self.settings.allow_login_replace)
+        # The sweep acts only where HyperPod's own repair is not expected or is past its deadline
+        # (``_fault``): Autopilot repairs, whatever NodeRecovery says.
+        decision = decide(
+            fault,
+            topology.role(group),
+            hyperpod_repairs=False,
+            allow_login_replace=self.settings.allow_login_replace,
+        )
         request = RepairRequest(
             cluster_name=name,
             node_id=node_id,
@@ -298,6 +319,7 @@ class HealingSweep:
             actor=decision.actor,
             instance_group=group,
             allow_replace=decision.allow_replace,
+            deep_health_checks=topology.deep_health_checks(group),
         )
         try:
             started = start_repair(
@@ -319,6 +341,7 @@ class HealingSweep:
         outcomes: Counter[str] = Counter()
         deadline = repair_deadline(self.settings)
         holders: dict[str, set[str]] = {}
+        topologies: dict[str, ClusterTopology | None] = {}
         for operation in self.store.list_running_operations(created_after=now - LOOKBACK):
             if operation.operation_type is not OperationType.REPLACE_NODE:
                 continue
@@ -332,10 +355,29 @@ class HealingSweep:
             seen = self.watch.running_since(operation.operation_id, at=iso(now))
             if seen is None or now - datetime.fromisoformat(seen) < deadline:
                 continue
+            allowed = deadline
+            if self._deep_health_checks(operation, topologies):
+                allowed = repair_deadline(self.settings, deep_health_checks=True)
+                if now - datetime.fromisoformat(seen) < allowed:
+                    continue
             outcomes[
-                "overdue_failed" if self._fail_overdue(operation, deadline, now) else "overdue_final"
+                "overdue_failed" if self._fail_overdue(operation, allowed, now) else "overdue_final"
             ] += 1
         return outcomes
+
+    def _deep_health_checks(
+        self, operation: Operation, topologies: dict[str, ClusterTopology | None]
+    ) -> bool:
+        """Whether the repaired node's group runs OnStartDeepHealthChecks (read only for a repair past
+        the plain deadline: one GetItem, and one DescribeCluster per cluster)."""
+        node = self.healing.get_node(operation.cluster_name, operation.node_id or "")
+        if node is None or node.instance_group is None:
+            return False
+        cluster = operation.cluster_name
+        if cluster not in topologies:
+            topologies[cluster] = self.topology.cluster(cluster)
+        topology = topologies[cluster]
+        return topology is not None and topology.deep_health_checks(node.instance_group)
 
     def _fail_overdue(self, operation: Operation, deadline: timedelta, now: datetime) -> bool:
         """Fail a repair RUNNING past its deadline: record, stop, free its node and lease, announce.
@@ -346,7 +388,8 @@ class HealingSweep:
             cause=(
                 f"the repair of node {operation.node_id} was still running {minutes} "
                 "minutes after the sweep first saw it (RebootDeadlineMinutes + ReplaceDeadlineMinutes + "
-                "HyperPodRepairDeadlineMinutes); the healing sweep stopped it"
+                "HyperPodRepairDeadlineMinutes, + twice DeepHealthCheckMinutes for a deep-health group); "
+                "the healing sweep stopped it"
             ),
         )
         node = self.healing.get_node(operation.cluster_name, operation.node_id or "")

@@ -7,6 +7,11 @@ The roles come from where HyperPod itself takes them: an instance group's ``Slur
 ``LifeCycleConfig.SourceS3Uri``; else, when neither can be read, the workshops' naming (a group whose
 name contains "controller" / "login"), which errs on the side of not replacing a node.
 EKS clusters have no controller or login groups.
+
+It also says who repairs a faulty node and how long a new instance takes, both read from the same
+DescribeCluster: ``NodeRecovery`` (Automatic: HyperPod reboots or replaces it itself; read per event,
+since UpdateCluster can change it) and each group's ``OnStartDeepHealthChecks`` (every new instance of
+such a group, a replacement included, runs about two hours of stress tests before it serves).
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ class ClusterTopology(BaseModel):
     node_count: int
     controller_groups: frozenset[str]
     login_groups: frozenset[str]
+    # NodeRecovery Automatic: HyperPod repairs a faulty node itself, whatever an event's RepairAction says.
+    automatic_recovery: bool = False
+    # The instance groups with OnStartDeepHealthChecks: their new instances are checked before Running.
+    deep_health_groups: frozenset[str] = frozenset()
 
     def role(self, instance_group: str | None) -> NodeRole:
         if instance_group in self.controller_groups:
@@ -44,6 +53,9 @@ class ClusterTopology(BaseModel):
         if instance_group in self.login_groups:
             return NodeRole.LOGIN
         return NodeRole.WORKER
+
+    def deep_health_checks(self, instance_group: str | None) -> bool:
+        return instance_group in self.deep_health_groups
 
 
 class TopologyReader:
@@ -72,6 +84,11 @@ class TopologyReader:
             node_count=sum(int(g.get("CurrentCount") or 0) for g in groups),
             controller_groups=controller,
             login_groups=login,
+            # Autopilot's clusters always say it (validation requires NodeRecovery).
+            automatic_recovery=described.get("NodeRecovery") == "Automatic",
+            deep_health_groups=frozenset(
+                str(g["InstanceGroupName"]) for g in groups if g.get("OnStartDeepHealthChecks")
+            ),
         )
 
     def node_group(self, cluster_name: str, node_id: str) -> str | None:
