@@ -227,6 +227,7 @@ REJECTION = {
             "message": "must be 1 or 2",
         },
         {"location": "body", "path": "owner", "message": "Field required"},
+        {"location": "body", "path": "budget.monthlyLimitUsd", "message": "Input should be greater than 0"},
     ],
 }
 
@@ -242,7 +243,8 @@ def test_a_rejection_names_each_problem_on_stderr(
     assert err.splitlines() == [
         "error: the cluster configuration is invalid (HTTP 400)",
         "  cluster-config.json: InstanceGroups[1].ThreadsPerCore: must be 1 or 2",
-        "  body: owner: Field required",
+        "  --owner: owner: Field required",
+        "  --budget-usd: budget.monthlyLimitUsd: Input should be greater than 0",
     ]
 
 

@@ -77,7 +77,21 @@ def add_parsers(subparsers: SubParsers) -> None:
         help="make every check the create makes and print the CreateCluster request, tags and budget "
         "it would use; create nothing",
     )
-    create.set_defaults(func=api_command(run_create))
+    create.set_defaults(
+        func=api_command(run_create),
+        body_flags={
+            "owner": "--owner",
+            "project": "--project",
+            "costCenter": "--cost-center",
+            "budget.monthlyLimitUsd": "--budget-usd",
+            "budget.enforcement": "--budget-enforcement",
+            "budget.projectMonthlyLimitUsd": "--project-budget-usd",
+            "budget.alertEmails": "--alert-email",
+            "rollbackOnFailure": "--rollback-on-failure",
+            "clusterConfig": "--cluster-config",
+            "provisioningParameters": "--provisioning-parameters",
+        },
+    )
 
     listing = add_command(actions, "list", "list clusters (filters apply to every page)", [common])
     listing.add_argument("--include-deleted", action="store_true", help="also list deleted clusters")
@@ -121,7 +135,7 @@ def add_parsers(subparsers: SubParsers) -> None:
     scale.add_argument(
         "--count", required=True, type=int, help="its new instance count, 0 or more (required)"
     )
-    scale.set_defaults(func=api_command(run_scale))
+    scale.set_defaults(func=api_command(run_scale), body_flags={"instanceCount": "--count"})
 
 
 def _read_json(path: Path) -> Any:

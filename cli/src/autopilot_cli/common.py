@@ -199,7 +199,7 @@ def guarded(args: argparse.Namespace, out: TextIO, err: TextIO, body: Callable[[
         output.error("ClientError", str(exc))
         return EXIT_SERVICE
     except ApiError as exc:
-        report_api_error(exc, output)
+        report_api_error(exc, output, getattr(args, "body_flags", None) or {})
         return EXIT_REJECTED if exc.is_client_error else EXIT_SERVICE
     except KeyboardInterrupt:  # no operation followed yet: the request may or may not have reached the API
         interrupted(output, args, "interrupted; the request may have reached the API", [])
@@ -225,14 +225,26 @@ def interrupted(
         print(f"  {line}", file=output.err)
 
 
+def _with_flag(problem: dict[str, Any], body_flags: dict[str, str]) -> dict[str, Any]:
+    """``budget.monthlyLimitUsd`` in the body is ``--budget-usd`` to the person who typed it."""
+    path = str(problem.get("path") or "")
+    if problem.get("location") not in (None, "body") or problem.get("file"):
+        return problem
+    for field, flag in body_flags.items():
+        if path == field or path.startswith((f"{field}.", f"{field}[")):
+            return {**problem, "location": flag, "path": path}
+    return problem
+
+
 def format_problem(problem: dict[str, Any]) -> str:
     """``<file>: <path>: <message>`` as ``autopilot validate`` prints it (file/path when known)."""
     parts = [str(p) for p in (problem.get("file") or problem.get("location"), problem.get("path")) if p]
     return ": ".join([*parts, str(problem.get("message", ""))])
 
 
-def report_api_error(exc: ApiError, output: Output) -> None:
-    lines = [format_problem(problem) for problem in exc.errors]
+def report_api_error(exc: ApiError, output: Output, body_flags: dict[str, str] | None = None) -> None:
+    """The API's error; a problem in a body field the command filled from a flag names the flag."""
+    lines = [format_problem(_with_flag(problem, body_flags or {})) for problem in exc.errors]
     if exc.operation_id:
         lines.append(f"operation: {exc.operation_id}")
     output.error(

@@ -28,7 +28,9 @@ def add_parsers(subparsers: SubParsers) -> None:
         command.add_argument("cluster")
         if action == "pause":
             command.add_argument("--reason", help="why, shown to whoever looks (default: none)")
-        command.set_defaults(func=api_command(run_healing), action=action, reason=None)
+        command.set_defaults(
+            func=api_command(run_healing), action=action, reason=None, body_flags={"reason": "--reason"}
+        )
 
     cost = add_command(
         subparsers,
