@@ -378,7 +378,13 @@ def three_clusters(api: FakeApi) -> FakeApi:
             200,
             {
                 "clusters": [
-                    summary("a", owner="ann", project="llm", sagemakerStatus="InService"),
+                    summary(
+                        "a",
+                        owner="ann",
+                        project="llm",
+                        sagemakerStatus="InService",
+                        createdBy="arn:aws:sts::123456789012:assumed-role/Researchers/ann",
+                    ),
                     summary("b", "CREATING", owner="bob", project="llm"),
                 ],
                 "nextToken": "t1",
@@ -395,8 +401,8 @@ def test_list_prints_a_table(api: FakeApi, run: Any) -> None:
 
     assert code == 0
     assert [line.split() for line in out.splitlines()[:2]] == [
-        ["NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "LAST", "OPERATION"],
-        ["a", "ACTIVE", "InService", "ann", "llm", "op-1"],
+        ["NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "CREATED", "BY", "LAST", "OPERATION"],
+        ["a", "ACTIVE", "InService", "ann", "llm", "assumed-role/Researchers/ann", "op-1"],
     ]
 
 
@@ -998,9 +1004,32 @@ def test_cost_shows_the_estimate(api: FakeApi, run: Any) -> None:
     }
     api.answer("GET", "/clusters/ml-cluster/cost", (200, cost))
 
-    code, out, _ = run("cost", "ml-cluster", "--output", "text", "--query", "[hourlyRateUsd, forecastUsd]")
+    code, out, err = run("cost", "ml-cluster", "--output", "text", "--query", "[hourlyRateUsd, forecastUsd]")
 
     assert (code, out) == (0, "98.32\t7000.0\n")
+    assert (
+        err == "warning: the month's forecast, 7,000.00 USD, is 1.4x the cluster's budget of 5,000.00 USD\n"
+    )
+
+
+def test_nodes_are_listed_by_group_and_age(api: FakeApi, run: Any) -> None:
+    def node(instance_id: str, group: str, launched: str) -> dict[str, Any]:
+        return {
+            "InstanceId": instance_id, "InstanceGroupName": group, "InstanceType": "ml.p5.48xlarge",
+            "InstanceStatus": {"Status": "Running"}, "LaunchTime": launched, "health": {"status": "Healthy"},
+        }  # fmt: skip
+
+    nodes = [
+        node("i-0a", "workers", at(5)),
+        node("i-09", "controller", at(0)),
+        node("i-01", "workers", at(1)),
+    ]
+    api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": nodes}))
+
+    code, out, _ = run("nodes", "list", "ml-cluster")
+
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["i-09", "i-01", "i-0a"]
 
 
 def test_lift_growth_block(api: FakeApi, run: Any) -> None:

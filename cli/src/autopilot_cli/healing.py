@@ -52,5 +52,13 @@ def run_healing(client: AutopilotClient, args: argparse.Namespace, output: Outpu
 
 
 def run_cost(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
-    output.result(client.get_cost(args.cluster), print_document)
+    cost = client.get_cost(args.cluster)
+    output.result(cost, print_document)
+    forecast, budget = cost.get("forecastUsd"), cost.get("budgetUsd")
+    if budget and forecast and forecast > budget:  # on stderr in every output form, as warnings are
+        print(
+            f"warning: the month's forecast, {forecast:,.2f} USD, is {forecast / budget:.1f}x the "
+            f"cluster's budget of {budget:,.2f} USD",
+            file=output.err,
+        )
     return EXIT_OK

@@ -73,7 +73,8 @@ def print_clusters(clusters: list[dict[str, Any]], out: TextIO) -> None:
     if not clusters:
         print("no clusters", file=out)
         return
-    rows = [("NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "LAST OPERATION")]
+    # CREATED BY: only the creator (and the stack's admins) may delete the cluster or pause its healing
+    rows = [("NAME", "STATUS", "SAGEMAKER", "OWNER", "PROJECT", "CREATED BY", "LAST OPERATION")]
     rows += [
         (
             c["clusterName"],
@@ -81,11 +82,19 @@ def print_clusters(clusters: list[dict[str, Any]], out: TextIO) -> None:
             c.get("sagemakerStatus") or "-",
             c.get("owner") or "-",
             c.get("project") or "-",
+            _principal(c.get("createdBy")),
             c["lastOperationId"],
         )
         for c in clusters
     ]
     print_table(rows, out)
+
+
+def _principal(arn: str | None) -> str:
+    """``arn:aws:sts::1:assumed-role/Admin/ann`` -> ``assumed-role/Admin/ann``: the part that tells who."""
+    if not arn:
+        return "-"
+    return arn.split(":", 5)[-1] if arn.startswith("arn:") else arn
 
 
 def print_cluster(cluster: dict[str, Any], out: TextIO) -> None:
@@ -124,7 +133,11 @@ def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
         print("no nodes", file=out)
         return
     rows = [("NODE", "GROUP", "TYPE", "STATUS", "HEALTH", "REPAIR")]
-    for node in nodes:
+    # by group, then oldest first: a replacement joins its group's end, not the list's
+    ordered = sorted(
+        nodes, key=lambda n: (n["InstanceGroupName"], str(n.get("LaunchTime") or ""), n["InstanceId"])
+    )
+    for node in ordered:
         health = node.get("health") or {}
         repair = node.get("repair") or {}
         rows.append(
