@@ -3,8 +3,9 @@
 Each call becomes one or more authorization requests (sandbox.aws_calls.policy): its IAM action
 (``<prefix>:<Action>``; prefixes and action names that differ from botocore's are in
 ``_PREFIXES`` / ``_ACTIONS``), its resource ARN (derived from the parameters by ``_RESOURCES``;
-``*`` for operations not listed, which only a ``"Resource": "*"`` statement allows — as IAM does
-for actions without resource types), plus the ``iam:PassRole`` a call implies (``_PASSED_ROLES``).
+``*`` for operations not listed, and for every action the Service Authorization Reference gives no
+resource type, whatever it names: only a ``"Resource": "*"`` statement allows those, as IAM does),
+plus the ``iam:PassRole`` a call implies (``_PASSED_ROLES``).
 The role's policies are read from moto's IAM backend, where the deployer puts what CloudFormation
 would: inline policies (SAM's policy templates among them) and attached managed policies.
 """
@@ -22,6 +23,7 @@ from moto.cloudformation.models import cloudformation_backends
 from moto.iam.exceptions import NotFoundException
 from moto.iam.models import iam_backends
 
+from sandbox.aws_calls import service_authorization
 from sandbox.aws_calls.errors import error_code, error_response
 from sandbox.aws_calls.interception import Answer, Call
 from sandbox.aws_calls.policy import Decision, Request, evaluate
@@ -262,10 +264,15 @@ def authorization_requests(call: Call) -> list[Request]:
             Request(action, resource, context) for action, resource in _transaction(call.params, where)
         ]
     else:
+        action = iam_action(call)
         derive = _RESOURCES.get(call.service)
         resources = derive(call.operation, call.params, where) if derive else ["*"]
+        if service_authorization.resource_types(action) == ():
+            # no resource-level permission (fsx:DescribeFileSystems even given FileSystemIds): IAM
+            # authorizes "*", which a statement scoped to an ARN never matches
+            resources = ["*"]
         resource_tags = _resource_tags(call, where)
-        requests = [Request(iam_action(call), resource, context, resource_tags) for resource in resources]
+        requests = [Request(action, resource, context, resource_tags) for resource in resources]
     passed = _PASSED_ROLES.get((call.service, call.operation))
     if passed is not None:
         path, service = passed

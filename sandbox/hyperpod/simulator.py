@@ -70,6 +70,7 @@ _REPLACING = (
 _DEFAULT_PAGE_SIZE = 10  # SageMaker's List* default when MaxResults is left out
 _BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
 _TAKES_REPAIR = frozenset({"Running", "Failure"})
+_DELETE_CONFLICTS = frozenset({"Deleting", "Updating", "SystemUpdating", "RollingBack"})
 
 Action = Callable[[datetime], None]
 Params = dict[str, Any]
@@ -747,8 +748,15 @@ class HyperPodSimulator:
     def _delete_cluster(self, params: Params) -> dict[str, Any]:
         at = self._now
         cluster = self._cluster(params["ClusterName"])
-        if cluster.status == "Deleting":
-            return {"ClusterArn": cluster.arn}
+        # AWS models DeleteCluster's ConflictException without saying when; the sandbox takes the
+        # stricter reading (docs/sandbox.md, "Unverified"): a cluster already Deleting (a repeated
+        # delete) or in the middle of an update refuses it. A Creating or Failed one is deleted (a create
+        # is rolled back that way); a gone one is ResourceNotFound (``_cluster``).
+        if cluster.status in _DELETE_CONFLICTS:
+            raise HyperPodApiError(
+                "ConflictException",
+                f"Cluster {cluster.name} is in {cluster.status} status; DeleteCluster is not allowed now.",
+            )
         cluster.operation_token += 1
         token = cluster.operation_token
         cluster.status = "Deleting"

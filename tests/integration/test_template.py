@@ -454,10 +454,11 @@ def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:
     assert grants["budgets:ModifyBudget"] == {
         "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-project.*"
     }
-    # "*" only where the action takes no resource (EC2's Describe calls)
+    # "*" only where the action takes no resource (EC2's and FSx's Describe calls)
     assert sorted(a for a, r in grants.items() if r == "*") == [
         "ec2:DescribeNetworkInterfaces",
         "ec2:DescribeSecurityGroups",
+        "fsx:DescribeFileSystems",
     ]
 
 

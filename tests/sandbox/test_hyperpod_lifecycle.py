@@ -281,6 +281,7 @@ def test_every_response_matches_the_botocore_output_shape(
     call("UpdateClusterSoftware", ClusterName=arn)
     hyperpod_clock.advance(15 * MINUTE)
     call("UpdateCluster", ClusterName=arn, InstanceGroups=hyperpod_cluster_request()["InstanceGroups"])
+    hyperpod_clock.advance(1 * MINUTE)  # an Updating cluster refuses DeleteCluster
     call("DeleteCluster", ClusterName=arn)
 
     validator = ParamValidator()

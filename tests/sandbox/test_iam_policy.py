@@ -225,6 +225,25 @@ def test_resources_come_from_the_parameters() -> None:
     assert requests_of("sts", "GetCallerIdentity") == []
 
 
+def test_an_action_without_resource_types_is_authorized_on_star_only() -> None:
+    """The Service Authorization Reference gives fsx:DescribeFileSystems no resource type: IAM
+    authorizes it on "*" even when the call names file systems, so a statement scoped to
+    file-system/* (CostTaggerFunction's, until issue 19) denies it, as on AWS."""
+    file_system = f"arn:aws:fsx:us-east-1:{ACCOUNT}:file-system/fs-0123456789abcdef0"
+    [describe] = authorization_requests(call("fsx", "DescribeFileSystems", FileSystemIds=[file_system[-20:]]))
+    [tag] = authorization_requests(call("fsx", "TagResource", ResourceARN=file_system, Tags=[]))
+    assert (describe.action, describe.resource) == ("fsx:DescribeFileSystems", "*")
+    assert (tag.action, tag.resource) == ("fsx:TagResource", file_system)
+
+    scoped = policy(allow(["fsx:DescribeFileSystems", "fsx:TagResource"], "arn:aws:fsx:*:*:file-system/*"))
+    assert evaluate([scoped], describe) is Decision.IMPLICIT_DENY
+    assert evaluate([scoped], tag) is Decision.ALLOWED
+    assert evaluate([policy(allow("fsx:DescribeFileSystems"))], describe) is Decision.ALLOWED
+    # an action the reference does not list keeps the resource the call names (documented)
+    [moved] = authorization_requests(call("sagemaker", "MoveClusterNodes", ClusterName="demo"))
+    assert moved.resource == f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/demo"
+
+
 def test_session_calls_act_on_the_session_and_tag_reads_on_the_principal() -> None:
     assert requests_of("ssm", "TerminateSession", SessionId="alice-0a1b2c3d4e5f67890") == [
         ("ssm:TerminateSession", f"arn:aws:ssm:us-east-1:{ACCOUNT}:session/alice-0a1b2c3d4e5f67890")
