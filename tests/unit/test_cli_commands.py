@@ -197,6 +197,19 @@ def test_a_dry_run_asks_the_api_to_check_and_prints_what_it_would_send(
     assert json.loads(out) == plan
 
 
+def test_create_from_a_yaml_file_is_a_usage_error_naming_yaml(api: FakeApi, run: Any, tmp_path: Path) -> None:
+    config = tmp_path / "cluster.yaml"
+    config.write_text("---\nClusterName: ml-cluster\n")
+
+    code, _, err = run(
+        "clusters", "create", "--cluster-config", str(config), "--owner", "a", "--project", "b"
+    )
+
+    assert code == 2
+    assert f"{config} is YAML, not JSON" in err
+    assert api.requests == []
+
+
 def test_each_invocation_sends_its_own_signed_idempotency_key(
     api: FakeApi, run: Any, config_files: dict[str, str]
 ) -> None:

@@ -261,3 +261,13 @@ def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1
     assert out.startswith("warning: provisioning-parameters.json: not given")
     assert "valid: 0 error(s), 1 warning(s)" in err
+
+
+def test_a_yaml_file_is_named_as_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "cluster-config.yaml"
+    config.write_text("# my cluster\nClusterName: ml-cluster\nInstanceGroups:\n  - InstanceGroupName: a\n")
+
+    code, out, _ = run(capsys, "--cluster-config", config)
+
+    assert code == 1
+    assert out.startswith("cluster-config.yaml: is YAML, not JSON: the file is read as JSON")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from autopilot.validation import Problem, load_document
+from autopilot.validation.schema import YAML_NOT_JSON
 
 from autopilot_cli.client import AutopilotClient
 from autopilot_cli.common import (
@@ -140,11 +142,18 @@ def add_parsers(subparsers: SubParsers) -> None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise UsageError(f"{path} is not JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text") from exc
+    document = load_document(text, str(path))  # as `autopilot validate` reads it (YAML named as such)
+    if isinstance(document, Problem):
+        if document.message == YAML_NOT_JSON:
+            raise UsageError(f"{path} {YAML_NOT_JSON}")
+        where = f"{document.path}: " if document.path else ""
+        raise UsageError(f"{path} is not JSON: {where}{document.message}")
+    return document
 
 
 def _create_body(args: argparse.Namespace) -> dict[str, Any]:

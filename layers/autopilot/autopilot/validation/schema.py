@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,11 +77,21 @@ def schema_problems(model: type[BaseModel], document: Mapping[str, Any], file: s
     return []
 
 
+# A document that opens as YAML does (`---`, a comment, `Key:`): say so, not "Expecting value".
+_YAML_START = re.compile(r"\s*(---|#|[A-Za-z_][\w.-]*\s*:(\s|$))")
+YAML_NOT_JSON = (
+    "is YAML, not JSON: the file is read as JSON, as `aws sagemaker create-cluster --cli-input-json` "
+    "reads it (convert it, e.g. `yq -o=json . FILE`)"
+)
+
+
 def load_document(text: str, file: str) -> dict[str, Any] | Problem:
     """Parse a JSON document; a syntax error becomes a problem that names the line and column."""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
+        if exc.lineno == 1 and _YAML_START.match(text.lstrip("\ufeff")):
+            return Problem(file=file, path="", message=YAML_NOT_JSON)
         return Problem(file=file, path=f"line {exc.lineno}, column {exc.colno}", message=exc.msg)
     if not isinstance(document, dict):
         return Problem(file=file, path="", message=f"must be a JSON object, not {_json_kind(document)}")
