@@ -414,8 +414,9 @@ class Sandbox:
         return server.url
 
     def apply_fault(self, name: str, params: dict[str, Any]) -> Any:
-        """Inject a fault: ``throttling`` / ``server_error`` / ``latency`` on any AWS call the control
-        plane makes (sandbox.aws_calls), ``clear`` (those and the simulator's), else a HyperPod fault."""
+        """Inject a fault: ``throttling`` / ``server_error`` / ``latency`` / ``lost_response`` on any AWS
+        call the control plane makes (sandbox.aws_calls), ``clear`` (those and the simulator's), else a
+        HyperPod fault."""
         if self.aws_calls is None:
             raise RuntimeError("sandbox not started")
         if name in FAULT_KINDS:
@@ -504,14 +505,12 @@ class AwsEndpoint:
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = str(environ.get("PATH_INFO", ""))
         if not path.startswith(ADMIN_PREFIX):
-            fault = self.sandbox.aws_calls.http_answer(environ) if self.sandbox.aws_calls else None
+            calls = self.sandbox.aws_calls
+            # a lost response's request is served, its answer dropped, before the fault answers
+            fault = calls.http_answer(environ, lambda: b"".join(self._aws(environ, _drop))) if calls else None
             if fault is not None:
                 return Response(fault.body, fault.status, fault.headers)(environ, start_response)
-            priced = self.sandbox.pricing.wsgi_answer(environ) if self.sandbox.pricing else None
-            if priced is not None:  # moto's server has no pricing backend
-                status, headers, body = priced
-                return Response(body, status, headers)(environ, start_response)
-            return self._moto_app(environ, start_response)
+            return self._aws(environ, start_response)
         request = Request(environ)
         try:
             body = json.loads(request.get_data() or b"null")
@@ -522,6 +521,13 @@ class AwsEndpoint:
         response = Response(json.dumps(payload, default=str), status, mimetype="application/json")
         return response(environ, start_response)
 
+    def _aws(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        priced = self.sandbox.pricing.wsgi_answer(environ) if self.sandbox.pricing else None
+        if priced is not None:  # moto's server has no pricing backend
+            status, headers, body = priced
+            return Response(body, status, headers)(environ, start_response)
+        return self._moto_app(environ, start_response)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -529,6 +535,11 @@ class AwsEndpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def _drop(*_: Any) -> Callable[[bytes], None]:
+    """A WSGI start_response for an answer nobody receives."""
+    return lambda _data: None
 
 
 def _end_executions(timeout: float) -> None:

@@ -44,6 +44,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``abort_stopped_executions``: moto's StopExecution leaves an execution waiting for a task token
   RUNNING, and lets a failure raised after the stop end it FAILED; the seam ends it ABORTED at once
   (sandbox/stepfunctions_stop.py).
+- ``fail_tasks_on_read_timeouts``: moto's executor makes a task's non-service exception
+  ``States.Runtime`` (no Retry or Catch matches it); a read timeout (the ``lost_response`` fault)
+  fails the task as ``States.TaskFailed`` instead (sandbox/stepfunctions_task_timeouts.py).
 - ``cache_stepfunctions_parse_trees``: moto parses a state machine's ASL with ANTLR at every
   StartExecution; the seam keeps the parse tree per definition string and builds fresh evaluation
   components from it for each execution (sandbox/stepfunctions_parse_cache.py).
@@ -125,6 +128,7 @@ from sandbox import (
     stepfunctions_jsonata,
     stepfunctions_parse_cache,
     stepfunctions_stop,
+    stepfunctions_task_timeouts,
 )
 from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
@@ -584,6 +588,10 @@ def abort_stopped_executions() -> None:
     _state.undo.append(stepfunctions_stop.install())
 
 
+def fail_tasks_on_read_timeouts() -> None:
+    _state.undo.append(stepfunctions_task_timeouts.install())
+
+
 def cache_stepfunctions_parse_trees() -> None:
     _state.undo.append(stepfunctions_parse_cache.install())
 
@@ -651,7 +659,9 @@ def intercept_aws_calls() -> None:
 
     def stub(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
         if self.enabled:
-            answered = interception.answer(request)
+            answered = interception.answer(
+                request, carry_out=lambda: original(self, event_name, request, **kwargs)
+            )
             if answered is not None:
                 return answered
         return original(self, event_name, request, **kwargs)
@@ -839,6 +849,7 @@ SEAMS: Final = (
     run_stepfunctions_on_sandbox_clock,
     emit_execution_status_events,
     abort_stopped_executions,
+    fail_tasks_on_read_timeouts,
     cache_stepfunctions_parse_trees,
     record_aws_calls,
     intercept_aws_calls,

@@ -3,13 +3,14 @@
     calls = AwsCalls(sleep_simulated=clock.sleep)               # held by the Sandbox
     calls.start()                                               # after deploy: checks every call
     calls.apply_fault("throttling", {"rate": 0.2, "seed": 7})   # POST /_sandbox/faults
-    calls.http_answer(environ)                                  # faults for serve_aws's HTTP clients
+    calls.http_answer(environ, carry_out)                       # faults for serve_aws's HTTP clients
 
 - interception: botocore handlers that see each in-process call and its principal (the role of
   the Lambda function or state machine making it) and can answer it with an error;
 - errors: that error as the service's protocol carries it (json, rest-json, query, ec2, rest-xml);
 - iam + policy: the call's action, resource and context, evaluated against the role's policies;
-- faults: throttling / server_error / latency, by rate, service, operation, seed and times.
+- faults: throttling / server_error / latency / lost_response, by rate, service, operation, seed
+  and times.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from botocore.exceptions import UnknownServiceError
 from botocore.model import ServiceModel
 
 from sandbox.aws_calls import interception
-from sandbox.aws_calls.faults import KINDS, FaultPlan
+from sandbox.aws_calls.faults import KINDS, FaultPlan, error_answer
 from sandbox.aws_calls.iam import IamEnforcer
-from sandbox.aws_calls.interception import Answer, Principal, act_as
+from sandbox.aws_calls.interception import Answer, LostResponse, Principal, act_as
 
 # signing name (the credential scope of a SigV4 request) → botocore service name, where they differ
 _SIGNING_TO_SERVICE: Final = {
@@ -60,21 +61,30 @@ class AwsCalls:
         interception.remove_check(self.faults.check)
 
     def apply_fault(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Arm a ``throttling`` / ``server_error`` / ``latency`` fault, or ``clear`` them all."""
+        """Arm a ``throttling`` / ``server_error`` / ``latency`` / ``lost_response`` fault, or ``clear``
+        them all."""
         if kind == "clear":
             return self.faults.clear()
         return self.faults.apply(kind, params)
 
-    def http_answer(self, environ: dict[str, Any]) -> Answer | None:
+    def http_answer(self, environ: dict[str, Any], carry_out: Callable[[], object]) -> Answer | None:
         """The fault answer for a request to ``serve_aws`` (an outside client), or None.
 
         The operation is known for json (X-Amz-Target) and query (Action) requests; a rest request
-        (Lambda, S3) has none, so only faults without an ``operations`` filter hit it.
+        (Lambda, S3) has none, so only faults without an ``operations`` filter hit it. A lost
+        response runs ``carry_out`` (the request served, its answer dropped) and answers the 5xx,
+        also for ``answer: "timeout"``: a server cannot time out its client's read short of holding
+        the connection for the client's read timeout (botocore's default is 60 s).
         """
         service_model = _service_model(_signing_name(environ))
         if service_model is None:
             return None
-        return self.faults.answer(service_model, _operation(environ), external=True)
+        operation = _operation(environ)
+        answered = self.faults.answer(service_model, operation, external=True)
+        if isinstance(answered, LostResponse):
+            carry_out()
+            return answered.instead or error_answer(service_model, operation, "server_error")
+        return answered
 
 
 FAULT_KINDS: Final = (*KINDS, "clear")

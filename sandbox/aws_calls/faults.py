@@ -1,4 +1,4 @@
-"""Faults on any AWS call: ``throttling``, ``server_error`` and ``latency``.
+"""Faults on any AWS call: ``throttling``, ``server_error``, ``latency`` and ``lost_response``.
 
 Each fault has ``rate`` (share of the matching calls it hits, decided by a ``seed``-ed RNG so a
 run can be replayed), optional ``services`` (botocore names: ``dynamodb``, ``stepfunctions``,
@@ -8,6 +8,11 @@ state machine's); ``external: true`` adds the sandbox's own clients and HTTP cli
 ``serve_aws``. ``latency`` delays a call by ``ms`` wall milliseconds, or sandbox-clock
 milliseconds with ``clock: "simulated"`` (at speed 600, 600 simulated ms are 1 wall ms while nothing
 else works: the delayed caller waits on AWS, so its own work does not hold the clock back).
+``lost_response`` lets the call take effect (moto or a simulator carries it out) and then loses
+its answer: the caller gets the service's internal error (``answer: "server_error"``, the default,
+the code ``server_error`` answers) or a read timeout as botocore raises it (``answer: "timeout"``),
+as when AWS did the work but the response never made it back. A retry then meets what the first
+attempt did (a second CreateCluster gets ``ResourceInUse``).
 
 Errors are shaped as the service returns them (sandbox.aws_calls.errors): botocore retries the
 throttling codes and 5xx statuses itself, as it does on AWS, so a Lambda function's client sees
@@ -26,10 +31,11 @@ from typing import Any, Final, Literal
 from botocore.model import ServiceModel
 
 from sandbox.aws_calls.errors import error_code, error_response
-from sandbox.aws_calls.interception import Answer, Call
+from sandbox.aws_calls.interception import Answer, Call, LostResponse
 
-FaultKind = Literal["throttling", "server_error", "latency"]
-KINDS: Final[tuple[FaultKind, ...]] = ("throttling", "server_error", "latency")
+FaultKind = Literal["throttling", "server_error", "latency", "lost_response"]
+KINDS: Final[tuple[FaultKind, ...]] = ("throttling", "server_error", "latency", "lost_response")
+LostAnswer = Literal["server_error", "timeout"]
 
 
 @dataclass
@@ -43,6 +49,7 @@ class Fault:
     external: bool = False
     ms: float = 0.0
     clock: Literal["wall", "simulated"] = "wall"
+    answer: LostAnswer = "server_error"
     hits: int = 0
     _rng: random.Random = field(init=False, repr=False)
 
@@ -55,6 +62,8 @@ class Fault:
             raise ValueError("latency needs ms > 0")
         if self.clock not in ("wall", "simulated"):
             raise ValueError('clock must be "wall" or "simulated"')
+        if self.answer not in ("server_error", "timeout"):
+            raise ValueError('answer must be "server_error" or "timeout"')
         self._rng = random.Random(self.seed)
 
     def hits_call(self, service: str, operation: str | None, external: bool) -> bool:
@@ -85,6 +94,8 @@ class Fault:
         }
         if self.kind == "latency":
             described |= {"ms": self.ms, "clock": self.clock}
+        if self.kind == "lost_response":
+            described["answer"] = self.answer
         return described
 
 
@@ -95,6 +106,8 @@ def parse_fault(kind: str, params: dict[str, Any]) -> Fault:
     allowed = {"rate", "services", "operations", "seed", "times", "external"}
     if kind == "latency":
         allowed |= {"ms", "clock"}
+    if kind == "lost_response":
+        allowed |= {"answer"}
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"bad parameters for fault {kind!r}: {', '.join(unknown)}")
@@ -110,6 +123,7 @@ def parse_fault(kind: str, params: dict[str, Any]) -> Fault:
         external=bool(params.get("external", False)),
         ms=float(params.get("ms", 0.0)),
         clock=params.get("clock", "wall"),
+        answer=params.get("answer", "server_error"),
     )
 
 
@@ -147,11 +161,14 @@ class FaultPlan:
         with self._lock:
             return [fault.describe() for fault in self._faults]
 
-    def check(self, call: Call) -> Answer | None:
+    def check(self, call: Call) -> Answer | LostResponse | None:
         return self.answer(call.service_model, call.operation, external=call.principal is None)
 
-    def answer(self, service_model: ServiceModel, operation: str | None, *, external: bool) -> Answer | None:
-        """The error to answer (after any latency), or None to let the call through."""
+    def answer(
+        self, service_model: ServiceModel, operation: str | None, *, external: bool
+    ) -> Answer | LostResponse | None:
+        """The error to answer (after any latency), the answer to give instead of the service's once
+        the call took effect (LostResponse), or None to let the call through."""
         service = service_model.service_name
         with self._lock:
             hit = [fault for fault in self._faults if fault.hits_call(service, operation, external)]
@@ -162,13 +179,23 @@ class FaultPlan:
                     time.sleep(seconds)
                 else:
                     self._sleep_simulated(seconds)
-        failing = next((fault for fault in hit if fault.kind != "latency"), None)
-        if failing is None:
+        # a call refused up front never reaches the service, so it cannot also lose its answer
+        failing = next((fault for fault in hit if fault.kind in ("throttling", "server_error")), None)
+        if failing is not None:
+            kind: Literal["throttling", "server_error"] = (
+                "throttling" if failing.kind == "throttling" else "server_error"
+            )
+            return error_answer(service_model, operation, kind)
+        lost = next((fault for fault in hit if fault.kind == "lost_response"), None)
+        if lost is None:
             return None
-        kind: Literal["throttling", "server_error"] = (
-            "throttling" if failing.kind == "throttling" else "server_error"
-        )
-        status, headers, body = error_response(
-            service_model, error_code(service_model, operation or "", kind)
-        )
-        return Answer(status, headers, body)
+        if lost.answer == "timeout":
+            return LostResponse(instead=None)
+        return LostResponse(instead=error_answer(service_model, operation, "server_error"))
+
+
+def error_answer(
+    service_model: ServiceModel, operation: str | None, kind: Literal["throttling", "server_error"]
+) -> Answer:
+    status, headers, body = error_response(service_model, error_code(service_model, operation or "", kind))
+    return Answer(status, headers, body)

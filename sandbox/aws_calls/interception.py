@@ -8,7 +8,9 @@
   is returned as the service's own HTTP response, so botocore parses it and retries it as it
   would AWS's, and moto never sees the call. (A separate ``before-send`` handler cannot do this:
   botocore calls every ``before-send`` handler and keeps the first answer, so moto would still
-  carry out the call.)
+  carry out the call.) A check may instead answer :class:`LostResponse`: then the call is carried
+  out first (moto or a simulator does the work) and the caller gets the error, or a read timeout,
+  in place of the service's answer.
 
 The caller is the principal of the code making the call: the role of the Lambda function running
 on this thread (``sandbox.lambda_runtime.CURRENT_FUNCTION``), or the role a Step Functions client
@@ -27,8 +29,10 @@ from typing import Any, Final
 import boto3
 import botocore.handlers
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ReadTimeoutError
 from botocore.model import OperationModel, ServiceModel
 from moto.awslambda.utils import get_backend as lambda_backend
+from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 
 from sandbox.lambda_runtime import CURRENT_FUNCTION
 
@@ -75,7 +79,15 @@ class Answer:
     body: bytes
 
 
-Check = Callable[[Call], Answer | None]
+@dataclass(frozen=True)
+class LostResponse:
+    """The call takes effect, then its answer is lost: the caller gets ``instead`` (a 5xx), or a read
+    timeout as botocore raises it when ``instead`` is None."""
+
+    instead: Answer | None
+
+
+Check = Callable[[Call], Answer | LostResponse | None]
 
 _checks: Final[list[Check]] = []
 _lock: Final = threading.Lock()
@@ -120,8 +132,9 @@ def _note_call(model: OperationModel, params: dict[str, Any], context: dict[str,
         context[_PRINCIPAL] = _function_principal()
 
 
-def answer(request: AWSPreparedRequest) -> AWSResponse | None:
-    """The sandbox's answer to an in-process request, or None to let moto answer it."""
+def answer(request: AWSPreparedRequest, carry_out: Callable[[], object]) -> AWSResponse | None:
+    """The sandbox's answer to an in-process request, or None to let moto answer it. ``carry_out``
+    lets moto answer it (its answer discarded): a lost response's call takes effect first."""
     if not _active.is_set():
         return None
     context = getattr(request, "context", None) or {}
@@ -136,6 +149,14 @@ def answer(request: AWSPreparedRequest) -> AWSResponse | None:
         checks = list(_checks)
     for check in checks:
         answered = check(call)
+        if isinstance(answered, LostResponse):
+            carry_out()
+            if answered.instead is None:  # as botocore's URLLib3Session raises it
+                raise ReadTimeoutError(
+                    endpoint_url=request.url,
+                    error=Urllib3ReadTimeoutError(None, request.url, "Read timed out."),  # type: ignore[arg-type]
+                )
+            answered = answered.instead
         if answered is not None:
             body = _RawBody(answered.body)
             return AWSResponse(request.url, answered.status, answered.headers, body)  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             seams.keep_event_account,
             seams.bind_execution_role,
             seams.intercept_aws_calls,
+            seams.fail_tasks_on_read_timeouts,
             seams.route_lambda_invoke,
             seams.serialize_dynamodb_writes,
             clock=stack.clock,

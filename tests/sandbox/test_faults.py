@@ -10,11 +10,16 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError, ReadTimeoutError
 
+from sandbox import stepfunctions_task_timeouts
 from sandbox.core import Sandbox
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.seams import SeamDrift
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
@@ -276,3 +281,112 @@ def test_the_admin_route_arms_and_clears_faults_for_http_clients(sb: Sandbox) ->
     assert cleared.status_code == 200
     assert cleared.json()["result"]["cleared"] == 1
     assert "TableNames" in dynamodb.list_tables()
+
+
+# --- lost_response: the call takes effect, the answer does not come back ----------------------------------
+def test_a_lost_response_takes_effect_and_answers_the_service_internal_error(sb: Sandbox) -> None:
+    sb.apply_fault("lost_response", {"rate": 1, "services": ["sns"], "external": True})
+    sns = client(sb, "sns")
+    assert error_of(lambda: sns.create_topic(Name="lost-answer")) == (
+        "InternalError",
+        500,
+        "InternalErrorException",
+    )
+    sb.apply_fault("clear", {})
+    assert [t for t in sns.list_topics()["Topics"] if t["TopicArn"].endswith(":lost-answer")]
+
+
+def test_a_lost_response_can_be_a_read_timeout_as_botocore_raises_it(sb: Sandbox) -> None:
+    sb.apply_fault("lost_response", {"rate": 1, "services": ["sqs"], "answer": "timeout", "external": True})
+    sqs = client(sb, "sqs")
+    with pytest.raises(ReadTimeoutError, match="Read timeout on endpoint URL"):
+        sqs.create_queue(QueueName="lost-timeout")
+    [fault] = sb.metrics()["aws_call_faults"]
+    assert (fault["answer"], fault["hits"]) == ("timeout", 1)
+    sb.apply_fault("clear", {})
+    assert any(url.endswith("/lost-timeout") for url in sqs.list_queues()["QueueUrls"])
+
+
+def test_a_refused_call_never_takes_effect_even_with_a_lost_response_armed(sb: Sandbox) -> None:
+    sb.apply_fault("lost_response", {"rate": 1, "services": ["sns"], "external": True})
+    sb.apply_fault("throttling", {"rate": 1, "services": ["sns"], "external": True})
+    sns = client(sb, "sns")
+    assert error_of(lambda: sns.create_topic(Name="never-there"))[0] == "Throttled"
+    sb.apply_fault("clear", {})
+    assert not [t for t in sns.list_topics()["Topics"] if t["TopicArn"].endswith(":never-there")]
+
+
+def test_a_bad_lost_response_answer_is_refused(sb: Sandbox) -> None:
+    with pytest.raises(ValueError, match="answer must be"):
+        sb.apply_fault("lost_response", {"rate": 1, "answer": "silence"})
+    with pytest.raises(ValueError, match="bad parameters"):
+        sb.apply_fault("throttling", {"rate": 1, "answer": "timeout"})
+
+
+def test_a_function_whose_write_lost_its_answer_retries_a_write_that_took_effect(sb: Sandbox) -> None:
+    sb.apply_fault(
+        "lost_response", {"rate": 1, "services": ["dynamodb"], "operations": ["PutItem"], "times": 1}
+    )
+    result = sb.invoke("RecorderFunction", {"kind": "sweep"})
+    assert result.ok, result.payload  # its SDK retried the write that had taken effect (an idempotent put)
+    [fault] = sb.metrics()["aws_call_faults"]
+    assert fault["hits"] == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # SNS models InternalError (InternalErrorException); the topic exists all the same
+        ("server_error", "Sns.InternalErrorException"),
+        ("timeout", "States.TaskFailed"),
+    ],
+)
+def test_an_aws_sdk_task_whose_call_took_effect_sees_the_lost_answer(
+    sb: Sandbox, answer: str, expected: str
+) -> None:
+    sb.apply_fault("lost_response", {"rate": 1, "services": ["sns"], "answer": answer})
+    name = f"lost-{answer.replace('_', '-')}"
+    error = run_task(
+        sb, f"fault-{name}", "arn:aws:states:::aws-sdk:sns:createTopic", "sns:CreateTopic", {"Name": name}
+    )
+    assert error["Error"] == expected
+    sb.apply_fault("clear", {})
+    topics = sb.client("sns").list_topics()["Topics"]
+    assert [t for t in topics if t["TopicArn"].endswith(f":{name}")]
+
+
+def test_the_admin_route_arms_a_lost_response_for_http_clients(sb: Sandbox) -> None:
+    url = sb.serve_aws(0)
+    params = {"rate": 1, "services": ["sqs"], "answer": "timeout", "external": True}
+    injected = requests.post(
+        f"{url}/_sandbox/faults", json={"fault": "lost_response", "params": params}, timeout=10
+    )
+    assert injected.status_code == 200, injected.text
+    # a raw signed request: a boto3 client in this process would be answered before it left it
+    request = AWSRequest(
+        "POST",
+        url,
+        data=json.dumps({"QueueName": "lost-over-http"}),
+        headers={"X-Amz-Target": "AmazonSQS.CreateQueue", "Content-Type": "application/x-amz-json-1.0"},
+    )
+    credentials = Credentials(
+        SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"], SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    )
+    SigV4Auth(credentials, "sqs", sb.region).add_auth(request)
+    answered = requests.post(url, data=request.body, headers=dict(request.headers), timeout=10)
+    # over HTTP a lost answer is the 5xx (the server cannot make the client's read time out)
+    assert answered.status_code == 500
+    assert answered.json()["__type"] == "InternalError"
+    sb.apply_fault("clear", {})
+    assert any(u.endswith("/lost-over-http") for u in client(sb, "sqs").list_queues()["QueueUrls"])
+
+
+def test_the_read_timeout_seam_refuses_a_moved_executor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task import (  # noqa: PLC0415
+        StateTask,
+    )
+
+    monkeypatch.setattr(StateTask, "_from_error", lambda self, env: None)
+
+    with pytest.raises(SeamDrift, match="fail_tasks_on_read_timeouts"):
+        stepfunctions_task_timeouts.install()

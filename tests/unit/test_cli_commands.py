@@ -684,6 +684,14 @@ def test_a_mistyped_option_shows_the_subcommands_usage(run: Any) -> None:
     assert "autopilot clusters list: error: unrecognized arguments: --ownr ann" in err
 
 
+@pytest.mark.parametrize("command", [["clusters", "list"], ["validate", "--cluster-config", "x.json"]])
+def test_an_unknown_region_is_a_usage_error(run: Any, command: list[str]) -> None:
+    code, _, err = run(*command, "--region", "us-est-1")
+
+    assert code == 2
+    assert "unknown region 'us-est-1'" in err
+
+
 def test_an_unknown_operation_kind_is_a_usage_error(run: Any) -> None:
     code, _, err = run("operations", "list", "ml-cluster", "--kind", "Replacenode")
 

@@ -7,6 +7,8 @@ Exit codes: 0 success; 1 the API rejected the request (4xx) or the operation FAI
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -96,6 +98,7 @@ def api_options(region_help: str | None = None) -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--region",
+        type=region_name,
         help=region_help
         or "the region to sign for (default: the region in an execute-api endpoint's host, else the "
         "saved one, else the AWS profile's)",
@@ -133,6 +136,29 @@ def endpoint_url(value: str) -> str:
         return check_endpoint(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def region_name(value: str) -> str:
+    """``--region``'s type: a region botocore knows SageMaker in (a typo would only fail later, as a
+    signature or endpoint error, or never: ``validate`` would check against a region nobody uses)."""
+    known = known_regions()
+    if value in known:
+        return value
+    close = difflib.get_close_matches(value, sorted(known), n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(
+        f"unknown region {value!r}: {hint}(a region newer than this botocore needs a botocore upgrade)"
+    )
+
+
+@functools.cache
+def known_regions() -> frozenset[str]:
+    session = BotocoreSession()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("sagemaker", partition_name=partition)
+    )
 
 
 def idempotency_key(args: argparse.Namespace) -> str:

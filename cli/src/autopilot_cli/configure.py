@@ -20,6 +20,7 @@ from autopilot_cli.common import (
     endpoint_url,
     guarded,
     output_options,
+    region_name,
 )
 from autopilot_cli.config import Config, config_path, save_config
 from autopilot_cli.output import Output, print_fields
@@ -51,7 +52,9 @@ def add_parsers(subparsers: SubParsers) -> None:
         type=endpoint_url,
         help="save this endpoint (an http(s) URL; default: none)",
     )
-    configure.add_argument("--region", help="the stack's region (default: the AWS profile's)")
+    configure.add_argument(
+        "--region", type=region_name, help="the stack's region (default: the AWS profile's)"
+    )
     configure.add_argument(
         "--profile",
         help="the AWS profile to read the stack with (default: $AWS_PROFILE, else the default chain)",
