@@ -364,7 +364,12 @@ class Sandbox:
         while time.monotonic() < deadline:
             idle = self.runtime.dispatcher.wait_idle(max(0.0, deadline - time.monotonic()))
             delivered = self.poller.poll_once()
-            if idle and not delivered and self.runtime.dispatcher.pending() == 0:
+            if (
+                idle
+                and not delivered
+                and self.runtime.dispatcher.pending() == 0
+                and self.poller.in_flight() == 0
+            ):
                 return True
         return False
 

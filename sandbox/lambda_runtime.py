@@ -1,9 +1,18 @@
 """The template's Lambda functions, run in-process the way the Python Lambda runtime runs them.
 
-Each function gets its own *execution environment*: its handler module and everything imported
-from its CodeUri and layers live in a private module space, swapped into ``sys.modules`` only while
-that function runs (so every function's ``app.py`` is ``app``, and a layer's lru_caches and
-settings are per function, as on Lambda). The first invocation is a cold start (module import).
+Invocations run as Lambda runs them: at once. Each function has a pool of *execution environments*;
+an invocation takes an idle one or starts a new one (a cold start: the handler module imported), so
+two invocations of one function at the same time run in two environments, and an environment runs
+one invocation at a time. Each environment is a thread with its own modules
+(``sandbox.lambda_modules``: the names its CodeUri and layers provide, and Powertools, are per
+environment; every function's ``app.py`` is ``app``, a layer's lru_caches and settings are per
+environment, as on Lambda), its own ``os.environ`` and its own identity for AWS calls, so nothing is
+swapped process-wide and no lock serialises handlers. The function's ``Timeout`` is enforced in wall
+time (Lambda work runs at real speed on the sandbox clock): past it the invocation fails with
+``Sandbox.Timedout`` and its environment is killed (an exception raised in its thread, so it makes no
+further call) and never reused. ``ReservedConcurrentExecutions`` caps the environments busy at once:
+one more synchronous invocation gets ``TooManyRequestsException`` (``FunctionThrottled``); an
+asynchronous one waits in Lambda's queue and is retried; an SQS batch goes back to its queue.
 
 Environment: each invocation gets its own ``os.environ``, seen only by the thread running it (a
 per-thread view installed over the process's mapping, see :class:`_ThreadEnviron`): the host's
@@ -12,10 +21,7 @@ template's variables. No other thread's view changes, and nothing is written bac
 host change made meanwhile (a test's monkeypatch teardown) is never undone. Writing the host
 environment back was the flaky ``ProfileNotFound: host-profile``: an invocation that started
 before a test removed its ``AWS_PROFILE`` restored it when it ended, for every later boto3 client.
-``sys.path`` and ``sys.modules`` are process-wide, so every invocation still holds
-``INVOCATION_LOCK`` (re-entrant: a handler may synchronously invoke another function) while they
-are swapped and the handler runs; invocations are serialized, the sandbox is a functional model,
-not a load test. Threads a handler starts see the host's environment.
+Threads a handler starts see the host's environment and modules.
 
 Results are shaped exactly as Lambda returns them: a handler exception becomes FunctionError
 ``Unhandled`` with an ``errorType``/``errorMessage``/``requestId``/``stackTrace`` payload, so Step
@@ -24,36 +30,39 @@ Functions Retry/Catch on custom error names and ``Lambda.*`` work.
 
 from __future__ import annotations
 
+import ctypes
 import decimal
 import heapq
-import importlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
 import traceback
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final
 
 import boto3
 from moto.awslambda.utils import get_backend
 from moto.sqs.models import sqs_backends
 
+from sandbox import lambda_modules
 from sandbox.deploy import FunctionSpec
 
 # A synchronous invocation's response: "6 MB" in Lambda's quotas, 6,291,556 bytes in its error message.
 MAX_RESPONSE_BYTES: Final = 6_291_556
-INVOCATION_LOCK: Final = threading.RLock()
-"""Held while a handler runs with its environment swapped in (see module docstring)."""
+# On-demand initialisation gets 10 s on Lambda before the invoke phase retries it within the timeout.
+INIT_SECONDS: Final = 10.0
+# SQS event-source mappings: the batches Lambda's pollers start with (ScalingConfig's floor is 2).
+SQS_POLLERS: Final = 5
 
 CURRENT_FUNCTION: Final[ContextVar[FunctionSpec | None]] = ContextVar("current_function", default=None)
 """The function whose code (init or handler) runs in this context: sandbox.aws_calls makes its AWS
@@ -122,6 +131,10 @@ class FunctionMetrics:
     cold_starts: int = 0
     async_invocations: int = 0
     duration_ms: float = 0.0
+    timeouts: int = 0
+    throttles: int = 0
+    concurrent: int = 0  # invocations running now
+    peak_concurrent: int = 0  # the most that ever ran at once (Lambda's ConcurrentExecutions maximum)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -130,17 +143,125 @@ class FunctionMetrics:
             "cold_starts": self.cold_starts,
             "async_invocations": self.async_invocations,
             "duration_ms": round(self.duration_ms, 1),
+            "timeouts": self.timeouts,
+            "throttles": self.throttles,
+            "peak_concurrent_invocations": self.peak_concurrent,
         }
 
 
-@dataclass
-class _Environment:
-    """One function's execution environment: its private modules and cached handler."""
+class FunctionThrottled(Exception):
+    """An invocation past the function's ReservedConcurrentExecutions: Lambda's 429."""
 
-    spec: FunctionSpec
-    top_level_names: frozenset[str]
-    modules: dict[str, ModuleType] = field(default_factory=dict)
-    handler: Callable[[Any, LambdaContext], Any] | None = None
+    error_type: Final = "TooManyRequestsException"
+    reason: Final = "ReservedFunctionConcurrentInvocationLimitExceeded"
+
+    def __init__(self, function_name: str) -> None:
+        super().__init__("Rate Exceeded.")
+        self.function_name = function_name
+
+
+class _Killed(BaseException):
+    """Raised in a timed-out environment's thread: ends its invocation as Lambda ends the process
+    (a BaseException, so the handler's ``except Exception`` does not swallow it)."""
+
+
+@dataclass
+class _Invocation:
+    """One invocation handed to an environment's thread; the caller waits on ``started`` / ``done``."""
+
+    body: bytes
+    request_id: str
+    started: threading.Event = field(default_factory=threading.Event)  # initialised, handler called
+    done: threading.Event = field(default_factory=threading.Event)
+    deadline: float = 0.0
+    cold: bool = False
+    payload: bytes = b""
+    function_error: str | None = None
+
+
+class _Environment:
+    """One execution environment: a thread that runs one invocation at a time with the function's
+    own modules (a ``ModuleSpace``), identity (``CURRENT_FUNCTION``) and, per invocation, environ."""
+
+    def __init__(self, runtime: LambdaRuntime, spec: FunctionSpec, number: int) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self.space = lambda_modules.ModuleSpace(
+            [
+                str(spec.code_dir),
+                *(str(d) for d in spec.layer_dirs),
+                *(str(d / "python") for d in spec.layer_dirs if (d / "python").is_dir()),
+            ]
+        )
+        self.handler: Callable[[Any, LambdaContext], Any] | None = None
+        self._work: queue.SimpleQueue[_Invocation | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name=f"lambda-{spec.name}-{number}", daemon=True)
+        self.thread.start()
+
+    def run(self, invocation: _Invocation) -> None:
+        self._work.put(invocation)
+
+    def stop(self) -> None:
+        self._work.put(None)
+
+    def kill(self) -> None:
+        """End the invocation running in this environment now (at its thread's next bytecode)."""
+        if self.thread.ident is not None and self.thread.is_alive():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self.thread.ident), ctypes.py_object(_Killed)
+            )
+
+    def _serve(self) -> None:
+        CURRENT_FUNCTION.set(self.spec)
+        try:
+            with lambda_modules.running_in(self.space):
+                while (invocation := self._work.get()) is not None:
+                    self._invoke(invocation)
+        except _Killed:
+            return  # a timed-out environment ends here; the runtime no longer uses it
+
+    def _invoke(self, invocation: _Invocation) -> None:
+        runtime, spec = self.runtime, self.spec
+        environ = _thread_environ()
+        environ.enter(runtime._function_environ(spec, environ.host))
+        try:
+            invocation.cold = self.handler is None
+            try:
+                event = json.loads(invocation.body) if invocation.body.strip() else {}
+            except ValueError as error:
+                invocation.started.set()
+                invocation.payload = _error_payload(
+                    "Runtime.UnmarshalError", f"Unable to unmarshal input: {error}", invocation.request_id
+                )
+                invocation.function_error = "Unhandled"
+                return
+            try:
+                handler = runtime._load_handler(self)
+            except _InitError as error:
+                invocation.started.set()
+                invocation.payload = _error_payload(
+                    error.error_type, str(error), invocation.request_id, with_trace=False
+                )
+                invocation.function_error = "Unhandled"
+                return
+            invocation.deadline = time.monotonic() + spec.timeout
+            invocation.started.set()
+            invocation.payload, invocation.function_error = runtime._run_handler(
+                self, handler, event, invocation.request_id, invocation.deadline
+            )
+        finally:
+            environ.leave()
+            invocation.done.set()
+
+
+class _Function:
+    """A function's environments: the idle ones, how many run now, its reserved concurrency."""
+
+    def __init__(self, spec: FunctionSpec) -> None:
+        self.spec = spec
+        self.idle: list[_Environment] = []
+        self.created = 0
+        self.lock = threading.Lock()
 
 
 class _InitError(Exception):
@@ -163,47 +284,39 @@ def _provided_names(directories: list[Path]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _module_file(module: ModuleType) -> str | None:
-    file = getattr(module, "__file__", None)
-    if isinstance(file, str):
-        return file
-    paths = getattr(module, "__path__", None)
-    if paths is not None:
-        for path in list(paths):
-            return str(path)
-    return None
-
-
 class AsyncDispatcher:
-    """One worker thread running deliveries in due order (async invokes, event deliveries)."""
+    """One worker thread starting deliveries in due order (async invokes, event deliveries); work
+    submitted with ``spawn`` (an asynchronous invocation) runs in a thread of its own, at once with the
+    rest, as Lambda runs queued events in as many environments as are free."""
 
     def __init__(self, name: str = "sandbox-dispatcher") -> None:
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._heap: list[tuple[float, int, Callable[[], None], bool]] = []
         self._condition = threading.Condition()
         self._sequence = 0
         self._busy = False
+        self._spawned = 0  # spawned work still running
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self.errors: list[BaseException] = []
 
-    def submit(self, work: Callable[[], None], delay: float = 0.0) -> None:
+    def submit(self, work: Callable[[], None], delay: float = 0.0, *, spawn: bool = False) -> None:
         with self._condition:
             if self._stopping:
                 return
             self._sequence += 1
-            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), self._sequence, work))
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), self._sequence, work, spawn))
             self._condition.notify_all()
 
     def pending(self) -> int:
         with self._condition:
-            return len(self._heap) + (1 if self._busy else 0)
+            return len(self._heap) + (1 if self._busy else 0) + self._spawned
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until nothing is queued or running; False when ``timeout`` passes first."""
         deadline = time.monotonic() + timeout
         with self._condition:
-            while self._heap or self._busy:
+            while self._heap or self._busy or self._spawned:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -225,17 +338,31 @@ class AsyncDispatcher:
                     self._condition.wait(wait if wait is None else max(0.001, wait))
                 if self._stopping:
                     return
-                _, _, work = heapq.heappop(self._heap)
-                self._busy = True
-            try:
-                work()
-            except Exception as error:  # noqa: BLE001 - a failed delivery must not kill the worker
-                self.errors.append(error)
-                traceback.print_exc()
-            finally:
-                with self._condition:
+                _, _, work, spawn = heapq.heappop(self._heap)
+                if spawn:
+                    self._spawned += 1
+                else:
+                    self._busy = True
+            if spawn:
+                threading.Thread(
+                    target=self._work, args=(work, True), name="sandbox-async-invoke", daemon=True
+                ).start()
+            else:
+                self._work(work, False)
+
+    def _work(self, work: Callable[[], None], spawned: bool) -> None:
+        try:
+            work()
+        except Exception as error:  # noqa: BLE001 - a failed delivery must not kill the worker
+            self.errors.append(error)
+            traceback.print_exc()
+        finally:
+            with self._condition:
+                if spawned:
+                    self._spawned -= 1
+                else:
                     self._busy = False
-                    self._condition.notify_all()
+                self._condition.notify_all()
 
 
 class LambdaRuntime:
@@ -251,32 +378,27 @@ class LambdaRuntime:
         working: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.region = region
-        # marks an invocation, from its wait for INVOCATION_LOCK to its end, as control-plane work
+        # marks an invocation, from its call to its end, as control-plane work
         # (the sandbox clock passes simulated time at real speed meanwhile: sandbox/clock.py)
         self._working = working
         self.account_id = account_id
         # Lambda retries a failed async invocation after ~1 min, then ~2 min (simulated time).
         self._retry_delay = retry_delay or (lambda seconds: 0.0)
         self._session = session
-        self._environments: dict[str, _Environment] = {}
+        self._functions: dict[str, _Function] = {}
         self._by_name: dict[str, str] = {}
-        self._roots: tuple[str, ...] = ()
         self._metrics: dict[str, FunctionMetrics] = defaultdict(FunctionMetrics)
         self._metrics_lock = threading.Lock()
         self.dispatcher = AsyncDispatcher()
 
     # registration ------------------------------------------------------------------------------
     def register(self, spec: FunctionSpec) -> None:
-        directories = [spec.code_dir, *spec.layer_dirs]
-        self._environments[spec.logical_id] = _Environment(spec, _provided_names(directories))
+        layer_packages = [d / "python" for d in spec.layer_dirs]
+        names = _provided_names([spec.code_dir, *spec.layer_dirs, *layer_packages])
+        lambda_modules.view(names | lambda_modules.PER_ENVIRONMENT_PACKAGES)
+        self._functions[spec.logical_id] = _Function(spec)
         for key in (spec.logical_id, spec.name, spec.arn):
             self._by_name[key] = spec.logical_id
-        roots = {
-            str(d) + os.sep
-            for env in self._environments.values()
-            for d in (env.spec.code_dir, *env.spec.layer_dirs)
-        }
-        self._roots = tuple(sorted(roots))
 
     def knows(self, name_or_arn: str) -> bool:
         return self._lookup(name_or_arn) is not None
@@ -285,7 +407,7 @@ class LambdaRuntime:
         logical_id = self._lookup(name_or_arn)
         if logical_id is None:
             raise KeyError(f"no in-process function {name_or_arn!r}")
-        return self._environments[logical_id].spec
+        return self._functions[logical_id].spec
 
     def _lookup(self, name_or_arn: str) -> str | None:
         if name_or_arn in self._by_name:
@@ -298,6 +420,11 @@ class LambdaRuntime:
 
     def stop(self) -> None:
         self.dispatcher.stop()
+        for function in self._functions.values():
+            with function.lock:
+                idle, function.idle = function.idle, []
+            for environment in idle:
+                environment.stop()
 
     # metrics -----------------------------------------------------------------------------------
     def metrics(self) -> dict[str, dict[str, Any]]:
@@ -306,66 +433,102 @@ class LambdaRuntime:
 
     # invocation --------------------------------------------------------------------------------
     def invoke(self, name_or_arn: str, payload: bytes | str | Any = b"{}") -> InvocationResult:
-        """Synchronous (RequestResponse) invocation. ``payload`` may be bytes, a JSON string or an object."""
+        """Synchronous (RequestResponse) invocation. ``payload`` may be bytes, a JSON string or an object.
+        Raises ``FunctionThrottled`` past the function's reserved concurrency, as Invoke answers 429."""
         spec = self.spec(name_or_arn)
-        environment = self._environments[spec.logical_id]
-        body = _payload_bytes(payload)
-        request_id = str(uuid.uuid4())
-        started = time.monotonic()
-        deadline = started + spec.timeout
-        error_kind: str | None
-        with self._working(), INVOCATION_LOCK, self._swapped_in(environment):
-            cold = environment.handler is None
-            try:
-                event = json.loads(body) if body.strip() else {}
-            except ValueError as error:
-                result_payload, error_kind = (
-                    _error_payload(
-                        "Runtime.UnmarshalError", f"Unable to unmarshal input: {error}", request_id
-                    ),
-                    "Unhandled",
-                )
-            else:
-                running = CURRENT_FUNCTION.set(spec)
-                try:
-                    result_payload, error_kind = self._run_handler(environment, event, request_id, deadline)
-                finally:
-                    CURRENT_FUNCTION.reset(running)
-        elapsed = time.monotonic() - started
-        if error_kind is None and elapsed > spec.timeout:
-            result_payload = _error_payload(
-                "Sandbox.Timedout",
-                f"Task timed out after {spec.timeout:.2f} seconds",
-                request_id,
-                with_trace=False,
+        function = self._functions[spec.logical_id]
+        invocation = _Invocation(_payload_bytes(payload), str(uuid.uuid4()))
+        with self._working():
+            environment = self._acquire(function)
+            started = time.monotonic()
+            environment.run(invocation)
+            # init has its own limit; the handler its Timeout, in wall time (work runs at real speed)
+            finished = invocation.started.wait(INIT_SECONDS + spec.timeout) and invocation.done.wait(
+                max(0.0, invocation.deadline - time.monotonic())
             )
-            error_kind = "Unhandled"
-        duration = elapsed * 1000
+            if not finished:
+                environment.kill()
+                message = f"Task timed out after {spec.timeout:.2f} seconds"
+                invocation.payload = _error_payload(
+                    "Sandbox.Timedout",
+                    f"RequestId: {invocation.request_id} Error: {message}",
+                    invocation.request_id,
+                    with_trace=False,
+                )
+                invocation.function_error = "Unhandled"
+            self._release(function, environment, reuse=finished)
+        duration = (time.monotonic() - started) * 1000
         with self._metrics_lock:
             metrics = self._metrics[spec.logical_id]
             metrics.invocations += 1
             metrics.duration_ms += duration
-            metrics.cold_starts += 1 if cold else 0
-            metrics.errors += 1 if error_kind else 0
-        return InvocationResult(result_payload, error_kind, request_id, duration)
+            metrics.cold_starts += 1 if invocation.cold else 0
+            metrics.errors += 1 if invocation.function_error else 0
+            metrics.timeouts += 0 if finished else 1
+        return InvocationResult(
+            invocation.payload, invocation.function_error, invocation.request_id, duration
+        )
+
+    def _acquire(self, function: _Function) -> _Environment:
+        """An idle environment of ``function``, or a new one; FunctionThrottled past its reserved
+        concurrency (counted, as Lambda's Throttles metric)."""
+        spec = function.spec
+        with self._metrics_lock:
+            metrics = self._metrics[spec.logical_id]
+            if spec.reserved_concurrency is not None and metrics.concurrent >= spec.reserved_concurrency:
+                metrics.throttles += 1
+                raise FunctionThrottled(spec.name)
+            metrics.concurrent += 1
+            metrics.peak_concurrent = max(metrics.peak_concurrent, metrics.concurrent)
+        with function.lock:
+            if function.idle:
+                return function.idle.pop()
+            function.created += 1
+            number = function.created
+        return _Environment(self, spec, number)
+
+    def _release(self, function: _Function, environment: _Environment, *, reuse: bool) -> None:
+        if reuse:
+            with function.lock:
+                function.idle.append(environment)
+        with self._metrics_lock:
+            self._metrics[function.spec.logical_id].concurrent -= 1
 
     def invoke_async(self, name_or_arn: str, payload: bytes | str | Any) -> str:
-        """Event invocation: queued, retried on error (MaximumRetryAttempts), then dead-lettered."""
+        """Event invocation: queued, retried on error (MaximumRetryAttempts), then dead-lettered;
+        run at once with other invocations, as Lambda's queue feeds every free environment."""
         spec = self.spec(name_or_arn)
         body = _payload_bytes(payload)
         request_id = str(uuid.uuid4())
         with self._metrics_lock:
             self._metrics[spec.logical_id].async_invocations += 1
-        self.dispatcher.submit(lambda: self._run_async(spec, body, request_id, attempt=0))
+        self.dispatcher.submit(lambda: self._run_async(spec, body, request_id, attempt=0), spawn=True)
         return request_id
 
-    def _run_async(self, spec: FunctionSpec, body: bytes, request_id: str, attempt: int) -> None:
-        result = self.invoke(spec.logical_id, body)
+    def _run_async(
+        self, spec: FunctionSpec, body: bytes, request_id: str, attempt: int, throttled: float = 0.0
+    ) -> None:
+        try:
+            result = self.invoke(spec.logical_id, body)
+        except FunctionThrottled:
+            # Lambda returns a throttled event to its queue and retries it for up to 6 hours, from 1 s
+            # after the first attempt up to every 5 minutes; throttles are not retry attempts
+            wait = min(300.0, max(1.0, throttled))  # 1, 1, 2, 4, 8 … 300 s: doubling, as the time waited
+            if throttled + wait > 6 * 3600:
+                return  # the event's age is past Lambda's limit: dropped (no failure to dead-letter)
+            self.dispatcher.submit(
+                lambda: self._run_async(spec, body, request_id, attempt, throttled + wait),
+                self._retry_delay(wait),
+                spawn=True,
+            )
+            return
         if result.ok:
             return
         if attempt < spec.max_async_retries:
             delay = self._retry_delay(60.0 * (attempt + 1))
-            self.dispatcher.submit(lambda: self._run_async(spec, body, request_id, attempt + 1), delay)
+            self.dispatcher.submit(
+                lambda: self._run_async(spec, body, request_id, attempt + 1), delay, spawn=True
+            )
             return
         if spec.dead_letter_arn:
             self._dead_letter(spec, body, request_id, result)
@@ -404,14 +567,14 @@ class LambdaRuntime:
 
     # the handler call ----------------------------------------------------------------------------
     def _run_handler(
-        self, environment: _Environment, event: Any, request_id: str, deadline: float
+        self,
+        environment: _Environment,
+        handler: Callable[[Any, LambdaContext], Any],
+        event: Any,
+        request_id: str,
+        deadline: float,
     ) -> tuple[bytes, str | None]:
-        spec = environment.spec
-        try:
-            handler = self._load_handler(environment)
-        except _InitError as error:
-            return _error_payload(error.error_type, str(error), request_id, with_trace=False), "Unhandled"
-        context = LambdaContext(spec, request_id, deadline)
+        context = LambdaContext(environment.spec, request_id, deadline)
         try:
             result = handler(event, context)
         except Exception as error:  # noqa: BLE001 - a handler error is a Lambda error result
@@ -439,7 +602,7 @@ class LambdaRuntime:
         module_name, _, function_name = spec.handler.rpartition(".")
         module_name = module_name.replace("/", ".")
         try:
-            module = importlib.import_module(module_name)
+            module = environment.space.module(module_name)
         except Exception as error:
             traceback.print_exc()
             raise _InitError(
@@ -452,44 +615,6 @@ class LambdaRuntime:
             )
         environment.handler = handler
         return environment.handler
-
-    @contextmanager
-    def _swapped_in(self, environment: _Environment) -> Iterator[None]:
-        """Give this thread the function's environment, sys.path and private modules; restore after."""
-        spec = environment.spec
-        environ = _thread_environ()
-        saved_path = list(sys.path)
-        stashed = self._take_modules(environment)
-        sys.modules.update(environment.modules)
-        sys.path[:0] = [
-            str(spec.code_dir),
-            *(str(d) for d in spec.layer_dirs),
-            *(str(d / "python") for d in spec.layer_dirs if (d / "python").is_dir()),
-        ]
-        environ.enter(self._function_environ(spec, environ.host))
-        try:
-            yield
-        finally:
-            environ.leave()
-            environment.modules = self._take_modules(environment)
-            sys.modules.update(stashed)
-            sys.path[:] = saved_path
-
-    def _take_modules(self, environment: _Environment) -> dict[str, ModuleType]:
-        """Remove and return the sys.modules entries that belong to function code or layers."""
-        names = environment.top_level_names
-        roots = self._roots
-        taken: dict[str, ModuleType] = {}
-        for name, module in list(sys.modules.items()):
-            if name.partition(".")[0] in names:
-                taken[name] = module
-                continue
-            file = _module_file(module) if module is not None else None
-            if file is not None and file.startswith(roots):
-                taken[name] = module
-        for name in taken:
-            del sys.modules[name]
-        return taken
 
     def _function_environ(self, spec: FunctionSpec, host: Mapping[str, str]) -> dict[str, str]:
         """The host's variables minus its AWS / Powertools / Lambda configuration, plus Lambda's
@@ -641,6 +766,8 @@ class SqsEventSourcePoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._poll_lock = threading.Lock()
+        self._flight = threading.Lock()
+        self._in_flight: Counter[str] = Counter()  # batches running per mapping
         self.batches = 0
 
     def start(self) -> None:
@@ -655,20 +782,22 @@ class SqsEventSourcePoller:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                delivered = self.poll_once()
+                delivered = self.poll_once(wait=False)
             except Exception:  # noqa: BLE001 - keep polling; the error is printed
                 traceback.print_exc()
                 delivered = 0
             if not delivered:
                 self._stop.wait(self._interval)
 
-    def poll_once(self) -> int:
-        """One pass over every enabled SQS mapping; returns how many batches were delivered."""
+    def poll_once(self, *, wait: bool = True) -> int:
+        """One pass over every enabled SQS mapping: each gets as many batches as it has pollers free
+        (``SQS_POLLERS``, or its ScalingConfig's MaximumConcurrency), each invoked in a thread of its
+        own, so batches run at once as on Lambda. Returns how many started; with ``wait``, after they end."""
+        started: list[threading.Thread] = []
         with self._poll_lock:
             runtime = self.runtime
             sqs = sqs_backends[runtime.account_id][runtime.region]
             mappings = list(get_backend(runtime.account_id, runtime.region)._event_source_mappings.values())
-            delivered = 0
             for mapping in mappings:
                 arn = str(mapping.event_source_arn)
                 if (
@@ -680,23 +809,60 @@ class SqsEventSourcePoller:
                 queue = next((q for q in sqs.queues.values() if q.queue_arn == arn), None)
                 if queue is None:
                     continue
+                pollers = int((mapping.scaling_config or {}).get("MaximumConcurrency") or SQS_POLLERS)
                 visibility = int(queue.visibility_timeout)  # type: ignore[attr-defined]
-                messages = sqs.receive_message(queue.name, int(mapping.batch_size or 10), 0, visibility)
-                if not messages:
-                    continue
-                delivered += 1
-                self.batches += 1
-                event = {"Records": [_sqs_record(message, arn, runtime.region) for message in messages]}
+                while self._busy(mapping.uuid) < pollers:
+                    messages = sqs.receive_message(queue.name, int(mapping.batch_size or 10), 0, visibility)
+                    if not messages:
+                        break
+                    with self._flight:
+                        self._in_flight[mapping.uuid] += 1
+                    self.batches += 1
+                    thread = threading.Thread(
+                        target=self._deliver,
+                        args=(mapping, queue.name, arn, messages, visibility),
+                        name="sandbox-sqs-batch",
+                        daemon=True,
+                    )
+                    thread.start()
+                    started.append(thread)
+        if wait:
+            for thread in started:
+                thread.join()
+        return len(started)
+
+    def in_flight(self) -> int:
+        """Batches being delivered now."""
+        with self._flight:
+            return sum(self._in_flight.values())
+
+    def _busy(self, mapping_id: str) -> int:
+        with self._flight:
+            return self._in_flight[mapping_id]
+
+    def _deliver(self, mapping: Any, queue_name: str, arn: str, messages: list[Any], visibility: int) -> None:
+        runtime = self.runtime
+        sqs = sqs_backends[runtime.account_id][runtime.region]
+        try:
+            event = {"Records": [_sqs_record(message, arn, runtime.region) for message in messages]}
+            try:
                 result = runtime.invoke(mapping.function_arn, event)
+            except FunctionThrottled:
+                failed = {str(message.id) for message in messages}  # back to the queue, as Lambda does
+            else:
                 failed = _failed_message_ids(result, messages, mapping.function_response_types or [])
-                retry_after = max(0, round(self._visibility_seconds(visibility)))
-                for message in messages:
-                    receipt = str(message.receipt_handle)
-                    if message.id in failed:
-                        sqs.change_message_visibility(queue.name, receipt, retry_after)
-                    else:
-                        sqs.delete_message(queue.name, receipt)
-            return delivered
+            retry_after = max(0, round(self._visibility_seconds(visibility)))
+            for message in messages:
+                receipt = str(message.receipt_handle)
+                if message.id in failed:
+                    sqs.change_message_visibility(queue_name, receipt, retry_after)
+                else:
+                    sqs.delete_message(queue_name, receipt)
+        except Exception:  # noqa: BLE001 - a failed batch must not end the poller; printed
+            traceback.print_exc()
+        finally:
+            with self._flight:
+                self._in_flight[mapping.uuid] -= 1
 
 
 def _sqs_record(message: Any, queue_arn: str, region: str) -> dict[str, Any]:

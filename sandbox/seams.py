@@ -99,6 +99,7 @@ from moto.awslambda.models import LambdaBackend
 from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.exceptions import JsonRESTError
 from moto.core.models import botocore_stubber
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table as DynamoTable
@@ -132,7 +133,7 @@ from sandbox import (
 )
 from sandbox.aws_calls import Principal, act_as, interception
 from sandbox.clock import SandboxClock
-from sandbox.lambda_runtime import LambdaRuntime
+from sandbox.lambda_runtime import FunctionThrottled, LambdaRuntime
 
 
 class SeamDrift(RuntimeError):
@@ -235,13 +236,26 @@ def route_lambda_invoke() -> None:
             return b""
         if invocation_type == "DryRun":
             return b""
-        outcome = runtime.invoke(function.function_name, payload)
+        try:
+            outcome = runtime.invoke(function.function_name, payload)
+        except FunctionThrottled as throttled:
+            raise _TooManyRequests(throttled) from throttled
         if outcome.function_error:
             response_headers["x-amz-function-error"] = outcome.function_error
         response_headers["x-amz-executed-version"] = "$LATEST"
         return outcome.payload
 
     _replace(LambdaSimpleBackend, "invoke", invoke)
+
+
+class _TooManyRequests(JsonRESTError):
+    """Invoke's 429 past a function's reserved concurrency, with the members botocore's model gives it."""
+
+    code = 429
+
+    def __init__(self, throttled: FunctionThrottled) -> None:
+        super().__init__(throttled.error_type, str(throttled))
+        self.description = json.dumps({"Type": "User", "message": str(throttled), "Reason": throttled.reason})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class FunctionSpec:
     memory_size: int
     dead_letter_arn: str | None = None
     max_async_retries: int = 2
+    reserved_concurrency: int | None = None  # ReservedConcurrentExecutions (None: the account's pool)
     external_layers: list[str] = field(default_factory=list)
 
 

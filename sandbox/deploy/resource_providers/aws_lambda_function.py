@@ -3,10 +3,30 @@ Functions, EventBridge, SNS and SQS); the in-process runtime runs the local code
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
 
 from ..context import PLACEHOLDER_ZIP, Context, Provider, names, pick, stringify, tags_map
 from ..stack import FunctionSpec, Resource, TemplateError
+
+# Lambda's quota: "4 KB" for all of a function's environment variables. AWS measures the variables as
+# the JSON its error message quotes ("String measured: {...}"), so the sandbox measures that string.
+ENVIRONMENT_LIMIT_BYTES: Final = 4096
+
+
+def check_environment_size(variables: dict[str, str]) -> None:
+    """CreateFunction's answer to variables over 4 KB (CloudFormation reports it as CREATE_FAILED)."""
+    measured = json.dumps(variables, separators=(",", ":"), ensure_ascii=False)
+    if len(measured.encode()) > ENVIRONMENT_LIMIT_BYTES:
+        message = (
+            "Lambda was unable to configure your environment variables because the environment variables"
+            f" you have provided exceeded the 4KB limit. String measured: {measured}"
+        )
+        raise ClientError(
+            {"Error": {"Code": "InvalidParameterValueException", "Message": message}}, "CreateFunction"
+        )
 
 
 def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
@@ -23,6 +43,8 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
     variables = {
         str(k): stringify(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()
     }
+    check_environment_size(variables)
+    reserved = props.get("ReservedConcurrentExecutions")
     args = {
         **pick(props, "Runtime", "Role", "Description", "DeadLetterConfig", "TracingConfig", "Architectures"),
         **pick(props, "EphemeralStorage", "LoggingConfig", "KmsKeyArn", "PackageType"),
@@ -36,7 +58,10 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
     }
     if layers and not external:  # moto cannot resolve layers published elsewhere
         args["Layers"] = layers
-    arn = str(ctx.client("lambda").create_function(**args)["FunctionArn"])
+    client = ctx.client("lambda")
+    arn = str(client.create_function(**args)["FunctionArn"])
+    if reserved is not None:
+        client.put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=int(reserved))
     dead_letter = (props.get("DeadLetterConfig") or {}).get("TargetArn")
     ctx.stack.functions[logical_id] = FunctionSpec(
         logical_id=logical_id,
@@ -50,6 +75,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         timeout=args["Timeout"],
         memory_size=args["MemorySize"],
         dead_letter_arn=str(dead_letter) if dead_letter else None,
+        reserved_concurrency=None if reserved is None else int(reserved),
         external_layers=external,
     )
     return Resource(logical_id, "AWS::Lambda::Function", name, {"Arn": arn}, arn)
@@ -60,7 +86,7 @@ PROVIDER = Provider(
     names(
         "Code Handler Runtime Role FunctionName Description Timeout MemorySize Environment Layers"
         " DeadLetterConfig Tags TracingConfig Architectures EphemeralStorage LoggingConfig KmsKeyArn"
-        " PackageType"
+        " PackageType ReservedConcurrentExecutions"
     ),
     create,
 )
