@@ -90,17 +90,25 @@ def insufficient_capacity_message(instance_type: str, availability_zone: str) ->
 
 @dataclass
 class CapacityFault:
-    """The next ``times`` matching CreateCluster / UpdateCluster (scale-up) calls run out of capacity."""
+    """The next ``times`` matching CreateCluster / UpdateCluster (scale-up) calls run out of capacity.
+
+    A cluster with NodeProvisioningMode Continuous does not fail: each launch round (the call's, then
+    every background retry) takes one of ``times``, and in it ``available`` instances of each matching
+    group get capacity, the rest fail and are retried."""
 
     operation: str = "CreateCluster"  # CreateCluster | UpdateCluster
     instance_type: str | None = None  # None: any instance type
     times: int = 1
+    available: int = 0  # Continuous: instances per group and round that still get capacity
+
+    def covers(self, instance_type: str) -> bool:
+        return self.instance_type is None or self.instance_type == instance_type
 
     def matches(self, operation: str, instance_types: list[str]) -> str | None:
         """The instance type that fails, or None when this fault does not apply."""
         if self.times <= 0 or operation != self.operation:
             return None
         for instance_type in instance_types:
-            if self.instance_type is None or instance_type == self.instance_type:
+            if self.covers(instance_type):
                 return instance_type
         return None

@@ -35,6 +35,7 @@ class HyperPodTimings:
 
     create_cluster: float = 20 * 60
     capacity_failure: float = 8 * 60  # until a create / scale-up without capacity gives up
+    capacity_retry: float = 5 * 60  # Continuous: from failed launches to the background retry (unverified)
     scale_up: float = 12 * 60
     scale_down: float = 3 * 60
     update_minimum: float = 60  # an UpdateCluster that changes no counts still shows Updating
@@ -161,6 +162,7 @@ class Cluster:
     nodes: dict[str, Node] = field(default_factory=dict)
     controller_groups: frozenset[str] = frozenset()
     operation_token: int = 0  # bumps with every cluster-level operation; stale timers compare it
+    capacity_retry_due: bool = False  # Continuous: a background retry of failed launches is scheduled
 
     def group_nodes(self, group_name: str) -> list[Node]:
         return [n for n in self.nodes.values() if n.group_name == group_name]

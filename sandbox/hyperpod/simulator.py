@@ -24,6 +24,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple
 
 from moto.s3.models import s3_backends
@@ -533,11 +534,15 @@ class HyperPodSimulator:
             controller_groups=self._controller_groups(groups, params),
         )
         self._clusters[cluster.arn] = cluster
-        for group in groups.values():
-            for _ in range(group.target_count):
-                self._new_node(cluster, group, at)
         token = cluster.operation_token
-        failing = self._take_capacity_fault("CreateCluster", [g.instance_type for g in groups.values()])
+        failing = None
+        if cluster.continuous:  # no capacity fails no create: the instances come as capacity allows
+            self._launch_missing(cluster, "CreateCluster", at, self.timings.create_cluster)
+        else:
+            for group in groups.values():
+                for _ in range(group.target_count):
+                    self._new_node(cluster, group, at)
+            failing = self._take_capacity_fault("CreateCluster", [g.instance_type for g in groups.values()])
         if failing is not None:
             self._after(
                 at, self.timings.capacity_failure, lambda t: self._fail_create(cluster, token, failing, t)
@@ -551,12 +556,19 @@ class HyperPodSimulator:
     def _finish_create(self, cluster: Cluster, token: int, at: datetime) -> None:
         if not self._cluster_alive(cluster, token) or cluster.status != "Creating":
             return
-        for node in cluster.nodes.values():
-            self._bring_up(cluster, node, at)
-        if self._waiting_for_deep_health_checks(
-            cluster, at, lambda t: self._finish_create(cluster, token, t)
-        ):
-            return
+        if cluster.continuous:
+            # InService once cluster-level resources are ready, however many instances came; a Slurm
+            # cluster also waits for a controller (and login) node (AWS's continuous provisioning pages)
+            if not self._priority_nodes_up(cluster):
+                self._after(at, self.timings.capacity_retry, lambda t: self._finish_create(cluster, token, t))
+                return
+        else:
+            for node in cluster.nodes.values():
+                self._bring_up(cluster, node, at)
+            if self._waiting_for_deep_health_checks(
+                cluster, at, lambda t: self._finish_create(cluster, token, t)
+            ):
+                return
         for group in cluster.groups.values():
             group.status = "InService"
             completed = _GROUP_COMPLETED.format(group=group.name, cluster=cluster.name, operation="creation")
@@ -580,6 +592,72 @@ class HyperPodSimulator:
         self._state_change(cluster, at)
         description = _CLUSTER_FAILED.format(cluster=cluster.name, operation="creation")
         self._cluster_event(cluster, at, description, level="Error")
+
+    # ------------------------------------------------------------------ continuous provisioning
+
+    def _launch_missing(self, cluster: Cluster, operation: str, at: datetime, launch_seconds: float) -> None:
+        """NodeProvisioningMode Continuous: launch every instance a group still lacks. Those that get
+        capacity come up after ``launch_seconds``; the others fail after ``timings.capacity_failure``,
+        each with an Error cluster event, and are launched again in the background (_retry_launches)."""
+        missing = {
+            group.name: group.target_count
+            - sum(1 for n in cluster.group_nodes(group.name) if n.operation != "shutdown")
+            for group in cluster.groups.values()
+            if group.status != "Deleting"
+        }
+        missing = {name: count for name, count in missing.items() if count > 0}
+        if not missing:
+            return
+        fault = self._capacity_fault(operation, [cluster.groups[name].instance_type for name in missing])
+        for name, count in missing.items():
+            group = cluster.groups[name]
+            granted = count if fault is None or not fault.covers(group.instance_type) else fault.available
+            for index in range(count):
+                node = self._new_node(cluster, group, at)
+                if index < granted:
+                    self._after(at, launch_seconds, partial(self._finish_launch, cluster, node))
+                else:
+                    node.operation = "no_capacity"
+                    self._after(
+                        at,
+                        self.timings.capacity_failure,
+                        partial(self._launch_failed, cluster, node, operation),
+                    )
+
+    def _capacity_fault(self, operation: str, instance_types: list[str]) -> CapacityFault | None:
+        """The armed capacity fault this launch round meets (it takes one of its ``times``), if any."""
+        for fault in self._capacity_faults:
+            if fault.matches(operation, instance_types) is not None:
+                fault.times -= 1
+                return fault
+        return None
+
+    def _launch_failed(self, cluster: Cluster, node: Node, operation: str, at: datetime) -> None:
+        if not self._node_alive(cluster, node, "no_capacity"):
+            return
+        self._capacity_events(cluster, at, [node])
+        del cluster.nodes[node.instance_id]
+        if not cluster.capacity_retry_due:
+            cluster.capacity_retry_due = True
+            self._after(at, self.timings.capacity_retry, partial(self._retry_launches, cluster, operation))
+
+    def _retry_launches(self, cluster: Cluster, operation: str, at: datetime) -> None:
+        """The background retry: a launch round for what the groups still lack, while the cluster lives."""
+        cluster.capacity_retry_due = False
+        if self._clusters.get(cluster.arn) is cluster and cluster.status not in ("Deleting", "Failed"):
+            self._launch_missing(cluster, operation, at, self.timings.scale_up)
+
+    def _priority_nodes_up(self, cluster: Cluster) -> bool:
+        """A Slurm cluster's controller group and login groups have a node up (EKS: nothing to wait for)."""
+        if "Eks" in cluster.request.get("Orchestrator", {}):
+            return True
+        priority = [
+            group.name
+            for group in cluster.groups.values()
+            if group.name in cluster.controller_groups
+            or group.spec.get("SlurmConfig", {}).get("NodeType") == "Login"
+        ]
+        return all(any(n.provisioned for n in cluster.group_nodes(name)) for name in priority)
 
     def _capacity_events(self, cluster: Cluster, at: datetime, nodes: list[Node]) -> None:
         """The Error event of each instance that got no capacity, at ResourceType Instance as AWS has it."""
@@ -1226,16 +1304,23 @@ class HyperPodSimulator:
         return node
 
     def fault_capacity(
-        self, instance_type: str | None = None, operation: str = "CreateCluster", times: int = 1
+        self,
+        instance_type: str | None = None,
+        operation: str = "CreateCluster",
+        times: int = 1,
+        available: int = 0,
     ) -> dict[str, Any]:
-        """The next ``times`` CreateCluster (or UpdateCluster scale-up) calls find no capacity."""
+        """The next ``times`` CreateCluster (or UpdateCluster scale-up) calls find no capacity; on a
+        Continuous cluster, the next ``times`` launch rounds find ``available`` instances per group."""
         if operation not in ("CreateCluster", "UpdateCluster"):
             raise ValueError("operation must be CreateCluster or UpdateCluster")
         if times < 1:
             raise ValueError("times must be >= 1")
+        if available < 0:
+            raise ValueError("available must be >= 0")
         with self._lock:
-            self._capacity_faults.append(CapacityFault(operation, instance_type, times))
-        return {"Operation": operation, "InstanceType": instance_type, "Times": times}
+            self._capacity_faults.append(CapacityFault(operation, instance_type, times, available))
+        return {"Operation": operation, "InstanceType": instance_type, "Times": times, "Available": available}
 
     def clear_faults(self) -> dict[str, Any]:
         """Disarm capacity faults and every node's reboot-does-not-heal flag."""

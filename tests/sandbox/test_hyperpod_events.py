@@ -307,8 +307,12 @@ def test_cluster_events_only_for_continuous_clusters_newest_first(
 def test_deep_health_checks_come_before_running_and_in_service(
     hyperpod_sagemaker: Any, hyperpod_clock: SandboxClock, hyperpod_cluster_request: Request
 ) -> None:
-    hyperpod_sagemaker.create_cluster(**_full_request(hyperpod_cluster_request, "full"))
+    request = _full_request(hyperpod_cluster_request, "full")
+    del request["NodeProvisioningMode"]  # a Continuous cluster is InService before its instances (below)
+    hyperpod_sagemaker.create_cluster(**request)
+    hyperpod_sagemaker.create_cluster(**_full_request(hyperpod_cluster_request, "continuous"))
     hyperpod_clock.advance(20 * MINUTE)
+    assert hyperpod_sagemaker.describe_cluster(ClusterName="continuous")["ClusterStatus"] == "InService"
 
     def statuses() -> dict[str, set[str]]:
         nodes = hyperpod_sagemaker.list_cluster_nodes(ClusterName="full")["ClusterNodeSummaries"]

@@ -155,17 +155,17 @@ def test_node_recovery_automatic_replaces_the_node_itself(
     assert len(nodes) == 3
 
 
-def test_capacity_fault_fails_the_next_create_with_an_error_event(
+def test_capacity_fault_fails_the_next_create(
     hyperpod_sagemaker: Any,
     hyperpod_sim: HyperPodSimulator,
     hyperpod_clock: SandboxClock,
     hyperpod_events: Events,
     hyperpod_cluster_request: Request,
 ) -> None:
+    """Without NodeProvisioningMode Continuous a create is all or nothing."""
     hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge"})
 
-    request = hyperpod_cluster_request(NodeProvisioningMode="Continuous")  # AWS's cluster events need it
-    arn = hyperpod_sagemaker.create_cluster(**request)["ClusterArn"]
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request())["ClusterArn"]
     hyperpod_clock.advance(20 * MINUTE)
     hyperpod_sim.tick()
 
@@ -174,31 +174,132 @@ def test_capacity_fault_fails_the_next_create_with_an_error_event(
     assert "InsufficientInstanceCapacity" in described["FailureMessage"]
     assert "sufficient ml.p5.48xlarge capacity" in described["FailureMessage"]
     events = hyperpod_events()
-    failures = [
-        e["detail"]["EventDetails"]
-        for e in _of_type(events, CLUSTER_EVENT)
-        if e["detail"]["EventDetails"]["ResourceType"] == "Instance"
-    ]
-    assert len(failures) == 2  # one per worker that got no capacity, as AWS reports it
-    details = failures[0]
-    assert (details["EventLevel"], details["InstanceGroupName"]) == ("Error", "worker-group-1")
-    assert (
-        details["Description"]
-        == "Instance creation in Cluster ml-cluster and InstanceGroup worker-group-1 failed"
-    )
-    assert details["EventDetails"]["EventMetadata"]["Instance"]["FailureMessage"] == (
-        "We currently do not have sufficient capacity to launch new ml.p5.48xlarge instances. "
-        "Please try again."
-    )
-    assert isinstance(details["EventTime"], int)  # epoch milliseconds, as EventBridge carries it
     assert [e["detail"]["ClusterStatus"] for e in _of_type(events, STATE_CHANGE)] == ["Creating", "Failed"]
-    listed = hyperpod_sagemaker.list_cluster_events(ClusterName=arn, ResourceType="Instance")["Events"]
-    assert {e["EventId"] for e in listed} == {f["EventId"] for f in failures}
+    assert _of_type(events, CLUSTER_EVENT) == []  # AWS has cluster events for Continuous clusters only
     assert hyperpod_sim.running_instances() == []
     # the fault was for one call: the next cluster comes up
     hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request("second"))
     hyperpod_clock.advance(20 * MINUTE)
     assert hyperpod_sagemaker.describe_cluster(ClusterName="second")["ClusterStatus"] == "InService"
+
+
+def _continuous_eks_request(request: Request, **overrides: Any) -> dict[str, Any]:
+    built = request(
+        NodeProvisioningMode="Continuous",
+        Orchestrator={"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/eks"}},
+        **overrides,
+    )
+    for group in built["InstanceGroups"]:
+        group.pop("SlurmConfig")
+    return built
+
+
+def _instance_failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        e["detail"]["EventDetails"]
+        for e in _of_type(events, CLUSTER_EVENT)
+        if e["detail"]["EventDetails"]["ResourceType"] == "Instance"
+        and e["detail"]["EventDetails"]["EventLevel"] == "Error"
+    ]
+
+
+def _counts(described: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    groups = described["InstanceGroups"]
+    return {g["InstanceGroupName"]: (g["CurrentCount"], g["TargetCount"]) for g in groups}
+
+
+def test_continuous_create_is_in_service_with_partial_capacity_and_retries_in_the_background(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    hyperpod_cluster_request: Request,
+) -> None:
+    """AWS: InService once cluster-level resources are ready, instances arrive as capacity allows, failed
+    launches are retried in the background and reported as cluster events (never a Failed cluster)."""
+    # two launch rounds find one p5 each: t0 launches 3 (1 gets capacity), t13 the 2 missing (1 gets it)
+    hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge", "times": 2, "available": 1})
+    request = _continuous_eks_request(hyperpod_cluster_request, workers=3)
+    arn = hyperpod_sagemaker.create_cluster(**request)["ClusterArn"]
+
+    hyperpod_clock.advance(20 * MINUTE + DELIVERY)
+    hyperpod_sim.tick()
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert described["ClusterStatus"] == "InService"
+    assert "FailureMessage" not in described
+    assert _counts(described) == {"controller-machine": (1, 1), "worker-group-1": (1, 3)}
+    events = hyperpod_events()
+    assert [e["detail"]["ClusterStatus"] for e in _of_type(events, STATE_CHANGE)] == ["Creating", "InService"]
+    failures = _instance_failures(events)
+    assert len(failures) == 2  # the first round's two launches without capacity (t8)
+    assert {(f["InstanceGroupName"], f["Description"]) for f in failures} == {
+        ("worker-group-1", "Instance creation in Cluster ml-cluster and InstanceGroup worker-group-1 failed")
+    }
+    assert failures[0]["EventDetails"]["EventMetadata"]["Instance"]["FailureMessage"] == (
+        "We currently do not have sufficient capacity to launch new ml.p5.48xlarge instances. "
+        "Please try again."
+    )
+    assert isinstance(failures[0]["EventTime"], int)  # epoch milliseconds, as EventBridge carries it
+    billed = {i.instance_group for i in hyperpod_sim.running_instances()}
+    assert billed == {"controller-machine", "worker-group-1"}
+    assert len(hyperpod_sim.running_instances()) == 2
+
+    # t21 the second round's failed launch, t25 its other instance up, t26 a third round, t38 all up
+    hyperpod_clock.advance(18 * MINUTE)
+    hyperpod_sim.tick()
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert (described["ClusterStatus"], _counts(described)["worker-group-1"]) == ("InService", (3, 3))
+    later = hyperpod_events()  # what reached the queue since the first read
+    failures += _instance_failures(later)
+    assert len(failures) == 3  # the second round's launch without capacity too (t21)
+    assert _of_type(later, STATE_CHANGE) == []  # the cluster stayed InService while the instances came
+    listed = hyperpod_sagemaker.list_cluster_events(ClusterName=arn, ResourceType="Instance", MaxResults=100)
+    errors = [e["EventId"] for e in listed["Events"] if e["EventLevel"] == "Error"]
+    assert sorted(errors) == sorted(f["EventId"] for f in failures)
+    nodes = hyperpod_sagemaker.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]
+    assert [n["InstanceStatus"]["Status"] for n in nodes] == ["Running"] * 4
+
+
+def test_continuous_create_without_any_worker_capacity_keeps_retrying_until_it_comes(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+) -> None:
+    hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge", "times": 100})
+    arn = hyperpod_sagemaker.create_cluster(**_continuous_eks_request(hyperpod_cluster_request))[
+        "ClusterArn"
+    ]
+
+    hyperpod_clock.advance(3 * 60 * MINUTE)
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert described["ClusterStatus"] == "InService"
+    assert _counts(described)["worker-group-1"] == (0, 2)
+    rounds = hyperpod_sagemaker.list_cluster_events(ClusterName=arn, ResourceType="Instance", MaxResults=100)
+    assert len([e for e in rounds["Events"] if e["EventLevel"] == "Error"]) > 2 * 10  # every 13 minutes
+
+    hyperpod_sim.apply_fault("clear", {})  # capacity is back: the next background round gets it
+    hyperpod_clock.advance(30 * MINUTE)
+    assert _counts(hyperpod_sagemaker.describe_cluster(ClusterName=arn))["worker-group-1"] == (2, 2)
+
+
+def test_continuous_slurm_cluster_waits_for_its_controller(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+) -> None:
+    """AWS's Slurm page: InService after at least one controller (and login) node is provisioned."""
+    hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.m5.12xlarge"})
+    request = hyperpod_cluster_request(NodeProvisioningMode="Continuous")
+    arn = hyperpod_sagemaker.create_cluster(**request)["ClusterArn"]
+
+    hyperpod_clock.advance(20 * MINUTE)
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert described["ClusterStatus"] == "Creating"
+    assert _counts(described) == {"controller-machine": (0, 1), "worker-group-1": (2, 2)}
+    hyperpod_clock.advance(5 * MINUTE)  # the retry at t13 got a controller, up at t25
+    assert hyperpod_sagemaker.describe_cluster(ClusterName=arn)["ClusterStatus"] == "InService"
 
 
 def test_capacity_fault_on_scale_up_rolls_back(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from moto.stepfunctions.parser import models as parser_models
+from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringJSONata
 from moto.stepfunctions.parser.asl.component.intrinsic import jsonata as intrinsic_declarations
@@ -21,11 +22,12 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import tim
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 from moto.stepfunctions.parser.asl.eval import states, variable_store
 from moto.stepfunctions.parser.asl.eval.callback import callback
+from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event import event_manager
 from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 from moto.stepfunctions.parser.backend import execution as backend_execution
 
-from sandbox import seams
+from sandbox import seams, stepfunctions_limits
 from sandbox.clock import SandboxClock
 
 JSONATA_PATCHED: list[tuple[Any, str]] = [
@@ -174,3 +176,38 @@ def test_seams_run_jsonata_on_the_given_clock_without_a_sandbox(sfn: Any) -> Non
         described = _execute(sfn, JSONATA_PASS)
     assert described["status"] == "SUCCEEDED", described.get("cause")
     assert json.loads(described["output"]) == {"at": "2031-05-04T00:00:00.000Z"}
+
+
+QUOTAS_PATCHED: list[tuple[Any, str]] = [
+    *[(module, "is_within_size_quota") for module in stepfunctions_limits._SIZE_CHECKERS],
+    (ErrorEqualsDecl, "_eval_body"),
+    (parser_models.StepFunctionsParserBackend, "start_execution"),
+    (Environment, "__init__"),
+    (Environment, "set_error"),
+    (event_manager.EventManager, "add_event"),
+]
+
+
+def test_quotas_installed_then_restored() -> None:
+    before = _values(QUOTAS_PATCHED)
+    with seams.installed(seams.apply_stepfunctions_quotas):
+        assert all(now is not was for now, was in zip(_values(QUOTAS_PATCHED), before, strict=True))
+    assert _values(QUOTAS_PATCHED) == before
+
+
+@pytest.mark.parametrize(
+    ("owner", "attribute", "replacement"),
+    [
+        (state_module, "is_within_size_quota", lambda value: True),  # moto checks sizes otherwise
+        (ErrorEqualsDecl, "_eval_body", lambda self, env: None),  # States.ALL matched elsewhere
+        (event_manager.EventIdGenerator, "__init__", lambda self: None),  # events counted otherwise
+    ],
+)
+def test_quotas_drift_is_detected(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, attribute: str, replacement: Any
+) -> None:
+    monkeypatch.setattr(owner, attribute, replacement)
+    before = _values(QUOTAS_PATCHED)
+    with pytest.raises(seams.SeamDrift), seams.installed(seams.apply_stepfunctions_quotas):
+        pass
+    assert _values(QUOTAS_PATCHED) == before

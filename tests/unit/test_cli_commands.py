@@ -727,14 +727,15 @@ def test_healing_pause_sends_its_reason(api: FakeApi, run: Any) -> None:
 
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
-    assert len(leaves) == 18
+    assert len(leaves) == 19
     for parser in leaves:
         help_text = parser.format_help()
         for action in parser._actions:
             if action.option_strings and action.default is not argparse.SUPPRESS:
                 shown = parser._get_formatter()._expand_help(action) if action.help else ""
                 assert "default" in shown or "required" in shown, f"{parser.prog} {action.option_strings}"
-        assert "(default: table)" in help_text, parser.prog
+        if parser.prog != "autopilot completion":  # a shell script, in no output form
+            assert "(default: table)" in help_text, parser.prog
 
 
 # --- configure ------------------------------------------------------------------------------------
@@ -1108,3 +1109,23 @@ def test_python_dash_m_runs_the_cli() -> None:
         [sys.executable, "-m", "autopilot_cli", "--version"], capture_output=True, text=True, check=False
     )
     assert (result.returncode, result.stdout) == (0, f"autopilot {__version__}\n")
+
+
+def test_the_bash_completion_completes_commands_actions_and_options(run: Any, tmp_path: Path) -> None:
+    code, script, _ = run("completion", "bash")
+    assert code == 0
+    (tmp_path / "completion.bash").write_text(script)
+
+    def complete(*words: str) -> list[str]:
+        typed = " ".join(f"'{w}'" for w in words)
+        shell = (
+            f"source {tmp_path / 'completion.bash'}; COMP_WORDS=(autopilot {typed}); "
+            f"COMP_CWORD={len(words)}; _autopilot; echo ${{COMPREPLY[@]}}"
+        )
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert complete("clu") == ["clusters"]
+    assert complete("clusters", "cr") == ["create"]
+    assert complete("clusters", "create", "--dry") == ["--dry-run"]
+    assert complete("healing", "pause", "ml-cluster", "--rea") == ["--reason"]

@@ -12,7 +12,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from autopilot_cli import __version__, clusters, configure, healing, init, nodes, operations, validate
+from autopilot_cli import (
+    __version__,
+    clusters,
+    completion,
+    configure,
+    healing,
+    init,
+    nodes,
+    operations,
+    validate,
+)
 from autopilot_cli.common import EXIT_REJECTED, EXIT_USAGE, Command, HelpFormatter
 from autopilot_cli.output import Output
 
@@ -28,6 +38,7 @@ PARSER_ADDERS: tuple[Callable[[SubParsers], None], ...] = (
     nodes.add_parsers,
     operations.add_parsers,
     healing.add_parsers,
+    completion.add_parsers,
 )
 
 
