@@ -881,6 +881,28 @@ def test_wait_progress_prints_changes_and_a_line_a_minute_otherwise() -> None:
     ]
 
 
+def test_wait_progress_of_a_node_repair_shows_the_node_and_its_last_action() -> None:
+    lines: list[str] = []
+    clock = [datetime(2025, 11, 21, 14, 0, 30, tzinfo=UTC)]
+    progress = WaitProgress(lines.append, now=lambda: clock[0])
+    repair = operation("RUNNING", kind="ReplaceNode", nodeId="i-0a1", actor="autopilot")
+    replaced = {
+        **repair,
+        "successorNodeId": "i-0b2",
+        "actions": [
+            {"action": "reboot", "at": at(0), "result": "failed", "errorCode": "Autopilot.Timeout"},
+            {"action": "replace", "at": at(0.2), "result": "succeeded", "successorNodeId": "i-0b2"},
+        ],
+    }
+
+    progress.update(repair, cluster_view("InService", (1, 2)))
+    clock[0] += timedelta(seconds=5)
+    progress.update(replaced, cluster_view("InService", (1, 2)))
+
+    assert lines[1].endswith("| node i-0a1 (autopilot)")
+    assert lines[2].endswith("| node i-0a1 -> i-0b2 (autopilot): replace succeeded")
+
+
 def test_text_and_generic_table_forms() -> None:
     document = {"name": "a", "count": 2, "ok": True, "groups": [{"g": "x", "n": 1}], "none": None}
 

@@ -59,6 +59,25 @@ def sagemaker_state(cluster: dict[str, Any] | None) -> tuple[str, tuple[tuple[st
     return str(live.get("ClusterStatus")), groups
 
 
+def node_state(operation: dict[str, Any]) -> str | None:
+    """A node repair's progress: the node (and its successor), who repairs it, the last action and how
+    it ended, e.g. ``node i-0a1 -> i-0b2 (autopilot): replace succeeded``."""
+    node = operation.get("nodeId")
+    if not node:
+        return None
+    successor = operation.get("successorNodeId")
+    text = f"node {node}" + (f" -> {successor}" if successor else "")
+    if operation.get("actor"):
+        text += f" ({operation['actor']})"
+    actions = operation.get("actions") or []
+    if actions:
+        last = actions[-1]
+        text += f": {last['action']} {last['result']}"
+        if last.get("errorCode"):
+            text += f" ({last['errorCode']})"
+    return text
+
+
 def _count(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -82,7 +101,8 @@ class WaitProgress:
         steps = operation.get("steps") or []
         step = steps[-1] if steps else None
         status, groups = sagemaker_state(cluster)
-        state = (operation.get("status"), step and step["name"], status, groups)
+        node = node_state(operation)
+        state = (operation.get("status"), step and step["name"], status, groups, node)
         if self._shown is None:
             self._emit(
                 f"{operation.get('kind')} {operation.get('clusterName')} ({operation.get('operationId')})"
@@ -100,6 +120,8 @@ class WaitProgress:
             parts.append(str(operation.get("status")))
         line = " ".join(parts) + f" | SageMaker {status}"
         line += "".join(f" | {name} {count}" for name, count in groups)
+        if node:
+            line += f" | {node}"
         self._emit(line)
         self._shown, self._shown_at = state, now
 
