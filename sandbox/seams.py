@@ -44,6 +44,10 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``abort_stopped_executions``: moto's StopExecution leaves an execution waiting for a task token
   RUNNING, and lets a failure raised after the stop end it FAILED; the seam ends it ABORTED at once
   (sandbox/stepfunctions_stop.py).
+- ``apply_stepfunctions_quotas``: moto's executor measures a payload unlike Step Functions, lets
+  ``States.ALL`` catch ``States.DataLimitExceeded``, accepts any StartExecution input and grows a
+  history without end; the seam applies the 256 KiB payload and 25,000-event history quotas as AWS does
+  (sandbox/stepfunctions_limits.py).
 - ``fail_tasks_on_read_timeouts``: moto's executor makes a task's non-service exception
   ``States.Runtime`` (no Retry or Catch matches it); a read timeout (the ``lost_response`` fault)
   fails the task as ``States.TaskFailed`` instead (sandbox/stepfunctions_task_timeouts.py).
@@ -127,6 +131,7 @@ from sandbox import (
     stepfunctions_clock,
     stepfunctions_events,
     stepfunctions_jsonata,
+    stepfunctions_limits,
     stepfunctions_parse_cache,
     stepfunctions_stop,
     stepfunctions_task_timeouts,
@@ -606,6 +611,10 @@ def fail_tasks_on_read_timeouts() -> None:
     _state.undo.append(stepfunctions_task_timeouts.install())
 
 
+def apply_stepfunctions_quotas() -> None:
+    _state.undo.append(stepfunctions_limits.install())
+
+
 def cache_stepfunctions_parse_trees() -> None:
     _state.undo.append(stepfunctions_parse_cache.install())
 
@@ -864,6 +873,7 @@ SEAMS: Final = (
     emit_execution_status_events,
     abort_stopped_executions,
     fail_tasks_on_read_timeouts,
+    apply_stepfunctions_quotas,
     cache_stepfunctions_parse_trees,
     record_aws_calls,
     intercept_aws_calls,
