@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..context import Context, Provider, names, stringify
+from ..context import Context, Provider, names, stringify, tags_map
 from ..stack import Resource, TemplateError, Throttle
 
 
@@ -17,6 +17,9 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         raise TemplateError(
             f"RestApiId {props['RestApiId']}: one stage per RestApi of this template is supported"
         )
+    if props.get("AccessLogSetting") and not ctx.client("apigateway").get_account().get("cloudwatchRoleArn"):
+        # API Gateway refuses logging until the account has its CloudWatch Logs role (moto does not)
+        raise TemplateError("CloudWatch Logs role ARN must be set in account settings to enable logging")
     api.stage = str(props["StageName"])
     ctx.client("apigateway").create_stage(
         restApiId=api.api_id,
@@ -24,6 +27,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         deploymentId=props["DeploymentId"],
         description=str(props.get("Description", "")),
         tracingEnabled=bool(props.get("TracingEnabled", False)),
+        tags=tags_map(props.get("Tags")),
     )
     patches = _access_log_patches(props.get("AccessLogSetting")) + _method_setting_patches(
         props.get("MethodSettings") or []
@@ -92,6 +96,6 @@ def _throttling(settings: list[dict[str, Any]]) -> dict[tuple[str, str], Throttl
 
 PROVIDER = Provider(
     "AWS::ApiGateway::Stage",
-    names("RestApiId StageName DeploymentId Description TracingEnabled AccessLogSetting MethodSettings"),
+    names("RestApiId StageName DeploymentId Description TracingEnabled AccessLogSetting MethodSettings Tags"),
     create,
 )
