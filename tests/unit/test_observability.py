@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
@@ -174,3 +177,19 @@ def test_cluster_events_count_each_message_handled_not_the_failed_ones(
 
     assert response["batchItemFailures"] == [{"itemIdentifier": failing}]
     assert _counts(capsys.readouterr().out) == {Count.CLUSTER_EVENTS_HANDLED: len(event["Records"]) - 1}
+
+
+def test_an_invocation_that_counts_nothing_writes_no_warning() -> None:
+    # A subprocess: pytest resets the warning filters per test, which would hide the module's own
+    code = (
+        "from autopilot.observability import metrics\n"
+        "metrics.log_metrics(lambda event, context: None)({}, None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "POWERTOOLS_METRICS_NAMESPACE": "Test", "POWERTOOLS_SERVICE_NAME": "test"},
+    )
+    assert "No application metrics" not in done.stderr
