@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import pytest
-from autopilot_cli import __version__, common, configure
+from autopilot_cli import __version__, common, configure, operations
 from autopilot_cli.client import AutopilotClient
 from autopilot_cli.main import build_parser, main
 from autopilot_cli.output import print_generic, text_lines
@@ -1151,3 +1151,35 @@ def test_the_bash_completion_completes_commands_actions_and_options(run: Any, tm
     assert complete("clusters", "cr") == ["create"]
     assert complete("clusters", "create", "--dry") == ["--dry-run"]
     assert complete("healing", "pause", "ml-cluster", "--rea") == ["--reason"]
+
+
+def test_operations_watch_prints_each_new_operation_and_change_until_ctrl_c(
+    api: FakeApi, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create = operation("SUCCEEDED", operationId="op-1")
+    repair = operation("RUNNING", operationId="op-2", kind="ReplaceNode", nodeId="i-0a1")
+    failed = {**repair, "status": "FAILED", "error": {"error": "Autopilot.Timeout", "cause": "slow"}}
+    api.answer(
+        "GET",
+        "/clusters/ml-cluster/operations",
+        (200, {"operations": [create]}),
+        (200, {"operations": [repair, create]}),
+        (200, {"operations": [repair, create]}),
+        (200, {"operations": [failed, create]}),
+    )
+    polls = iter(range(3))
+
+    def sleep(_: float) -> None:
+        if next(polls, None) is None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(operations, "_sleep", sleep)
+
+    code, out, _ = run("operations", "list", "ml-cluster", "--watch", "--poll", "0")
+
+    assert code == 0
+    assert [line.split("  ")[1:] for line in out.splitlines()] == [
+        ["op-1", "CreateCluster", "SUCCEEDED"],
+        ["op-2", "ReplaceNode", "RUNNING", "i-0a1"],
+        ["op-2", "ReplaceNode", "FAILED", "Autopilot.Timeout: slow"],
+    ]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import itertools
+import json
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from autopilot_cli.client import AutopilotClient
 from autopilot_cli.common import (
@@ -37,6 +41,13 @@ def add_parsers(subparsers: SubParsers) -> None:
     listing.add_argument(
         "--kind", choices=OPERATION_KINDS, help="only this kind of operation (default: every kind)"
     )
+    listing.add_argument(
+        "--watch",
+        action="store_true",
+        help="then keep watching: one line per new operation or change of status, until Ctrl-C "
+        "(JSON Lines with --output json)",
+    )
+    listing.add_argument("--poll", type=float, default=5.0, help="--watch's poll interval in seconds")
     listing.set_defaults(func=api_command(run_list))
 
     get = add_command(actions, "get", "show an operation", [common, wait_options()])
@@ -44,9 +55,43 @@ def add_parsers(subparsers: SubParsers) -> None:
     get.set_defaults(func=api_command(run_get))
 
 
+WATCHED = 50  # newest operations compared on each poll (one page)
+_sleep = time.sleep  # (tests stop the watch here)
+
+
 def run_list(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
+    if args.watch:
+        return _watch(client, args, output)
     output.result(list(client.list_operations(args.cluster, kind=args.kind)), print_operations)
     return EXIT_OK
+
+
+def _watch(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
+    """Like ``kubectl get --watch``: what changed since the last poll, as it happens. Ctrl-C is how a
+    watch ends, so it exits 0."""
+    seen: dict[str, str] = {}
+    try:
+        while True:
+            newest = list(itertools.islice(client.list_operations(args.cluster, kind=args.kind), WATCHED))
+            for operation in reversed(newest):  # oldest first, as a log reads
+                if seen.get(operation["operationId"]) != operation["status"]:
+                    seen[operation["operationId"]] = operation["status"]
+                    _watch_line(operation, output)
+            _sleep(args.poll)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _watch_line(operation: dict[str, Any], output: Output) -> None:
+    if output.json:
+        print(json.dumps(operation, sort_keys=True), file=output.out, flush=True)
+        return
+    seen_at = datetime.now(timezone.utc).strftime("%H:%M:%S")
+    detail = operation.get("nodeId") or ""
+    if operation.get("error"):
+        detail = f"{operation['error'].get('error')}: {operation['error'].get('cause', '')}"
+    fields = (seen_at, operation["operationId"], operation["kind"], operation["status"], detail)
+    print("  ".join(field for field in fields if field), file=output.out, flush=True)
 
 
 def run_get(client: AutopilotClient, args: argparse.Namespace, output: Output) -> int:
