@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from autopilot.logic.delete_cluster import delete_cluster
+from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.read_clusters import get_cluster, get_operation
 
 from tests.events import create_body
@@ -144,6 +145,47 @@ def test_cleanup_of_a_cluster_already_gone_still_cleans_the_rest(make_stack: Any
     operation = get_operation(dependencies(), accepted.operation_id)
     assert operation.leftovers == []  # and no budget existed: NotFound is fine
     assert [s.name for s in operation.steps] == ["Delete Cluster", "Check Leftovers"]
+
+
+def test_cleanup_waits_out_a_delete_already_under_way(make_stack: Any) -> None:
+    # A second DeleteCluster on a Deleting cluster is a ConflictException: retried, not a failed cleanup,
+    # until the cluster is gone (ResourceNotFound: deleted).
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN)
+    running_cluster(stack)
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name=None, requested_by=ADMIN)
+    stack.client("sagemaker").delete_cluster(ClusterName="ml-cluster")  # someone else's, still Deleting
+
+    execution = wait(stack, accepted.operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    events = history(stack, execution["executionArn"])
+    failed = [e["taskFailedEventDetails"]["error"] for e in events if "taskFailedEventDetails" in e]
+    assert failed[0] == "SageMaker.ConflictException"
+    assert "SageMaker.ResourceNotFoundException" in failed
+    assert get_cluster(dependencies(), "ml-cluster").status == "DELETED"
+
+
+def test_cleanup_of_a_cluster_being_updated_deletes_it_once_the_update_ends(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, AdminPrincipalArns=ADMIN, FallbackPollSeconds=300)
+    running_cluster(stack)
+    sagemaker = stack.client("sagemaker")
+    for _ in range(12):  # deep health checks may hold a create beyond running_cluster's hour
+        if sagemaker.describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "InService":
+            break
+        stack.clock.advance(1800)
+    workers = sagemaker.describe_cluster(ClusterName="ml-cluster")["InstanceGroups"][-1]
+    scaled = group_spec(workers, workers["TargetCount"] - 1)  # Updating for 3 simulated minutes
+    sagemaker.update_cluster(ClusterName="ml-cluster", InstanceGroups=[scaled])
+
+    accepted = delete_cluster(dependencies(), "ml-cluster", stack_name=None, requested_by=ADMIN)
+    execution = wait(stack, accepted.operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    events = history(stack, execution["executionArn"])
+    failed = [e["taskFailedEventDetails"]["error"] for e in events if "taskFailedEventDetails" in e]
+    assert "SageMaker.ConflictException" in failed
+    assert "Wait For Deletion" in [s.name for s in get_operation(dependencies(), accepted.operation_id).steps]
+    assert sagemaker.list_clusters()["ClusterSummaries"] == []
 
 
 def test_cleanup_that_never_finishes_times_out(make_stack: Any) -> None:

@@ -102,6 +102,19 @@ RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
 # A conditional write whose condition failing is an answer (the lease is taken, the repair is not this
 # one's): never retried, although States.TaskFailed would match it.
 CONDITIONAL_WRITE = [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "MaxAttempts": 0}]
+# Cleanup's DeleteCluster on a cluster mid-update or already Deleting (another delete) gets a
+# ConflictException (botocore models it; when AWS raises it is not documented): waited out for 32
+# minutes (within DeleteTimeoutSeconds' default hour, which also covers the deletion), after which the
+# delete goes through or finds the cluster gone (ResourceNotFound: done), or the cleanup fails with it.
+DELETE_CONFLICT = [
+    {
+        "ErrorEquals": ["SageMaker.ConflictException"],
+        "IntervalSeconds": 60,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 300,
+        "MaxAttempts": 8,
+    }
+]
 _session = botocore.session.get_session()
 
 
@@ -223,6 +236,8 @@ def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state
     policy = RETRY_POLICIES[integration(state["Resource"])]
     if "ConditionExpression" in state["Arguments"]:
         policy = CONDITIONAL_WRITE + policy
+    if (machine, state_name) == ("cleanup_cluster", "Delete Cluster"):
+        policy = DELETE_CONFLICT + policy
     assert state["Retry"] == policy
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
