@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-slow test-fast lint build deploy delete demo bench simulate sandbox docs lock clean
+.PHONY: help venv test test-slow test-fast lint build deploy deploy-guided delete demo bench simulate sandbox docs lock clean
 
 help:
 	@echo "make test    set up .venv and run the fast tier on every core, with the coverage gate (tests/README.md)"
@@ -24,7 +24,8 @@ help:
 	@echo "make bench   cold-start and state-transition benchmark (build/bench.json)"
 	@echo "make simulate fleet what-if through the control plane (build/fleet-sim.json, .png; SIMULATE_ARGS, --help)"
 	@echo "make build   sam build"
-	@echo "make deploy  sam build, then sam deploy --guided (asks for every parameter; samconfig.toml)"
+	@echo "make deploy-guided  the first deploy: sam build, then sam deploy --guided (asks for every parameter, saves samconfig.toml)"
+	@echo "make deploy  sam build, then sam deploy with samconfig.toml's answers: no prompt (CI; a second run with no change succeeds)"
 	@echo "make delete  sam delete (the state table, API access logs and logs role are retained)"
 	@echo "make sandbox python -m sandbox up"
 	@echo "make docs    regenerate docs/workflows/*.md (from the ASL) and docs/deploy.md's parameter table"
@@ -79,10 +80,17 @@ lint: $(STAMP) $(CHECKOV_STAMP)
 build: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --template template.yaml
 
-# Deploy to the account and region of your AWS credentials (not run in CI): the first run asks for
-# every parameter and saves the answers in samconfig.toml; later runs show the change set to confirm.
+# Deploy to the account and region of your AWS credentials (docs/deploy.md; not run in CI here).
+# deploy-guided asks for every parameter and saves the answers in samconfig.toml; deploy reads them and
+# asks nothing (samconfig.toml's confirm_changeset is for guided runs), and a run with nothing to change
+# succeeds, so CI and a second deploy can use it. SAM_DEPLOY_ARGS adds options, e.g.
+# SAM_DEPLOY_ARGS='--parameter-overrides PermissionsBoundary=arn:aws:iam::111122223333:policy/boundary'.
 deploy: build
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --guided
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --no-confirm-changeset \
+	  --no-fail-on-empty-changeset $(SAM_DEPLOY_ARGS)
+
+deploy-guided: build
+	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --guided $(SAM_DEPLOY_ARGS)
 
 delete: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam delete
