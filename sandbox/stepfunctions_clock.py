@@ -13,7 +13,11 @@ the ASL can set onto the sandbox clock:
   events of ``asl.eval.callback`` measure their timeouts in simulated seconds, so the task fails
   with ``States.Timeout`` after that much simulated time;
 - the timestamps the ASL sees (``$states.context.Execution.StartTime``, ``State.EnteredTime``) and
-  the execution's dates and history come from the sandbox clock.
+  the execution's dates and history come from the sandbox clock; the two context times are written as
+  Step Functions writes them, ISO 8601 in UTC with milliseconds and ``Z``
+  (``2026-11-27T18:00:00.123Z``): moto wrote ``EnteredTime`` as ``...+00:00`` with microseconds, and
+  left ``StartTime`` a datetime (``...+00:00`` in JSONata; in a JSONPath ``$$`` it broke the
+  execution's output).
 
 Not moved, on purpose: ``TimeoutSeconds`` of a synchronous Task (``lambda:invoke``, ``aws-sdk``) stays
 wall time. Those tasks run in-process at wall speed; counting their wall time at speed 600 would time
@@ -43,7 +47,9 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_funct
 from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event import event_manager
+from moto.stepfunctions.parser.asl.eval.states import ExecutionData, StateData
 from moto.stepfunctions.parser.backend import execution as backend_execution
+from moto.stepfunctions.parser.backend import execution_worker
 
 # ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
 from sandbox import seams
@@ -152,6 +158,22 @@ class SimulatedTimeoutEvent(threading.Event):
         return wait_simulated(self, timeout)
 
 
+def aws_time(moment: datetime_module.datetime | str) -> str:
+    """A context object time as Step Functions writes it: ISO 8601, UTC, milliseconds, ``Z``."""
+    if isinstance(moment, str):
+        moment = datetime_module.datetime.fromisoformat(moment)
+    utc = moment.astimezone(datetime_module.UTC) if moment.tzinfo else moment
+    return utc.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+def _execution_data(**members: Any) -> ExecutionData:
+    return ExecutionData(**{**members, "StartTime": aws_time(members["StartTime"])})  # type: ignore[typeddict-item]
+
+
+def _state_data(**members: Any) -> StateData:
+    return StateData(**{**members, "EnteredTime": aws_time(members["EnteredTime"])})  # type: ignore[typeddict-item]
+
+
 class _SandboxDatetime(datetime_module.datetime):
     """``datetime.datetime`` whose ``now`` is the sandbox clock's."""
 
@@ -201,6 +223,12 @@ def _check_shape() -> None:
         raise seams.SeamDrift(f"{seam}: retrier_decl no longer sleeps with time.sleep")
     if vars(callback).get("Event") is not threading.Event:
         raise seams.SeamDrift(f"{seam}: asl.eval.callback no longer waits on threading.Event")
+    if vars(state_module).get("StateData") is not StateData:
+        raise seams.SeamDrift(f"{seam}: moto's states no longer build their context State with StateData")
+    if vars(execution_worker).get("ExecutionData") is not ExecutionData:
+        raise seams.SeamDrift(
+            f"{seam}: moto's execution worker no longer builds the context with ExecutionData"
+        )
     for module in _DATED_MODULES:
         if vars(module).get("datetime") is not datetime_module:
             raise seams.SeamDrift(
@@ -238,6 +266,8 @@ def install(clock: SandboxClock) -> Callable[[], None]:
     dated = _SandboxDatetimeModule("datetime")
     for module in _DATED_MODULES:
         patches.replace(module, "datetime", dated)
+    patches.replace(state_module, "StateData", _state_data)
+    patches.replace(execution_worker, "ExecutionData", _execution_data)
 
     def undo() -> None:
         with _Blocked.lock:

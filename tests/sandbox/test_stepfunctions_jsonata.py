@@ -672,7 +672,31 @@ def test_timestamps_the_asl_sees_come_from_the_sandbox_clock(sb: Sandbox) -> Non
     for key in ("now", "started", "entered"):
         assert before <= datetime.fromisoformat(out[key]) <= after, key
     assert before.timestamp() * 1000 <= out["millis"] <= after.timestamp() * 1000
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", out["now"])
+    for key in ("now", "started", "entered"):  # as Step Functions writes them: UTC, milliseconds, "Z"
+        assert re.fullmatch(AWS_TIME, out[key]), (key, out[key])
+
+
+# How Step Functions writes a context object time ("Accessing the context object": 2019-03-26T20:14:13.192Z)
+AWS_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+
+
+def test_jsonpath_reads_the_context_times_as_aws_writes_them(sb: Sandbox) -> None:
+    sb.clock.advance(0.1234)  # a fraction of a second: milliseconds, not moto's microseconds
+    definition = {
+        "StartAt": "P",
+        "States": {
+            "P": {
+                "Type": "Pass",
+                "Parameters": {"started.$": "$$.Execution.StartTime", "entered.$": "$$.State.EnteredTime"},
+                "End": True,
+            }
+        },
+    }
+    result = run(sb, definition)
+    assert result.status == "SUCCEEDED", result.cause  # moto's StartTime was a datetime: no output
+    expected = sb.clock.now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert result.output == {"started": expected, "entered": expected}
+    assert re.fullmatch(AWS_TIME, expected)
 
 
 # Declarations moto writes before every expression: $states (input with nulls, nesting, escapes, big

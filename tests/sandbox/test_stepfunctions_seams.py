@@ -26,6 +26,7 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event import event_manager
 from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 from moto.stepfunctions.parser.backend import execution as backend_execution
+from moto.stepfunctions.parser.backend import execution_worker
 
 from sandbox import seams, stepfunctions_limits
 from sandbox.clock import SandboxClock
@@ -46,6 +47,8 @@ CLOCK_PATCHED: list[tuple[Any, str]] = [
         (module, "datetime")
         for module in (parser_models, backend_execution, event_manager, state_module, wait_timestamp)
     ],
+    (state_module, "StateData"),
+    (execution_worker, "ExecutionData"),
 ]
 
 
@@ -119,6 +122,18 @@ MOVES: dict[str, tuple[Callable[[], None], Any, str, Any]] = {
         callback,
         "Event",
         threading.Condition,
+    ),
+    "context State built otherwise": (
+        seams.run_stepfunctions_on_sandbox_clock,
+        state_module,
+        "StateData",
+        dict,
+    ),
+    "context Execution built otherwise": (
+        seams.run_stepfunctions_on_sandbox_clock,
+        execution_worker,
+        "ExecutionData",
+        dict,
     ),
     "entered time read otherwise": (
         seams.run_stepfunctions_on_sandbox_clock,
