@@ -27,7 +27,7 @@ help:
 	@echo "make deploy-guided  the first deploy: sam build, then sam deploy --guided (asks for every parameter, saves samconfig.toml)"
 	@echo "make deploy  sam build, then sam deploy with samconfig.toml's answers: no prompt (CI; a second run with no change succeeds)"
 	@echo "make delete  sam delete (the state table, API access logs and logs role are retained)"
-	@echo "make sandbox python -m sandbox up"
+	@echo "make sandbox python -m sandbox up (SPEED=10 to watch a repair step by step; default 600)"
 	@echo "make docs    regenerate docs/workflows/*.md (from the ASL) and docs/deploy.md's parameter table"
 
 $(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
@@ -105,8 +105,11 @@ bench: $(STAMP)
 simulate: $(STAMP)
 	$(BIN)/python -m sandbox.simulate $(SIMULATE_ARGS)
 
+# SPEED: simulated seconds per wall second while the control plane waits (600: a create in seconds;
+# 10: slow enough to watch a node repair step by step, docs/sandbox.md "Watch a node heal")
+SPEED ?= 600
 sandbox: $(STAMP)
-	$(BIN)/python -m sandbox up
+	$(BIN)/python -m sandbox up --speed $(SPEED)
 
 # generated docs; tests/unit/test_workflow_diagrams.py and test_docs.py fail when they are stale
 docs: $(STAMP)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import signal
@@ -32,7 +33,9 @@ from typing import Any
 
 import requests
 
+from sandbox.aws_calls.faults import KINDS as FAULT_KINDS
 from sandbox.core import DEFAULT_REGION, DEFAULT_TEMPLATE, Sandbox
+from sandbox.hyperpod.simulator import HyperPodSimulator
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
 
 SAMCONFIG = "samconfig.toml"
@@ -80,9 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--template", type=Path, default=DEFAULT_TEMPLATE, help="SAM template (default: %(default)s)"
-        )
+        sub.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE, help="SAM template")
         sub.add_argument(
             "--parameter",
             "-p",
@@ -98,25 +99,36 @@ def _parser() -> argparse.ArgumentParser:
             help=f"the sandbox's region (else AWS_REGION, AWS_DEFAULT_REGION, {SAMCONFIG}, {DEFAULT_REGION})",
         )
 
-    up = commands.add_parser("up", help="serve the API and an AWS endpoint until stopped")
+    up = commands.add_parser(
+        "up",
+        help="serve the API and an AWS endpoint until stopped",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     common(up)
-    up.add_argument("--api-port", type=int, default=3000)
-    up.add_argument("--aws-port", type=int, default=5000)
+    up.add_argument("--api-port", type=int, default=3000, help="the API's port on 127.0.0.1")
+    up.add_argument("--aws-port", type=int, default=5000, help="the AWS endpoint's port on 127.0.0.1")
     up.add_argument(
         "--duplicate-events",
         type=float,
         default=0.0,
         metavar="RATE",
-        help="share (0-1) of HyperPod events delivered twice, as EventBridge may (default: 0)",
+        help="share (0-1) of HyperPod events delivered twice, as EventBridge may",
     )
 
-    invoke = commands.add_parser("invoke", help="invoke one function, like `sam local invoke`")
+    invoke = commands.add_parser(
+        "invoke",
+        help="invoke one function, like `sam local invoke`, in a sandbox of its own (not a running one)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     common(invoke)
     invoke.add_argument("function", metavar="LogicalId")
     invoke.add_argument("--event", "-e", type=Path, help="event JSON file ('-' for stdin; default {})")
 
     inject = commands.add_parser(
-        "inject", help="inject a fault (on any AWS call, or a HyperPod one) into a running sandbox"
+        "inject",
+        help="inject a fault (on any AWS call, or a HyperPod one) into a running sandbox",
+        epilog=_fault_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inject.add_argument("fault")
     inject.add_argument(
@@ -127,11 +139,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="fault parameter (value parsed as JSON when it is JSON)",
     )
-    inject.add_argument("--aws-url", default="http://127.0.0.1:5000")
+    inject.add_argument(
+        "--aws-url",
+        default="http://127.0.0.1:5000",
+        help="the running sandbox's AWS endpoint (default: %(default)s)",
+    )
 
     demo = commands.add_parser("demo", help="run the scripted scenarios (sandbox/demo/)", add_help=False)
     demo.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _fault_help() -> str:
+    """The faults `inject` knows, with their parameters and defaults, from the code that applies them."""
+    lines = [
+        "faults on any AWS call the control plane makes (rate required; services, operations, seed,",
+        "times, external optional):",
+        f"  {', '.join(FAULT_KINDS)}  (latency: ms, clock=wall|simulated; lost_response:",
+        "  answer=server_error|timeout: the call takes effect, the caller gets an error)",
+        "HyperPod faults:",
+    ]
+    for name, method in sorted(inspect.getmembers(HyperPodSimulator, inspect.isfunction)):
+        if name.startswith("fault_"):
+            parameters = list(inspect.signature(method).parameters.values())[1:]
+            shown = [p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in parameters]
+            summary = " ".join((inspect.getdoc(method) or "").split("\n\n", 1)[0].split())
+            lines += [f"  {name.removeprefix('fault_')} {' '.join(shown)}", f"      {summary}"]
+    lines += [
+        "  clear  disarm every fault",
+        "example: python -m sandbox inject node_unhealthy --param cluster=ml-cluster",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -196,6 +234,8 @@ def _invoke(args: argparse.Namespace) -> int:
     else:
         event = json.loads(args.event.read_text(encoding="utf-8"))
     region, _ = resolve_region(args.region, args.template)
+    # its own sandbox, started for this one call: a running `up` is not the one invoked (say so)
+    print("invoke: starting a sandbox of its own for this call (a running `up` is not used)", file=sys.stderr)
     with _sandbox(args, region, background=False) as sandbox:
         if args.function not in sandbox.stack.functions:
             known = ", ".join(sorted(sandbox.stack.functions)) or "none"

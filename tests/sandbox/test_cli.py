@@ -50,6 +50,36 @@ def test_inject_without_a_running_sandbox(capsys: pytest.CaptureFixture[str]) ->
     assert "no sandbox at" in capsys.readouterr().err
 
 
+def test_inject_help_lists_every_fault_with_its_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["inject", "--help"])
+    shown = capsys.readouterr().out
+
+    for kind in ("throttling", "server_error", "latency", "lost_response"):
+        assert kind in shown
+    assert "node_unhealthy cluster node_id=None" in shown
+    assert "repair_action=" in shown  # a parameter added to a fault shows without editing the help
+    assert "reboot_does_not_heal cluster node_id" in shown
+    assert "capacity instance_type=None" in shown
+
+
+@pytest.mark.parametrize("command", ["up", "invoke"])
+def test_up_and_invoke_help_show_every_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+
+    assert "--speed SPEED simulated seconds per wall second (default: 600.0)" in shown
+    if command == "up":
+        assert "(default: 3000)" in shown
+        assert "(default: 5000)" in shown
+
+
+def test_invoke_says_it_does_not_use_a_running_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
+    cli.main(["invoke", "Nope", "--template", str(TEMPLATE)])
+    assert "a running `up` is not used" in capsys.readouterr().err
+
+
 def test_demo_is_dispatched_to_sandbox_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
 
