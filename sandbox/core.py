@@ -92,6 +92,7 @@ class Sandbox:
         seed: int | None = None,
         iam: bool = True,
         duplicate_events: float = 0.0,
+        repair_action_none: float = 0.0,
     ) -> None:
         self.template = Path(template).resolve()
         self.parameters = dict(parameters or {})
@@ -107,6 +108,8 @@ class Sandbox:
         self.enforce_iam = iam  # every call a function or state machine makes is checked against its role
         self.aws_calls: AwsCalls | None = None
         self.duplicate_events = duplicate_events  # share of HyperPod events EventBridge delivers twice
+        # share of faults on NodeRecovery Automatic clusters whose Node Health events say RepairAction None
+        self.repair_action_none = repair_action_none
         self.hyperpod: Any = None
         self.ssm: Any = None
         self.budgets: Any = None
@@ -239,6 +242,7 @@ class Sandbox:
                 account_id=self.account_id,
                 seed=self.seed,
                 duplicate_events=self.duplicate_events,
+                repair_action_none=self.repair_action_none,
             )
             self.hyperpod.install()
             self._undo.append(self.hyperpod.uninstall)

@@ -46,7 +46,10 @@ class HyperPodTimings:
     rollback: float = 3 * 60
     delete_cluster: float = 5 * 60
     auto_recovery_delay: float = 60  # NodeRecovery=Automatic: HMA detection to repair start
-    deep_health_check: float = 10 * 60  # OnStartDeepHealthChecks: a new instance's checks before Running
+    # OnStartDeepHealthChecks: a new instance's checks before Running. AWS: "about a couple of hours",
+    # "about 2 hours" for every new instance, a replacement included ("Recommended resiliency
+    # configurations", HyperPod developer guide); the sandbox clock runs fast while the control plane waits.
+    deep_health_check: float = 2 * 60 * 60
     event_delivery: float = 2  # from a change to its event reaching EventBridge (near real time)
 
 
@@ -94,6 +97,9 @@ class Node:
     health_reason: str = ""
     needed_repair: str = ""  # what the fault needs: Reboot | Replace ("" while healthy)
     auto_repair: bool = False  # HyperPod repairs it itself (NodeRecovery Automatic)
+    # What its Node Health events say as RepairAction instead of the repair HyperPod makes (a fault's
+    # ``repair_action``, or the seeded share of "None" on Automatic clusters); None: no override.
+    repair_action_override: str | None = None
     recommendation: str = ""
     reboot_heals: bool = True
     replaced_by: str | None = None

@@ -71,6 +71,7 @@ _REPLACING = (
 _DEFAULT_PAGE_SIZE = 10  # SageMaker's List* default when MaxResults is left out
 _BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
 _TAKES_REPAIR = frozenset({"Running", "Failure"})
+_REPAIR_ACTIONS = ("None", "Reboot", "Replace")  # the RepairAction values sent (AWS documents none)
 _DELETE_CONFLICTS = frozenset({"Deleting", "Updating", "SystemUpdating", "RollingBack"})
 
 Action = Callable[[datetime], None]
@@ -118,9 +119,12 @@ class HyperPodSimulator:
         seed: int | None = None,
         *,
         duplicate_events: float = 0.0,
+        repair_action_none: float = 0.0,
     ) -> None:
         if not 0.0 <= duplicate_events <= 1.0:
             raise ValueError("duplicate_events must be between 0 and 1")
+        if not 0.0 <= repair_action_none <= 1.0:
+            raise ValueError("repair_action_none must be between 0 and 1")
         self.clock = clock
         self.region = region
         self.account_id = account_id
@@ -131,6 +135,11 @@ class HyperPodSimulator:
         self._rng = random.Random(seed)
         # Its own stream, so turning duplicates on does not change the ids a seed gives.
         self._duplicates = random.Random(None if seed is None else f"{seed}/duplicates")
+        # The share of faults on NodeRecovery Automatic clusters whose Node Health events say RepairAction
+        # "None" although HyperPod repairs the node (AWS's only sample says "None" beside "Please
+        # Replace the Faulty Node."; what the field means is not documented). Its own stream too.
+        self.repair_action_none = repair_action_none
+        self._repair_actions = random.Random(None if seed is None else f"{seed}/repair-action")
         self._clusters: dict[str, Cluster] = {}  # by ARN, in creation order
         self._cluster_events: dict[str, list[dict[str, Any]]] = {}
         self._timers: list[tuple[datetime, int, Action]] = []
@@ -190,6 +199,7 @@ class HyperPodSimulator:
             timings=self.timings,
             seed=seed,
             duplicate_events=self.duplicate_events,
+            repair_action_none=self.repair_action_none,
         )
 
     def for_region(self, region: str, account_id: str | None = None) -> HyperPodSimulator:
@@ -311,10 +321,6 @@ class HyperPodSimulator:
         self._send(STATE_CHANGE, cluster.state_change_detail(), cluster, at)
 
     def _health_event(self, cluster: Cluster, node: Node, at: datetime) -> None:
-        # RepairAction is what HyperPod itself will do: "None" unless it repairs the node on its own
-        # (NodeRecovery Automatic); Recommendation says what the fault needs. AWS's sample shows
-        # "None" with "Please Replace the Faulty Node."; the reading of "None" is ours, not AWS's.
-        repairing = not node.healthy and node.auto_repair
         detail = {
             "ClusterName": cluster.name,
             "ClusterArn": cluster.arn,
@@ -323,7 +329,7 @@ class HyperPodSimulator:
             "HealthSummary": {
                 "HealthStatus": "Healthy" if node.healthy else "Unhealthy",
                 "HealthStatusReason": node.health_reason,
-                "RepairAction": node.needed_repair if repairing else "None",
+                "RepairAction": _reported_repair_action(node),
                 "Recommendation": node.recommendation,
             },
         }
@@ -1209,8 +1215,14 @@ class HyperPodSimulator:
         fault_type: str = "NvidiaErrorTerminate",
         instance_status: str = "Running",
         auto_recover: bool | None = None,
+        *,
+        repair_action: str | None = None,
     ) -> dict[str, Any]:
         """HMA finds a fault on a node: the Node Health Event fires; NodeRecovery=Automatic repairs it.
+
+        ``repair_action`` ("None" | "Reboot" | "Replace") is what the event says as RepairAction, whoever
+        repairs; by default the repair HyperPod makes ("None" when it makes none), except for the
+        simulator's seeded ``repair_action_none`` share of faults on Automatic clusters.
 
         The instance itself usually keeps running (``instance_status="Running"``; HMA's verdict lives
         in the orchestrator: Slurm drains the node, EKS labels it UnschedulablePendingReplacement);
@@ -1219,6 +1231,8 @@ class HyperPodSimulator:
         fault = health_fault(fault_type)
         if instance_status not in _TAKES_REPAIR:
             raise ValueError("instance_status must be Running or Failure")
+        if repair_action not in (None, *_REPAIR_ACTIONS):
+            raise ValueError(f"repair_action must be one of {', '.join(_REPAIR_ACTIONS)}")
         try:
             with self._lock:
                 self._advance(self.clock.now())
@@ -1233,6 +1247,14 @@ class HyperPodSimulator:
                 target.auto_repair = (
                     target_cluster.node_recovery == "Automatic" if auto_recover is None else auto_recover
                 )
+                target.repair_action_override = repair_action
+                if (
+                    repair_action is None
+                    and target.auto_repair
+                    and self.repair_action_none
+                    and self._repair_actions.random() < self.repair_action_none
+                ):
+                    target.repair_action_override = "None"
                 target.status = target.resting_status = instance_status
                 target.message = fault.reason if instance_status == "Failure" else ""
                 self._health_event(target_cluster, target, at)
@@ -1244,7 +1266,7 @@ class HyperPodSimulator:
                     "InstanceId": target.instance_id,
                     "HealthStatus": "Unhealthy",
                     "HealthStatusReason": target.health_reason,
-                    "RepairAction": target.needed_repair if target.auto_repair else "None",
+                    "RepairAction": _reported_repair_action(target),
                     "Recommendation": target.recommendation,
                     "AutoRecovery": target.auto_repair,
                 }
@@ -1382,10 +1404,22 @@ def _group(spec: Params) -> InstanceGroup:
     )
 
 
+def _reported_repair_action(node: Node) -> str:
+    """A Node Health event's RepairAction: what HyperPod itself will do ("None" unless it repairs the
+    node on its own, NodeRecovery Automatic), unless a fault set what the event says. AWS's sample
+    shows "None" with "Please Replace the Faulty Node."; the reading of the field is ours, not AWS's."""
+    if node.healthy:
+        return "None"
+    if node.repair_action_override is not None:
+        return node.repair_action_override
+    return node.needed_repair if node.auto_repair else "None"
+
+
 def _heal(node: Node) -> None:
     node.healthy, node.fault_type = True, None
     node.health_reason = node.needed_repair = node.recommendation = ""
     node.auto_repair = False
+    node.repair_action_override = None
     node.resting_status = "Running"
 
 

@@ -20,6 +20,7 @@ from autopilot.api.models import OperationView
 from autopilot.dal.healing import HealingTable, healing_key, node_key
 from autopilot.dal.state_table import _key_attributes
 from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.healing.start_repair import repair_deadlines
 from autopilot.logic.read_clusters import get_operation
 from autopilot.models.hyperpod_events import NODE_HEALTH, NodeHealthEvent
 from autopilot.models.records import (
@@ -33,6 +34,7 @@ from autopilot.models.records import (
     iso,
     new_operation_id,
 )
+from autopilot.settings import HealingSettings
 from autopilot.workflows.cluster_waits import ClusterWaits
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 from autopilot.workflows.node_waits import node_health_changed
@@ -56,13 +58,20 @@ DEADLINES = RepairDeadlines(reboot_seconds=1800, replace_seconds=3600, hyperpod_
 # --------------------------------------------------------------------------------------------------
 
 
-def make_cluster(stack: Deployed, node_recovery: str = "None") -> dict[str, list[str]]:
-    """An InService cluster in the simulator (3 groups: controller, login, 4 workers); ids by group."""
+def make_cluster(
+    stack: Deployed, node_recovery: str = "None", *, deep_health_checks: bool = False
+) -> dict[str, list[str]]:
+    """An InService cluster in the simulator (3 groups: controller, login, 4 workers); ids by group.
+    The workers run OnStartDeepHealthChecks only when asked: a new instance then spends
+    HyperPodTimings.deep_health_check (AWS: about 2 h) in checks, longer than DEADLINES allow."""
     config = {k: v for k, v in create_body()["clusterConfig"].items() if k != "Tags"}
     config["NodeRecovery"] = node_recovery
+    if not deep_health_checks:
+        for group in config["InstanceGroups"]:
+            group.pop("OnStartDeepHealthChecks", None)
     sagemaker = stack.client("sagemaker")
     sagemaker.create_cluster(**config)
-    stack.clock.advance(3600)
+    stack.clock.advance(3600 + (stack.hyperpod.timings.deep_health_check if deep_health_checks else 0))
     stack.hyperpod.tick()
     assert sagemaker.describe_cluster(ClusterName=CLUSTER)["ClusterStatus"] == "InService"
     groups: dict[str, list[str]] = {}
@@ -495,6 +504,31 @@ def test_hyperpods_repair_that_stalls_is_escalated_to_a_replace(make_stack: Any)
     ]
     assert operation.successor_node_id is not None
     assert node_status(stack, operation.successor_node_id) == "Running"
+
+
+def test_a_hyperpod_replacement_in_deep_health_checks_is_not_replaced_a_second_time(make_stack: Any) -> None:
+    # The deadlines ClusterEventsFunction gives a node of a deep-health group (the template's defaults):
+    # HyperPod's replacement spends ~2 h in checks, past HyperPodRepairDeadlineMinutes (90) alone, which
+    # escalated a repair working as designed to a second replace.
+    stack = make_stack(clock_speed=0)
+    node = make_cluster(stack, node_recovery="Automatic", deep_health_checks=True)[WORKERS][0]
+    settings = HealingSettings.from_environ(stack.environment("ClusterEventsFunction"))
+    deadlines = repair_deadlines(settings, deep_health_checks=True)
+    checks = stack.hyperpod.timings.deep_health_check
+    assert settings.hyperpod_repair_deadline_minutes * 60 < checks < deadlines.hyperpod_seconds
+    found = fault(stack, node, "NvidiaErrorTerminate", auto_recover=True)  # HyperPod replaces it
+
+    [execution] = run(stack, start_repair(stack, node, NodeAction.OBSERVE, found, deadlines=deadlines))
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = operation_of(execution)
+    successor = operation.successor_node_id
+    assert [(a.action.value, a.result.value, a.successor_node_id) for a in operation.actions or []] == [
+        ("observe", "succeeded", successor)
+    ]
+    assert successor is not None
+    assert node_status(stack, successor) == "Running"
+    assert stack.hyperpod.node_repairs[(CLUSTER, node, "replace")] == 1  # HyperPod's own, only
 
 
 def test_a_node_that_may_only_be_rebooted_is_not_replaced(make_stack: Any) -> None:

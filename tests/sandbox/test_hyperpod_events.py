@@ -210,7 +210,8 @@ def lifecycle_events(
     clock, request = hyperpod_clock, hyperpod_cluster_request
     sagemaker.create_cluster(**_full_request(request, "full"))
     sagemaker.create_cluster(**request("plain", workers=1))  # NodeRecovery None, not Continuous
-    clock.advance(30 * MINUTE)
+    checks = HyperPodTimings().deep_health_check
+    clock.advance(20 * MINUTE + checks)  # created, the workers' deep health checks passed
     nodes = sagemaker.list_cluster_nodes(ClusterName="full", InstanceGroupNameContains="worker")
     rebooted, replaced = (n["InstanceId"] for n in nodes["ClusterNodeSummaries"])
     simulator.apply_fault(
@@ -218,7 +219,7 @@ def lifecycle_events(
     )
     simulator.apply_fault("node_unhealthy", {"cluster": "full", "node_id": replaced})
     simulator.apply_fault("node_unhealthy", {"cluster": "plain"})
-    clock.advance(30 * MINUTE)
+    clock.advance(30 * MINUTE + checks)  # HyperPod's replacement is checked too
     simulator.apply_fault("capacity", {"operation": "UpdateCluster"})
     workers = _full_request(request, "full")["InstanceGroups"][1]
     sagemaker.update_cluster(ClusterName="full", InstanceGroups=[{**workers, "InstanceCount": 4}])

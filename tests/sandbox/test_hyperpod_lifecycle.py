@@ -259,7 +259,8 @@ def test_every_response_matches_the_botocore_output_shape(
     request["InstanceGroups"][1]["OnStartDeepHealthChecks"] = ["InstanceStress", "InstanceConnectivity"]
     arn = call("CreateCluster", **request)["ClusterArn"]
     call("DescribeCluster", ClusterName=arn)
-    hyperpod_clock.advance(30 * MINUTE)  # created, and the deep health checks passed
+    checks = HyperPodTimings().deep_health_check
+    hyperpod_clock.advance(20 * MINUTE + checks)  # created, and the deep health checks passed
     call("DescribeCluster", ClusterName=arn)
     call("ListClusters")
     nodes = call("ListClusterNodes", ClusterName=arn, MaxResults=1)["ClusterNodeSummaries"]
@@ -277,7 +278,7 @@ def test_every_response_matches_the_botocore_output_shape(
     call("AddTags", ResourceArn=arn, Tags=[{"Key": "a", "Value": "b"}])
     call("ListTags", ResourceArn=arn)
     call("DeleteTags", ResourceArn=arn, TagKeys=["a"])
-    hyperpod_clock.advance(10 * MINUTE)
+    hyperpod_clock.advance(10 * MINUTE + checks)  # the replacement is up and checked
     call("UpdateClusterSoftware", ClusterName=arn)
     hyperpod_clock.advance(15 * MINUTE)
     call("UpdateCluster", ClusterName=arn, InstanceGroups=hyperpod_cluster_request()["InstanceGroups"])
