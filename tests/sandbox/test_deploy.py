@@ -17,6 +17,7 @@ from sandbox.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
 from sandbox.deploy import Stack, TemplateError, Throttle, deploy, load_template
 from sandbox.deploy.intrinsics import NO_VALUE, Resolver
 from sandbox.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
+from sandbox.deploy.resource_providers.aws_lambda_function import check_environment_size
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEMPLATE = FIXTURES / "template.yaml"
@@ -328,11 +329,11 @@ def test_unknown_property_and_event_type_are_loud(tmp_path: Path, aws_env: None)
 @pytest.mark.parametrize(
     ("resource", "properties", "message"),
     [
-        # SAM passes it on to AWS::Lambda::Function; a concurrency limit changes behaviour: refused
+        # SAM passes it on to AWS::Lambda::Function; a VPC changes what the function reaches: refused
         (
             "EchoFunction",
-            {"ReservedConcurrentExecutions": 1},
-            r"^EchoFunction: AWS::Lambda::Function property ReservedConcurrentExecutions not supported",
+            {"VpcConfig": {"SubnetIds": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}},
+            r"^EchoFunction: AWS::Lambda::Function property VpcConfig not supported",
         ),
         # SAM itself rejects it; the translator's message names the function and the event
         (
@@ -461,6 +462,51 @@ def test_dependency_cycle_is_loud(tmp_path: Path, aws_env: None) -> None:
     template = {"Resources": {"A": queue("B"), "B": queue("A")}}
     with pytest.raises(TemplateError, match=r"dependency cycle A -> B -> A"):
         _deploy_tmp(tmp_path, template)
+
+
+def test_reserved_concurrency_is_deployed(tmp_path: Path, aws_env: None) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        template["Resources"]["EchoFunction"]["Properties"]["ReservedConcurrentExecutions"] = 2
+
+    path = _fixture_with(tmp_path, edit)
+    try:
+        with mock_aws(config=MOCK_CONFIG):
+            stack = deploy(path)
+            assert stack.function("EchoFunction").reserved_concurrency == 2
+            assert stack.function("RecorderFunction").reserved_concurrency is None  # the account's pool
+            concurrency = boto3.client("lambda").get_function_concurrency(
+                FunctionName=stack.physical_id("EchoFunction")
+            )
+            assert concurrency["ReservedConcurrentExecutions"] == 2
+    finally:
+        path.unlink()
+
+
+def test_environment_over_4_kb_fails_the_deploy_as_lambda_does(tmp_path: Path, aws_env: None) -> None:
+    def edit(template: dict[str, Any]) -> None:
+        variables = template["Resources"]["EchoFunction"]["Properties"]["Environment"]["Variables"]
+        variables["PADDING"] = "x" * 4000  # with the Globals' variables, past 4 KB
+
+    path = _fixture_with(tmp_path, edit)
+    try:
+        with mock_aws(config=MOCK_CONFIG), pytest.raises(TemplateError) as raised:
+            deploy(path)
+    finally:
+        path.unlink()
+    message = str(raised.value)
+    assert message.startswith(
+        "EchoFunction (AWS::Lambda::Function): An error occurred (InvalidParameterValueException)"
+    )
+    assert "exceeded the 4KB limit. String measured: {" in message
+
+
+def test_environment_size_is_measured_as_lambda_quotes_it() -> None:
+    at_limit = {"K": "x" * (4096 - len('{"K":""}'))}
+    check_environment_size(at_limit)  # 4,096 bytes: accepted
+    with pytest.raises(Exception, match="InvalidParameterValueException"):
+        check_environment_size({"K": at_limit["K"] + "x"})
+    with pytest.raises(Exception, match="InvalidParameterValueException"):  # bytes, not characters
+        check_environment_size({"K": at_limit["K"][:-1] + "é"})
 
 
 def test_real_api_stage_has_its_access_log_and_throttling(real: Sandbox) -> None:
