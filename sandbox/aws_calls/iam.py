@@ -302,6 +302,18 @@ def role_documents(role_arn: str) -> list[dict[str, Any]]:
     return documents
 
 
+def boundary_document(role_arn: str) -> dict[str, Any] | None:
+    """The role's permissions boundary (a managed policy), or None when it has none: IAM then allows
+    only what both the role's policies and the boundary allow."""
+    account = role_arn.split(":")[4]
+    backend = iam_backends[account]["aws"]
+    arn = backend.get_role_by_arn(role_arn).permissions_boundary_arn
+    if not arn:
+        return None
+    default = next(version for version in backend.get_policy(arn).versions if version.is_default)
+    return _document(default.document)
+
+
 def _document(text: Any) -> dict[str, Any]:
     return json.loads(unquote(text)) if isinstance(text, str) else dict(text)
 
@@ -328,10 +340,13 @@ class IamEnforcer:
             return None
         try:
             documents = role_documents(principal.role_arn)
+            boundary = boundary_document(principal.role_arn)
         except NotFoundException:  # a role IAM does not have allows nothing
-            documents = []
+            documents, boundary = [], None
         for request in requests:
-            decision = evaluate(documents, request)
+            decision, kind, article = evaluate(documents, request), "identity-based policy", "an"
+            if decision is Decision.ALLOWED and boundary is not None:
+                decision, kind, article = evaluate([boundary], request), "permissions boundary", "a"
             if decision is Decision.ALLOWED:
                 continue
             with self._lock:
@@ -339,9 +354,9 @@ class IamEnforcer:
                     Denial(principal.assumed_role_arn, request.action, request.resource, decision)
                 )
             reason = (
-                "with an explicit deny in an identity-based policy"
+                f"with an explicit deny in {article} {kind}"
                 if decision is Decision.EXPLICIT_DENY
-                else f"because no identity-based policy allows the {request.action} action"
+                else f"because no {kind} allows the {request.action} action"
             )
             message = (
                 f"User: {principal.assumed_role_arn} is not authorized to perform: {request.action} "

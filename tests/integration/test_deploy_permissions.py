@@ -454,3 +454,21 @@ def test_manage_api_gateway_account_false_fails_where_the_account_has_no_logging
         pytest.raises(TemplateError, match="CloudWatch Logs role ARN must be set"),
     ):
         deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters={"ManageApiGatewayAccount": "false"})
+
+
+def test_the_sandbox_deploys_every_role_with_the_boundary() -> None:
+    """The sandbox's roles carry it too, so its IAM (sandbox.aws_calls.iam) limits them by it."""
+    allow_all = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        iam = boto3.client("iam", region_name=REGION)
+        iam.create_policy(PolicyName="research-boundary", PolicyDocument=json.dumps(allow_all))
+        stack = deploy(
+            TEMPLATE, region=REGION, account_id=ACCOUNT, parameters={"PermissionsBoundary": BOUNDARY}
+        )
+        roles = [r.physical_id for r in stack.resources.values() if r.type == "AWS::IAM::Role"]
+        boundaries = {
+            iam.get_role(RoleName=name)["Role"].get("PermissionsBoundary", {}).get("PermissionsBoundaryArn")
+            for name in roles
+        }
+        assert roles
+        assert boundaries == {BOUNDARY}
