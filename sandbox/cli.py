@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import tomllib
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -201,6 +202,7 @@ def _up(args: argparse.Namespace) -> int:
         with _sandbox(args, region, duplicate_events=args.duplicate_events) as sandbox:
             api_url = sandbox.serve_api(args.api_port)
             aws_url = sandbox.serve_aws(args.aws_port)
+            announce_stack(sandbox, api_url)
             print(
                 f"HyperPod Autopilot sandbox: stack {sandbox.stack.name} in {sandbox.region} "
                 f"(clock x{sandbox.clock.speed:g})"
@@ -217,6 +219,7 @@ def _up(args: argparse.Namespace) -> int:
                 print(f"    export {key}={value}")
             print(f"    export AWS_DEFAULT_REGION={sandbox.region}")
             print(f"  e.g. aws --endpoint-url {aws_url} sagemaker list-clusters")
+            print(f"  the CLI: AWS_ENDPOINT_URL={aws_url} autopilot configure --stack {sandbox.stack.name}")
             print("Ctrl-C to stop.", flush=True)
             stopping.wait()
             print("stopping…", flush=True)
@@ -224,6 +227,22 @@ def _up(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def announce_stack(sandbox: Sandbox, api_url: str) -> None:
+    """The deployed stack as CloudFormation describes it, outputs included (``ApiUrl`` the local API's
+    URL), so whatever reads a stack's outputs (``autopilot configure --stack``) works against the
+    sandbox's AWS endpoint. Its one resource is a placeholder: the sandbox deployed the real ones."""
+    outputs = {**sandbox.stack.outputs, "ApiUrl": api_url}
+    template = {
+        "Resources": {"Deployed": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": {key: {"Value": str(value)} for key, value in outputs.items()},
+    }
+    with warnings.catch_warnings():  # moto only notes that it does not model the placeholder
+        warnings.simplefilter("ignore", UserWarning)
+        sandbox.client("cloudformation").create_stack(
+            StackName=sandbox.stack.name, TemplateBody=json.dumps(template)
+        )
 
 
 def _invoke(args: argparse.Namespace) -> int:

@@ -300,9 +300,84 @@ def test_create_cluster_rejected_by_sagemaker_is_not_rolled_back(
     operation = get_operation(dependencies(), operation_id)
     assert operation.error is not None
     assert operation.error.error == "SageMaker.ResourceInUseException"
+    # refused, not adopted: the cluster does not carry this operation's autopilot:operation-id tag
+    assert operation.error.cause == (
+        f"a cluster named ml-cluster exists that this operation did not create (no autopilot:operation-id "
+        f"tag {operation_id}): left as it is, neither adopted nor deleted"
+    )
+    assert "Read Cluster Tags" in entered(history(stack, execution["executionArn"]))
     assert operation.steps == []
-    assert operation.rolled_back is False
-    assert stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] == "Creating"
+    assert operation.cluster_arn is None
+    assert operation.rolled_back is False  # rollbackOnFailure is on: still never deleted
+    assert get_cluster(dependencies(), "ml-cluster").status == "CREATE_FAILED"
+    stack.clock.advance(3600)
+    stack.hyperpod.tick()
+    assert stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")["ClusterStatus"] != "Deleting"
+
+
+@pytest.mark.parametrize(
+    ("answer", "failures"),
+    [
+        # the 5xx is retried, and the retry finds the name taken by the cluster the first call created
+        ("server_error", ["SageMaker.SageMakerException", "SageMaker.ResourceInUseException"]),
+        # the sandbox's name for a task whose call timed out (unverified): not retried, caught
+        ("timeout", ["States.TaskFailed"]),
+    ],
+)
+def test_a_create_whose_answer_was_lost_adopts_the_cluster_it_created(
+    make_stack: Any, answer: str, failures: list[str]
+) -> None:
+    # the longest deadline: however long HyperPod takes, only the adoption can fail this
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600, CreateTimeoutSeconds=82800)
+    stack.aws_calls.apply_fault(
+        "lost_response",
+        {"rate": 1, "services": ["sagemaker"], "operations": ["CreateCluster"], "times": 1, "answer": answer},
+    )
+    operation_id = start(budget=None)
+
+    execution = wait(stack, operation_id, advance=10 * STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    events = history(stack, execution["executionArn"])
+    create_failures = [
+        e["taskFailedEventDetails"]["error"]
+        for e in events
+        if e["type"] == "TaskFailed" and e["taskFailedEventDetails"]["resource"] == "createCluster"
+    ]
+    assert create_failures == failures
+    [summary] = stack.client("sagemaker").list_clusters()["ClusterSummaries"]  # one cluster: nothing leaked
+    operation = get_operation(dependencies(), operation_id)
+    assert operation.status == "SUCCEEDED"
+    assert operation.cluster_arn == summary["ClusterArn"] == json.loads(execution["output"])["ClusterArn"]
+    assert operation.warnings[0] == (
+        f"CreateCluster failed ({failures[-1]}) after it took effect: adopted {summary['ClusterArn']}, "
+        "tagged with this operation"
+    )
+    assert [s.name for s in operation.steps][:2] == ["Create Cluster", "Wait For Cluster"]
+    cluster = get_cluster(dependencies(), "ml-cluster")
+    assert cluster.status == "ACTIVE"
+    assert summary["ClusterStatus"] == "InService"
+
+
+def test_a_create_that_never_took_effect_fails_without_looking_further(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    stack.aws_calls.apply_fault(
+        "server_error", {"rate": 1, "services": ["sagemaker"], "operations": ["CreateCluster"]}
+    )
+    operation_id = start(budget=None)
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "FAILED"
+    operation = get_operation(dependencies(), operation_id)
+    assert operation.error is not None
+    assert operation.error.error == "SageMaker.SageMakerException"
+    assert operation.warnings == []
+    states = entered(history(stack, execution["executionArn"]))
+    assert "Look For Cluster" in states
+    assert "Read Cluster Tags" not in states  # DescribeCluster: no such cluster
+    assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
+    assert get_cluster(dependencies(), "ml-cluster").status == "CREATE_FAILED"
 
 
 def test_bad_input_fails_fast_without_touching_anything(make_stack: Any) -> None:

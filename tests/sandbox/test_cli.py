@@ -14,8 +14,10 @@ from pathlib import Path
 import boto3
 import pytest
 import requests
+from autopilot_cli.configure import stack_api_url
 
 from sandbox import cli
+from sandbox.core import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
@@ -78,6 +80,16 @@ def test_up_and_invoke_help_show_every_default(command: str, capsys: pytest.Capt
 def test_invoke_says_it_does_not_use_a_running_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
     cli.main(["invoke", "Nope", "--template", str(TEMPLATE)])
     assert "a running `up` is not used" in capsys.readouterr().err
+
+
+def test_up_describes_its_stack_to_cloudformation_for_autopilot_configure() -> None:
+    with Sandbox(TEMPLATE, background=False) as sandbox:
+        cli.announce_stack(sandbox, "http://127.0.0.1:3000")
+
+        cloudformation = sandbox.client("cloudformation")
+        assert stack_api_url(cloudformation, sandbox.stack.name) == "http://127.0.0.1:3000"
+        [described] = cloudformation.describe_stacks(StackName=sandbox.stack.name)["Stacks"]
+        assert described["StackStatus"] == "CREATE_COMPLETE"
 
 
 def test_demo_is_dispatched_to_sandbox_demo(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +161,7 @@ def test_region_then_comes_from_samconfig_as_sam_deploy_reads_it(tmp_path: Path)
 
 
 @pytest.mark.slow  # `python -m sandbox up` in a subprocess, until SIGINT
-def test_up_serves_api_and_aws_endpoint_until_sigint() -> None:
+def test_up_serves_api_and_aws_endpoint_until_sigint(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "AWS_REGION": "us-east-1"}
     process = subprocess.Popen(
         [
@@ -210,6 +222,34 @@ def test_up_serves_api_and_aws_endpoint_until_sigint() -> None:
         assert sagemaker.list_clusters()["ClusterSummaries"] == []
         health = requests.get(f"{aws_url.group(1)}/_sandbox/health", timeout=10).json()
         assert health["ok"] is True
+
+        # `autopilot configure --stack` reads the API's URL from the stack, as on AWS
+        configured = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autopilot_cli",
+                "configure",
+                "--stack",
+                health["stack"],
+                "--output",
+                "json",
+            ],
+            env={
+                **env,
+                "AWS_ENDPOINT_URL": aws_url.group(1),
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AUTOPILOT_CONFIG": str(tmp_path / "config.json"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert configured.returncode == 0, configured.stdout + configured.stderr
+        assert json.loads(configured.stdout)["endpoint"] == api_url.group(1)
 
         # inject goes through the admin route to HyperPodSimulator.apply_fault
         injected = subprocess.run(
