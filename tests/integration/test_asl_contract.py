@@ -63,7 +63,7 @@ EXPRESSION = re.compile(r"^\{%.*%\}$", re.DOTALL)
 # The wait both workflows share, state for state; only where it leads differs.
 WAIT_STATES = ("Await Cluster", "Check Cluster", "Cluster Reached")
 WAIT_EXITS = {
-    "create_cluster": ("Tag Cluster", "Check Before Rollback"),
+    "create_cluster": ("Continuous Provisioning", "Check Before Rollback"),
     "cleanup_cluster": ("Delete Budget", "Record Cluster Failed"),
 }
 

@@ -92,18 +92,73 @@ def test_a_lost_event_is_covered_by_the_fallback_check(make_stack: Any) -> None:
     assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
 
 
-def test_every_member_create_cluster_accepts_reaches_sagemaker(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
-    body = create_body(budget=None)
+def _continuous_eks_body(**changes: Any) -> dict[str, Any]:
+    """The sample create as an EKS cluster with NodeProvisioningMode Continuous (botocore: EKS only)."""
+    body = create_body(**changes)
+    del body["provisioningParameters"]
+    body["clusterConfig"]["Orchestrator"] = {
+        "Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/ml-eks"}
+    }
     body["clusterConfig"]["NodeProvisioningMode"] = "Continuous"
-    operation_id = create_cluster(
+    return body
+
+
+def _start_body(body: dict[str, Any]) -> str:
+    return create_cluster(
         dependencies(), CreateClusterBody.model_validate(body), requested_by="tester"
     ).operation_id
+
+
+def test_every_member_create_cluster_accepts_reaches_sagemaker(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    operation_id = _start_body(_continuous_eks_body(budget=None))
 
     assert wait(stack, operation_id, advance=STEP)["status"] == "SUCCEEDED"
 
     described = stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")
     assert described["NodeProvisioningMode"] == "Continuous"
+
+
+def test_a_continuous_cluster_short_of_capacity_succeeds_with_a_warning_and_is_not_rolled_back(
+    make_stack: Any,
+) -> None:
+    """NodeProvisioningMode Continuous: InService with no worker at all is a success with the shortfall
+    as a warning (HyperPod goes on launching in the background), never a failure or a rollback."""
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    stack.hyperpod.fault_capacity(instance_type="ml.p5.48xlarge", times=1000)
+    operation_id = _start_body(_continuous_eks_body(budget=None))  # rollbackOnFailure: true
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, execution["executionArn"]))
+    assert "Check Capacity" in states
+    assert "Roll Back Cluster" not in states
+    operation = get_operation(dependencies(), operation_id)
+    assert operation.status == "SUCCEEDED"
+    assert not operation.rolled_back
+    assert operation.warnings == [
+        "partial capacity: instance group worker-group-1 has 0 of 4 instances; HyperPod launches the rest "
+        "as capacity allows (NodeProvisioningMode Continuous; failed launches: ListClusterEvents)"
+    ]
+    assert get_cluster(dependencies(), "ml-cluster").status == "ACTIVE"
+    described = stack.client("sagemaker").describe_cluster(ClusterName="ml-cluster")
+    assert described["ClusterStatus"] == "InService"
+    events = stack.client("sagemaker").list_cluster_events(ClusterName="ml-cluster", ResourceType="Instance")
+    failed = [e for e in events["Events"] if e["EventLevel"] == "Error"]
+    assert failed
+    assert {e["InstanceGroupName"] for e in failed} == {"worker-group-1"}
+
+
+def test_a_full_continuous_cluster_has_no_capacity_warning(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    operation_id = _start_body(_continuous_eks_body(budget=None))
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert "Check Capacity" in entered(history(stack, execution["executionArn"]))
+    assert get_operation(dependencies(), operation_id).warnings == []
 
 
 def test_cluster_failure_is_recorded_rolled_back_and_notified(make_stack: Any) -> None:
