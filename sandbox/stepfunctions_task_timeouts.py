@@ -21,6 +21,9 @@ from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
     StatesErrorNameType,
 )
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+    StateTaskService,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task import StateTask
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
@@ -38,12 +41,16 @@ def install() -> Callable[[], None]:
         if not isinstance(ex, ReadTimeoutError):
             return original(self, env, ex)  # type: ignore[no-any-return]
         error = StatesErrorNameType.StatesTaskFailed
+        details = TaskFailedEventDetails(error=error.to_name(), cause=str(ex))
+        if isinstance(self, StateTaskService):  # the task's resource, as its other failures name it
+            details["resource"] = self._get_sfn_resource()
+            details["resourceType"] = self._get_sfn_resource_type()
         return FailureEvent(
             env=env,
             error_name=StatesErrorName(typ=error),
             event_type=HistoryEventType.TaskFailed,
             event_details=EventDetails(  # type: ignore[typeddict-item]
-                taskFailedEventDetails=TaskFailedEventDetails(error=error.to_name(), cause=str(ex))
+                taskFailedEventDetails=details
             ),
         )
 
