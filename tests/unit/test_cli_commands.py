@@ -333,6 +333,20 @@ def test_wait_in_table_mode_ends_with_the_operation_and_its_step_durations(
     assert "  Wait For Cluster         21m05s" in out.splitlines()
 
 
+@pytest.mark.parametrize("output", ["table", "json", "text"])
+def test_wait_ends_with_the_operations_warnings_on_stderr(api: FakeApi, run: Any, output: str) -> None:
+    shortfall = "partial capacity: instance group workers has 0 of 2 instances; HyperPod launches the rest"
+    done = operation("SUCCEEDED", ("Create Cluster", at(0)), ("Tag Cluster", at(21)), warnings=[shortfall])
+    api.answer("GET", "/operations/op-1", (200, done))
+    api.answer("GET", "/clusters/ml-cluster", (200, cluster_view("InService", (0, 2))))
+
+    code, _, err = run("operations", "get", "op-1", "--wait", "--poll", "0", "--output", output)
+
+    assert code == 0
+    lines = err.splitlines()
+    assert lines[-2:] == ["SUCCEEDED after 21m00s", f"warning: {shortfall}"]
+
+
 def test_waiting_on_a_failed_operation_exits_1_with_the_cause(api: FakeApi, run: Any) -> None:
     failed = operation(
         "FAILED", ("Delete Cluster", at(0)), ("Failed", at(60)),

@@ -337,6 +337,8 @@ def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace,
         )
         return EXIT_SERVICE
     progress.finish(operation)
+    # what went wrong without failing it (e.g. a Continuous cluster InService short of instances)
+    warn(operation.get("warnings") or [], output)
     output.result(operation, print_operation)
     if operation.get("status") == "FAILED":
         if not output.json:
