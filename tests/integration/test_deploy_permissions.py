@@ -215,12 +215,12 @@ def record_deploy(parameters: dict[str, Any] | None = None) -> list[Recorded]:
     parameters: what a deployer's credentials are checked against on AWS."""
     calls: list[Recorded] = []
 
-    def note(model: OperationModel, params: dict[str, Any], **_: Any) -> None:
-        calls.append(Recorded(model, dict(params)))
+    def note(**event: Any) -> None:  # botocore's before-parameter-build
+        calls.append(Recorded(event["model"], dict(event["params"])))
 
     with mock_aws(config={"lambda": {"use_docker": False}}):
         session = boto3.Session(region_name=REGION)
-        session._session.register("before-parameter-build", note)  # type: ignore[attr-defined]
+        session._session.register("before-parameter-build", note)
         deploy(TEMPLATE, session=session, region=REGION, account_id=ACCOUNT, parameters=parameters or {})
     return calls
 

@@ -257,8 +257,13 @@ def test_the_api_stage_logs_every_request_as_json_and_throttles() -> None:
         < int(parameters["ApiThrottlingRateLimit"]["Default"])
         <= int(parameters["ApiThrottlingBurstLimit"]["Default"])
     )
-    # API Gateway writes logs only with the account's CloudWatch role, set before the stage exists
-    assert RESOURCES["AutopilotApi"]["DependsOn"] == "ApiGatewayAccount"
+    # API Gateway writes logs only with the account's CloudWatch role, set before the stage exists when
+    # the stack sets it (a conditional reference: a DependsOn cannot name a conditional resource)
+    assert api["Tags"]["autopilot:apigateway-account"]["Fn::If"][:2] == [
+        "ManagesApiGatewayAccount",
+        {"Ref": "ApiGatewayAccount"},
+    ]
+    assert RESOURCES["ApiGatewayAccount"]["Condition"] == "ManagesApiGatewayAccount"
     assert RESOURCES["ApiGatewayAccount"]["Properties"]["CloudWatchRoleArn"] == {
         "Fn::GetAtt": ["ApiGatewayLogsRole", "Arn"]
     }
