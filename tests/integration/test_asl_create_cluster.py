@@ -404,6 +404,7 @@ def test_a_create_whose_answer_was_lost_adopts_the_cluster_it_created(
     operation = get_operation(dependencies(), operation_id)
     assert operation.status == "SUCCEEDED"
     assert operation.cluster_arn == summary["ClusterArn"] == json.loads(execution["output"])["ClusterArn"]
+    assert operation.warnings is not None
     assert operation.warnings[0] == (
         f"CreateCluster failed ({failures[-1]}) after it took effect: adopted {summary['ClusterArn']}, "
         "tagged with this operation"
