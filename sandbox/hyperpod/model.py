@@ -168,6 +168,7 @@ class Cluster:
     nodes: dict[str, Node] = field(default_factory=dict)
     controller_groups: frozenset[str] = frozenset()
     operation_token: int = 0  # bumps with every cluster-level operation; stale timers compare it
+    needs_software_update: bool = False  # an "older cluster": no BatchReplaceClusterNodes until patched
     capacity_retry_due: bool = False  # Continuous: a background retry of failed launches is scheduled
 
     def group_nodes(self, group_name: str) -> list[Node]:

@@ -73,6 +73,10 @@ _BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
 _TAKES_REPAIR = frozenset({"Running", "Failure"})
 _REPAIR_ACTIONS = ("None", "Reboot", "Replace")  # the RepairAction values sent (AWS documents none)
 _DELETE_CONFLICTS = frozenset({"Deleting", "Updating", "SystemUpdating", "RollingBack"})
+_SOFTWARE_UPDATE_NEEDED = (
+    "Cluster {cluster} must be patched before nodes can be replaced: run UpdateClusterSoftware on the "
+    "cluster, then call BatchReplaceClusterNodes again."
+)
 
 Action = Callable[[datetime], None]
 Params = dict[str, Any]
@@ -891,6 +895,7 @@ class HyperPodSimulator:
             if node.operation == "software":
                 node.status, node.operation = node.resting_status, None
                 node.last_software_update = at
+        cluster.needs_software_update = False  # patched: the Batch* node APIs work now
         for group in cluster.groups.values():
             group.status = "InService"
         cluster.status = "InService"
@@ -962,6 +967,12 @@ class HyperPodSimulator:
         return self._batch_repair(params, replace=False)
 
     def _batch_replace_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        cluster = self._cluster(params["ClusterName"])
+        if cluster.needs_software_update:
+            # botocore: "If you want to invoke this API on an existing cluster, you'll first need to
+            # patch the cluster by running the UpdateClusterSoftware API." The answer is unmodelled;
+            # its code and wording here are the sandbox's (docs/sandbox.md, "Unverified").
+            raise validation_error(_SOFTWARE_UPDATE_NEEDED.format(cluster=cluster.name))
         return self._batch_repair(params, replace=True)
 
     def _batch_repair(self, params: Params, *, replace: bool) -> dict[str, Any]:
@@ -1198,6 +1209,7 @@ class HyperPodSimulator:
             "node_unhealthy": self.fault_node_unhealthy,
             "reboot_does_not_heal": self.fault_reboot_does_not_heal,
             "capacity": self.fault_capacity,
+            "software_update_required": self.fault_software_update_required,
             "clear": self.clear_faults,
         }
         fault = faults.get(name)
@@ -1344,11 +1356,24 @@ class HyperPodSimulator:
             self._capacity_faults.append(CapacityFault(operation, instance_type, times, available))
         return {"Operation": operation, "InstanceType": instance_type, "Times": times, "Available": available}
 
+    def fault_software_update_required(self, cluster: str) -> dict[str, Any]:
+        """The cluster predates the Batch* node APIs: BatchReplaceClusterNodes is refused until an
+        UpdateClusterSoftware on it completes (as AWS documents for clusters created before them)."""
+        with self._lock:
+            self._advance(self.clock.now())
+            try:
+                target = self._cluster(cluster)
+            except HyperPodApiError as error:
+                raise ValueError(error.message) from None
+            target.needs_software_update = True
+            return {"ClusterName": cluster, "NeedsSoftwareUpdate": True}
+
     def clear_faults(self) -> dict[str, Any]:
         """Disarm capacity faults and every node's reboot-does-not-heal flag."""
         with self._lock:
             self._capacity_faults.clear()
             for cluster in self._clusters.values():
+                cluster.needs_software_update = False
                 for node in cluster.nodes.values():
                     node.reboot_heals = True
         return {"Cleared": True}

@@ -115,6 +115,10 @@ DELETE_CONFLICT = [
         "MaxAttempts": 8,
     }
 ]
+# ReplaceNode's BatchReplaceClusterNodes: an older cluster's "run UpdateClusterSoftware first" arrives as
+# SageMaker.SageMakerException, as throttling does; Replace Call Failed tells them apart (the first is
+# never retried, the others are, each minute until the action's deadline), so the task retries nothing.
+REPLACE_NOT_RETRIED = [{"ErrorEquals": ["SageMaker.SageMakerException"], "MaxAttempts": 0}]
 _session = botocore.session.get_session()
 
 
@@ -238,6 +242,8 @@ def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state
         policy = CONDITIONAL_WRITE + policy
     if (machine, state_name) == ("cleanup_cluster", "Delete Cluster"):
         policy = DELETE_CONFLICT + policy
+    if (machine, state_name) == ("replace_node", "Replace Node"):
+        policy = REPLACE_NOT_RETRIED
     assert state["Retry"] == policy
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
