@@ -657,6 +657,25 @@ class HyperPodSimulator:
         if self._clusters.get(cluster.arn) is cluster and cluster.status not in ("Deleting", "Failed"):
             self._launch_missing(cluster, operation, at, self.timings.scale_up)
 
+    def _scale_continuously(self, cluster: Cluster, at: datetime) -> dict[str, Any]:
+        """UpdateCluster of a Continuous cluster: "Your clusters and instance groups remain InService
+        while scaling" (botocore): new instances come as on a create, removed ones go on their own."""
+        for group in cluster.groups.values():
+            if group.status != "Deleting":
+                group.status = "InService"
+        for node in cluster.nodes.values():
+            if node.operation == "shutdown":
+                self._schedule_removal(cluster, node, at)
+        if any(g.status == "Deleting" for g in cluster.groups.values()):
+            self._after(at, self.timings.scale_down, partial(self._drop_deleted_groups, cluster))
+        self._launch_missing(cluster, "UpdateCluster", at, self.timings.scale_up)
+        return {"ClusterArn": cluster.arn}
+
+    def _drop_deleted_groups(self, cluster: Cluster, at: datetime) -> None:
+        for group in list(cluster.groups.values()):
+            if group.status == "Deleting" and not cluster.group_nodes(group.name):
+                del cluster.groups[group.name]
+
     def _priority_nodes_up(self, cluster: Cluster) -> bool:
         """A Slurm cluster's controller group and login groups have a node up (EKS: nothing to wait for)."""
         if "Eks" in cluster.request.get("Orchestrator", {}):
@@ -731,7 +750,7 @@ class HyperPodSimulator:
             group.target_count = spec["InstanceCount"]
             if delta > 0:
                 grown.append(group.instance_type)
-                for _ in range(delta):
+                for _ in range(delta if not cluster.continuous else 0):  # Continuous: _launch_missing
                     self._new_node(cluster, group, at)
             elif delta < 0:
                 shrunk = True
@@ -746,6 +765,8 @@ class HyperPodSimulator:
                 node.status, node.operation = "ShuttingDown", "shutdown"
         if "NodeRecovery" in params:
             cluster.node_recovery = params["NodeRecovery"]
+        if cluster.continuous:
+            return self._scale_continuously(cluster, at)
         cluster.status = "Updating"
         failing = self._take_capacity_fault("UpdateCluster", grown) if grown else None
         if failing is not None:
@@ -1450,7 +1471,7 @@ def _heal(node: Node) -> None:
 
 def _scale_down_order(nodes: list[Node]) -> list[Node]:
     """Which nodes a scale-down removes first: not yet launched, then unhealthy, then newest."""
-    idle = [n for n in nodes if n.operation in (None, "launch")]
+    idle = [n for n in nodes if n.operation in (None, "launch", "no_capacity")]
     return sorted(idle, key=lambda n: (n.provisioned, n.healthy, -n.launch_time.timestamp()))
 
 

@@ -267,9 +267,7 @@ def test_continuous_create_without_any_worker_capacity_keeps_retrying_until_it_c
     hyperpod_cluster_request: Request,
 ) -> None:
     hyperpod_sim.apply_fault("capacity", {"instance_type": "ml.p5.48xlarge", "times": 100})
-    arn = hyperpod_sagemaker.create_cluster(**_continuous_eks_request(hyperpod_cluster_request))[
-        "ClusterArn"
-    ]
+    arn = hyperpod_sagemaker.create_cluster(**_continuous_eks_request(hyperpod_cluster_request))["ClusterArn"]
 
     hyperpod_clock.advance(3 * 60 * MINUTE)
     described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
@@ -281,6 +279,47 @@ def test_continuous_create_without_any_worker_capacity_keeps_retrying_until_it_c
     hyperpod_sim.apply_fault("clear", {})  # capacity is back: the next background round gets it
     hyperpod_clock.advance(30 * MINUTE)
     assert _counts(hyperpod_sagemaker.describe_cluster(ClusterName=arn))["worker-group-1"] == (2, 2)
+
+
+def test_continuous_scaling_stays_in_service_and_retries_launches_without_capacity(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_events: Events,
+    hyperpod_cluster_request: Request,
+) -> None:
+    """botocore: with Continuous, "Your clusters and instance groups remain InService while scaling"."""
+    request = _continuous_eks_request(hyperpod_cluster_request)
+    arn = hyperpod_sagemaker.create_cluster(**request)["ClusterArn"]
+    hyperpod_clock.advance(20 * MINUTE + DELIVERY)
+    hyperpod_sim.tick()
+    hyperpod_events()  # the create's
+    hyperpod_sim.apply_fault("capacity", {"operation": "UpdateCluster"})  # the first round finds none
+    workers = request["InstanceGroups"][1]
+
+    hyperpod_sagemaker.update_cluster(ClusterName=arn, InstanceGroups=[{**workers, "InstanceCount": 4}])
+    described = hyperpod_sagemaker.describe_cluster(ClusterName=arn)
+    assert described["ClusterStatus"] == "InService"
+    assert described["InstanceGroups"][1]["Status"] == "InService"
+    assert _counts(described)["worker-group-1"] == (2, 4)
+    hyperpod_clock.advance(8 * MINUTE + DELIVERY)
+    hyperpod_sim.tick()
+    events = hyperpod_events()
+    assert len(_instance_failures(events)) == 2
+    assert _of_type(events, STATE_CHANGE) == []
+    hyperpod_clock.advance(17 * MINUTE)  # the retry at +13 minutes, up 12 minutes later
+    assert _counts(hyperpod_sagemaker.describe_cluster(ClusterName=arn))["worker-group-1"] == (4, 4)
+
+    hyperpod_sagemaker.update_cluster(ClusterName=arn, InstanceGroups=[{**workers, "InstanceCount": 1}])
+    assert hyperpod_sagemaker.describe_cluster(ClusterName=arn)["ClusterStatus"] == "InService"
+    hyperpod_clock.advance(3 * MINUTE)
+    assert _counts(hyperpod_sagemaker.describe_cluster(ClusterName=arn))["worker-group-1"] == (1, 1)
+    assert len(hyperpod_sagemaker.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]) == 2
+
+    hyperpod_sagemaker.update_cluster(ClusterName=arn, InstanceGroupsToDelete=["controller-machine"])
+    assert hyperpod_sagemaker.describe_cluster(ClusterName=arn)["ClusterStatus"] == "InService"
+    hyperpod_clock.advance(3 * MINUTE)
+    assert _counts(hyperpod_sagemaker.describe_cluster(ClusterName=arn)) == {"worker-group-1": (1, 1)}
 
 
 def test_continuous_slurm_cluster_waits_for_its_controller(
