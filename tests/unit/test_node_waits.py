@@ -144,3 +144,13 @@ def test_an_older_request_of_the_same_execution_is_ignored() -> None:
 def test_a_request_for_anything_but_healthy_is_refused() -> None:
     with pytest.raises(ValidationError):
         handle_message({**request(), "until": "Running"}, 1000, MemoryWaits())
+
+
+@pytest.mark.parametrize("status", ["DetachInProgress", "AttachInProgress"])
+def test_a_node_moveclusternodes_is_moving_resumes_the_repair_to_end_it(status: str) -> None:
+    waits = MemoryWaits()
+    waits.status[NODE] = status
+
+    handle_message(request(), 1000, waits)
+
+    assert waits.answered == [("token-1", {"InstanceStatus": status, "HealthStatus": "Unknown"})]

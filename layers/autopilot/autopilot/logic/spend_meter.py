@@ -42,7 +42,22 @@ if TYPE_CHECKING:
     from autopilot.pricing import ListPrices
 
 # The node states HyperPod bills (an instance is provisioned), as the sandbox's Budgets charges them.
-BILLABLE_STATUSES: Final = frozenset({"Running", "Failure", "SystemUpdating", "DeepHealthCheckInProgress"})
+# DetachInProgress / AttachInProgress: a node MoveClusterNodes moves keeps its instance ("The underlying
+# instances aren't terminated"), so it is billed as Running, in whichever cluster lists it (AWS does not
+# say how a moving node is billed: docs/sandbox.md, "Unverified").
+BILLABLE_STATUSES: Final = frozenset(
+    {
+        "Running",
+        "Failure",
+        "SystemUpdating",
+        "DeepHealthCheckInProgress",
+        "DetachInProgress",
+        "AttachInProgress",
+    }
+)
+# The others: no instance yet, or none any more. Every ClusterInstanceStatus is one or the other
+# (tests/unit/test_node_statuses.py fails on a status botocore adds).
+UNBILLED_STATUSES: Final = frozenset({"Pending", "ShuttingDown", "NotFound"})
 # Percent of the budget the forecast is alerted at: heading for it, and over it.
 FORECAST_THRESHOLDS: Final = (80, 100)
 ALERT_KIND: Final = "SpendForecast"

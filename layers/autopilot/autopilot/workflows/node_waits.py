@@ -8,7 +8,9 @@ Health branch of autopilot.logic.cluster_events once it holds the report).
 A node is what the repair waits for when it is Running and no Unhealthy report is held for it (the
 node item's ``health``, autopilot.dal.healing): a node HMA still finds faulty keeps running, so its
 InstanceStatus alone does not say a reboot healed it. A node that is gone (NotFound, ShuttingDown)
-resumes the repair too: HyperPod replaced it, and the workflow looks for the successor.
+resumes the repair too: HyperPod replaced it, and the workflow looks for the successor. So does a node
+MoveClusterNodes is moving (DetachInProgress, AttachInProgress): the workflow ends the repair, as
+moving is not a failure and a moving node cannot be repaired.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from autopilot.workflows.cluster_waits import NODE_NOT_FOUND, ClusterWaits, Wait
 
 RUNNING = "Running"
 _GONE = frozenset({NODE_NOT_FOUND, "ShuttingDown"})
+_MOVING = frozenset({"DetachInProgress", "AttachInProgress"})
 
 
 def await_node(request: AwaitNode, sent_at: int, waits: ClusterWaits) -> None:
@@ -58,7 +61,7 @@ def check_node(waiter: Waiter, healthy: bool, waits: ClusterWaits) -> None:
     assert waiter.node_id is not None, "a node waiter names its node"
     status = waits.describe_node_status(waiter.cluster_name, waiter.node_id)
     output: dict[str, Any]
-    if status in _GONE:
+    if status in _GONE | _MOVING:
         output = {"InstanceStatus": status, "HealthStatus": "Unknown"}
     elif status == RUNNING and healthy:
         output = {"InstanceStatus": status, "HealthStatus": NodeHealth.HEALTHY.value}

@@ -69,6 +69,10 @@ if TYPE_CHECKING:
 # Not DeepHealthCheckInProgress (HyperPod replaces a node that fails its checks itself, and the checks
 # take as long as they take) nor ShuttingDown / NotFound (the node is leaving the cluster).
 STUCK_STATUSES = frozenset({"Pending", "SystemUpdating"})
+# A node MoveClusterNodes is moving to another instance group (its own cluster's or another's): neither
+# broken nor stuck, and no repair may start on it; once moved it is gone from this group, which is not
+# a failure either.
+MOVING_STATUSES = frozenset({"DetachInProgress", "AttachInProgress"})
 FAILURE = "Failure"
 RUNNING = "Running"
 # RUNNING operations older than this are not read again (as the reconciler; repairs end in hours).
@@ -244,6 +248,8 @@ class HealingSweep:
         """The node's fault, if any, and whether the sweep is the first to find it."""
         node_id = summary["InstanceId"]
         status = summary["InstanceStatus"]["Status"]
+        if status in MOVING_STATUSES:
+            return None, False  # an Unhealthy report held waits until the node has arrived
         if record is not None and record.health is NodeHealth.UNHEALTHY and record.health_since:
             # The report held is the fault: acted on once (a claim set lastFaultAt to it), never again.
             if record.last_fault_at is not None and record.last_fault_at >= record.health_since:
