@@ -516,3 +516,12 @@ def test_the_sandbox_deploys_every_role_with_the_boundary() -> None:
         }
         assert roles
         assert boundaries == {BOUNDARY}
+
+
+def test_a_boundary_policy_that_does_not_exist_fails_the_deploy() -> None:
+    """As IAM refuses CreateRole with it (NoSuchEntity); moto alone would take any ARN."""
+    with (
+        mock_aws(config={"lambda": {"use_docker": False}}),
+        pytest.raises(TemplateError, match="NoSuchEntity"),
+    ):
+        deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters={"PermissionsBoundary": BOUNDARY})

@@ -21,6 +21,11 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         **pick(props, "Path", "Description", "MaxSessionDuration", "PermissionsBoundary"),
     }
     iam = ctx.client("iam")
+    if args.get("PermissionsBoundary"):
+        # IAM refuses a boundary policy that does not exist (NoSuchEntity); moto would take any ARN
+        boundary = str(args["PermissionsBoundary"])
+        moto_iam.add_aws_managed_policies(ctx.stack.account_id, ctx.partition, [boundary])
+        iam.get_policy(PolicyArn=boundary)
     role = iam.create_role(**args)["Role"]
     with moto_iam.versionless_policies_accepted():
         for policy in props.get("Policies") or []:
