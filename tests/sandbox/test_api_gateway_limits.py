@@ -124,3 +124,10 @@ def test_throttling_falls_back_to_the_accounts_limits(sandbox: Sandbox) -> None:
         assert statuses == [200, 200, 200, 429]
         clock.now += 0.5  # 2 a second: one token back
         assert [requests.get(f"{url}/health", timeout=10).status_code for _ in range(2)] == [200, 429]
+
+
+def test_the_sandboxs_api_throttles_on_the_sandbox_clock(sandbox: Sandbox) -> None:
+    url = sandbox.serve_api(0)
+    assert [requests.get(f"{url}/throttled", timeout=10).status_code for _ in range(2)] == [200, 200]
+    sandbox.clock.advance(1.0)  # a simulated second refills one token, however little wall time passed
+    assert requests.get(f"{url}/throttled", timeout=10).status_code == 200
