@@ -7,7 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 # Node InstanceStatus values in which the instance exists and is billed.
-_PROVISIONED_STATUSES = frozenset({"Running", "Failure", "SystemUpdating", "DeepHealthCheckInProgress"})
+# A node MoveClusterNodes moves keeps its instance (DetachInProgress, AttachInProgress).
+_PROVISIONED_STATUSES = frozenset(
+    {
+        "Running",
+        "Failure",
+        "SystemUpdating",
+        "DeepHealthCheckInProgress",
+        "DetachInProgress",
+        "AttachInProgress",
+    }
+)
 
 # Fields of a ClusterInstanceGroupSpecification that DescribeCluster echoes back unchanged.
 _ECHOED_GROUP_FIELDS = (
@@ -51,6 +61,8 @@ class HyperPodTimings:
     # configurations", HyperPod developer guide); the sandbox clock runs fast while the control plane waits.
     deep_health_check: float = 2 * 60 * 60
     event_delivery: float = 2  # from a change to its event reaching EventBridge (near real time)
+    move_detach: float = 2 * 60  # MoveClusterNodes: DetachInProgress in the source group (unverified)
+    move_attach: float = 10 * 60  # AttachInProgress in the target group: its lifecycle scripts (unverified)
 
 
 def utc(value: datetime) -> datetime:

@@ -14,6 +14,7 @@ HYPERPOD_OPERATIONS = (
     "BatchDeleteClusterNodes",
     "BatchRebootClusterNodes",
     "BatchReplaceClusterNodes",
+    "MoveClusterNodes",
     "ListClusterEvents",
     "DescribeClusterEvent",
 )

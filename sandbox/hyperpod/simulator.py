@@ -69,7 +69,7 @@ _REPLACING = (
 )
 
 _DEFAULT_PAGE_SIZE = 10  # SageMaker's List* default when MaxResults is left out
-_BUSY = frozenset({"reboot", "replace", "software", "shutdown"})
+_BUSY = frozenset({"reboot", "replace", "software", "shutdown", "move"})
 _TAKES_REPAIR = frozenset({"Running", "Failure"})
 _REPAIR_ACTIONS = ("None", "Reboot", "Replace")  # the RepairAction values sent (AWS documents none)
 _DELETE_CONFLICTS = frozenset({"Deleting", "Updating", "SystemUpdating", "RollingBack"})
@@ -166,6 +166,7 @@ class HyperPodSimulator:
             "BatchDeleteClusterNodes": self._batch_delete_cluster_nodes,
             "BatchRebootClusterNodes": self._batch_reboot_cluster_nodes,
             "BatchReplaceClusterNodes": self._batch_replace_cluster_nodes,
+            "MoveClusterNodes": self._move_cluster_nodes,
             "ListClusterEvents": self._list_cluster_events,
             "DescribeClusterEvent": self._describe_cluster_event,
             "AddTags": self._add_tags,
@@ -983,6 +984,89 @@ class HyperPodSimulator:
                 "Continuous, which the sandbox does not simulate."
             )
         return _unique(params["NodeIds"])
+
+    def _move_cluster_nodes(self, params: Params) -> dict[str, Any]:
+        """MoveClusterNodes (botocore 1.44.8): each node accepted goes DetachInProgress in its group, then
+        joins the target group AttachInProgress (same instance id and type), then Running."""
+        source = self._cluster(params["SourceClusterArn"])
+        target = self._cluster(params["TargetClusterArn"])
+        for cluster in (source, target):
+            if not (
+                cluster.status == "InService"
+                and cluster.continuous
+                and "Eks" in cluster.request.get("Orchestrator", {})
+            ):
+                raise validation_error(
+                    f"Cluster {cluster.name}: both clusters must be InService, use Amazon EKS "
+                    "orchestration, and use Continuous as the NodeProvisioningMode."
+                )
+        from_group = source.groups.get(params["SourceInstanceGroupName"])
+        to_group = target.groups.get(params["TargetInstanceGroupName"])
+        if from_group is None or to_group is None or from_group is to_group:
+            raise validation_error("The source and target instance groups must exist and differ.")
+        chosen = [k for k in ("NodeIds", "NodeLogicalIds", "InstanceCount") if k in params]
+        if chosen not in (["NodeIds"], ["InstanceCount"]):
+            raise validation_error(
+                "Specify exactly one of NodeIds, NodeLogicalIds, or InstanceCount (the sandbox does "
+                "not move by NodeLogicalIds)."
+            )
+        types = to_group.spec.get("InstanceRequirements", {}).get("InstanceTypes") or [to_group.instance_type]
+        members = source.group_nodes(from_group.name)
+        movable = [n for n in members if n.status == "Running" and n.operation is None]
+        failed: list[dict[str, str]] = []
+        if "InstanceCount" in params:
+            moving = [n for n in movable if n.instance_type in types][: params["InstanceCount"]]
+            if len(moving) < params["InstanceCount"]:
+                raise validation_error("Fewer nodes than InstanceCount are eligible to move.")
+        else:
+            moving = []
+            for node_id in _unique(params["NodeIds"]):
+                node = next((n for n in members if n.instance_id == node_id), None)
+                code = (
+                    ("NodeIdNotFound", f"Node {node_id} is not in instance group {from_group.name}.")
+                    if node is None
+                    else ("NodeIdInUse", f"Node {node_id} has an operation in progress.")
+                    if node.operation is not None
+                    else ("InvalidNodeStatus", f"Node {node_id} is in {node.status} status.")
+                    if node.status != "Running"
+                    else ("NodeInstanceTypeMismatch", f"Node {node_id} is a {node.instance_type}.")
+                    if node.instance_type not in types
+                    else None
+                )
+                if code is not None:
+                    failed.append({"NodeId": node_id, "Code": code[0], "Message": code[1]})
+                elif node is not None:
+                    moving.append(node)
+            if not moving:
+                raise validation_error("None of the specified nodes can be moved.")
+        if from_group.target_count - len(moving) < int(from_group.spec.get("MinInstanceCount", 0)):
+            raise validation_error(f"Moving the nodes would take {from_group.name} below its minimum.")
+        for node in moving:
+            node.status, node.operation = "DetachInProgress", "move"
+            self._after(
+                self._now, self.timings.move_detach, partial(self._hand_off, source, node, target, to_group)
+            )
+        result: dict[str, Any] = {"Successful": [n.instance_id for n in moving]}
+        if "NodeIds" in params:
+            result["Failed"] = failed
+        return result
+
+    def _hand_off(
+        self, source: Cluster, node: Node, target: Cluster, group: InstanceGroup, at: datetime
+    ) -> None:
+        """A moving node leaves its group (and cluster) and joins the target group, AttachInProgress."""
+        if not self._node_alive(source, node, "move") or self._clusters.get(target.arn) is not target:
+            return
+        del source.nodes[node.instance_id]
+        source.groups[node.group_name].target_count -= 1
+        node.group_name, node.status = group.name, "AttachInProgress"
+        target.nodes[node.instance_id] = node
+        group.target_count += 1
+        self._after(at, self.timings.move_attach, partial(self._attached, target, node))
+
+    def _attached(self, cluster: Cluster, node: Node, at: datetime) -> None:
+        if self._node_alive(cluster, node, "move"):
+            node.status, node.operation = "Running", None
 
     def _batch_reboot_cluster_nodes(self, params: Params) -> dict[str, Any]:
         return self._batch_repair(params, replace=False)
