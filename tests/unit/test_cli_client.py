@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
 from typing import Any
 
 import pytest
@@ -228,3 +230,38 @@ def test_the_endpoint_region_beats_the_profile_region(monkeypatch: pytest.Monkey
         in client.signed_request("GET", "/clusters").headers["Authorization"]
     )
     assert explicit.region == "us-east-1"
+
+
+def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller() -> None:
+    answers = [
+        (429, b'{"message": "Too Many Requests"}'),
+        (504, b'{"message": "Endpoint request timed out"}'),
+    ]
+    answers.append((200, b'{"clusters": []}'))
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            status, body = answers.pop(0)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = AutopilotClient(
+            f"http://127.0.0.1:{server.server_address[1]}",
+            region="us-east-1",
+            credentials=Credentials("AKIDEXAMPLE", "secret"),
+        )
+        assert list(client.list_clusters()) == []
+    finally:
+        server.shutdown()
+    assert len(seen) == 3

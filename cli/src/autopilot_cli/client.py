@@ -80,6 +80,9 @@ def region_from_endpoint(endpoint: str) -> str | None:
     return found.group(1) if found else None
 
 
+RETRIED_STATUSES = frozenset({429, 502, 503, 504})
+
+
 def _shortened(data: bytes | str, limit: int = 2000) -> str:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
@@ -112,8 +115,14 @@ class AutopilotClient:
         self._credentials: Credentials = found
         # POST is retried too: every POST this client sends is safe to repeat (POST /clusters and the
         # node repairs carry an Idempotency-Key, POST /validate changes nothing).
+        # A throttled (429) or unavailable (502-504, API Gateway's and the API's own) answer is retried
+        # too, after Retry-After when there is one, as the AWS SDKs retry throttling.
         retries = urllib3.Retry(
-            total=2, backoff_factor=0.5, allowed_methods=urllib3.Retry.DEFAULT_ALLOWED_METHODS | {"POST"}
+            total=3,
+            backoff_factor=0.5,
+            allowed_methods=urllib3.Retry.DEFAULT_ALLOWED_METHODS | {"POST"},
+            status_forcelist=RETRIED_STATUSES,
+            raise_on_status=False,
         )
         self._http = http or urllib3.PoolManager(retries=retries)
         self._timeout = timeout_seconds
