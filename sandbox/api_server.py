@@ -41,7 +41,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sandbox.deploy import ApiRoute, ApiSpec, Stack, Throttle
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, InvocationResult, LambdaRuntime
+from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, FunctionThrottled, InvocationResult, LambdaRuntime
 from sandbox.sigv4 import AuthError, Caller, SigningKey, missing_token, moto_credentials, verify
 
 _INTERNAL_ERROR: Final = {"message": "Internal server error"}
@@ -267,7 +267,13 @@ class ApiServer:
             caller=caller,
             request_id=request_id,
         )
-        result = self._invoke(compiled.route.function_logical_id, event)
+        try:
+            result = self._invoke(compiled.route.function_logical_id, event)
+        except FunctionThrottled:
+            # Lambda's 429 (reserved concurrency) is an integration failure to API Gateway: a 500
+            sys.stderr.write(f"[api] {compiled.route.function_logical_id} throttled: 500\n")
+            self._reply(request, 500, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
+            return
         if result is None:
             sys.stderr.write(
                 f"[api] {compiled.route.function_logical_id} did not answer within "

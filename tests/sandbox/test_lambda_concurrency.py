@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from moto.dynamodb.responses import DynamoHandler
 
@@ -201,3 +205,17 @@ def test_a_throttled_invoke_is_lambdas_429(product: Sandbox, monkeypatch: pytest
     assert error["Error"]["Code"] == "TooManyRequestsException"
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 429
     assert error["Reason"] == "ReservedFunctionConcurrentInvocationLimitExceeded"
+
+
+def test_a_throttled_api_function_is_api_gateways_500(
+    product: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(product.runtime.spec("ApiFunction"), "reserved_concurrency", 0)
+    url = product.serve_api(0)
+    request = AWSRequest(method="GET", url=f"{url}/clusters")
+    SigV4Auth(Credentials("testing", "testing", "testing"), "execute-api", product.region).add_auth(request)
+    prepared = request.prepare()
+    response = requests.get(prepared.url, headers=dict(prepared.headers), timeout=30)
+    assert response.status_code == 500
+    assert response.json() == {"message": "Internal server error"}
+    assert response.headers["x-amzn-ErrorType"] == "InternalServerErrorException"
