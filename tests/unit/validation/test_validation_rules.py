@@ -272,7 +272,7 @@ def test_autoscaling_needs_eks() -> None:
 
 
 def test_continuous_provisioning_needs_eks() -> None:
-    """botocore documents NodeProvisioningMode Continuous as "only supported for EKS orchestrated clusters"."""
+    """botocore on NodeProvisioningMode Continuous: "only supported for EKS orchestrated clusters"."""
     slurm = check_slurm(changed(slurm_config(), ("NodeProvisioningMode", "Continuous")))
     assert messages_at(errors(slurm), "NodeProvisioningMode") == [CONTINUOUS_NEEDS_EKS]
     managed = check_slurm(changed(managed_slurm_config(), ("NodeProvisioningMode", "Continuous")))
