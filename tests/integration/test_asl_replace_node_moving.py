@@ -14,9 +14,11 @@ from tests.integration.test_asl_replace_node import (
     CLUSTER,
     WORKERS,
     assert_released,
+    fault,
     operation_of,
     run,
     start_repair,
+    until_left,
 )
 from tests.integration.workflows import entered, history
 
@@ -24,14 +26,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExc
 EKS = {"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/eks"}}
 
 
-def test_a_repair_of_a_moving_node_ends_without_a_call(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0)
+def eks_continuous_cluster(stack: Any) -> tuple[str, str, str]:
+    """An InService EKS cluster in Continuous mode whose login group can take a worker: (ARN, a worker
+    node, that group)."""
     config = {k: v for k, v in create_body()["clusterConfig"].items() if k != "Tags"}
     config.update(Orchestrator=EKS, NodeProvisioningMode="Continuous", NodeRecovery="None")
     groups = config["InstanceGroups"]
     for group in groups:
         group.pop("OnStartDeepHealthChecks", None)
-    groups[1]["InstanceType"] = groups[2]["InstanceType"]  # the login group can take a worker
+    groups[1]["InstanceType"] = groups[2]["InstanceType"]
     sagemaker = stack.client("sagemaker")
     arn = sagemaker.create_cluster(**config)["ClusterArn"]
     stack.clock.advance(3600)
@@ -39,20 +42,50 @@ def test_a_repair_of_a_moving_node_ends_without_a_call(make_stack: Any) -> None:
     node = sagemaker.list_cluster_nodes(ClusterName=CLUSTER, InstanceGroupNameContains=WORKERS)[
         "ClusterNodeSummaries"
     ][0]["InstanceId"]
-    sagemaker.move_cluster_nodes(
+    return str(arn), str(node), str(groups[1]["InstanceGroupName"])
+
+
+def move(stack: Any, arn: str, node: str, group: str) -> None:
+    stack.client("sagemaker").move_cluster_nodes(
         SourceClusterArn=arn,
         SourceInstanceGroupName=WORKERS,
         TargetClusterArn=arn,
-        TargetInstanceGroupName=groups[1]["InstanceGroupName"],
+        TargetInstanceGroupName=group,
         NodeIds=[node],
     )
+
+
+def test_a_repair_of_a_moving_node_ends_without_a_call(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0)
+    arn, node, group = eks_continuous_cluster(stack)
+    move(stack, arn, node, group)
     found = Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(stack.clock.now()))
 
-    arn = start_repair(stack, node, NodeAction.REBOOT, found)
-    [execution] = run(stack, arn, events=False)
+    execution_arn = start_repair(stack, node, NodeAction.REBOOT, found)
+    [execution] = run(stack, execution_arn, events=False)
 
     assert execution["status"] == "SUCCEEDED"
-    assert "Reboot Node" not in entered(history(stack, arn))
+    assert "Reboot Node" not in entered(history(stack, execution_arn))
     [action] = operation_of(execution).actions or []
     assert (action.result.value, action.error_code) == ("succeeded", "NodeMoving")
     assert_released(stack, execution, node)
+
+
+def test_a_node_moved_while_the_repair_waits_ends_it(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=120)
+    arn, node, group = eks_continuous_cluster(stack)
+    found = fault(stack, node)
+    stack.hyperpod.fault_reboot_does_not_heal(CLUSTER, node)  # Running again, still reported unhealthy
+    execution_arn = start_repair(stack, node, NodeAction.REBOOT, found)
+    until_left(stack, execution_arn, "Reboot Node")
+    stack.clock.advance(6 * 60)  # the reboot is over
+    stack.hyperpod.tick()
+
+    move(stack, arn, node, group)
+    [execution] = run(stack, execution_arn, events=False)
+
+    assert execution["status"] == "SUCCEEDED"
+    actions = operation_of(execution).actions or []
+    assert [(a.action.value, a.result.value, a.error_code) for a in actions] == [
+        ("reboot", "succeeded", "NodeMoving")
+    ]
