@@ -229,7 +229,6 @@ class _Environment:
             try:
                 event = json.loads(invocation.body) if invocation.body.strip() else {}
             except ValueError as error:
-                invocation.started.set()
                 invocation.payload = _error_payload(
                     "Runtime.UnmarshalError", f"Unable to unmarshal input: {error}", invocation.request_id
                 )
@@ -238,7 +237,6 @@ class _Environment:
             try:
                 handler = runtime._load_handler(self)
             except _InitError as error:
-                invocation.started.set()
                 invocation.payload = _error_payload(
                     error.error_type, str(error), invocation.request_id, with_trace=False
                 )
@@ -252,6 +250,7 @@ class _Environment:
         finally:
             environ.leave()
             invocation.done.set()
+            invocation.started.set()  # after done: a caller woken here by an init error sees it done
 
 
 class _Function:

@@ -4,6 +4,7 @@ concurrency metric (issue 19 item 9). The runtime on its own, then the product's
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -111,6 +112,25 @@ def test_a_timed_out_async_invocation_is_retried_as_lambda_retries_events(
     assert runtime.dispatcher.wait_idle(15)
     assert _runs(tmp_path) == 2  # the attempt and MaximumRetryAttempts (1) retry, each timed out
     assert runtime.metrics()["GatedFunction"]["timeouts"] == 2
+
+
+def test_init_and_unmarshal_errors_are_answered_at_once_not_as_timeouts(
+    tmp_path: Path, runtime: LambdaRuntime
+) -> None:
+    spec = _gated(tmp_path, timeout=1)
+    (spec.code_dir / "gated_app.py").write_text("raise RuntimeError('broken at import')\n")
+    runtime.register(spec)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch at every chance: the caller wakes as the environment answers
+    try:
+        for _ in range(50):
+            result = runtime.invoke("GatedFunction", {})
+            assert result.json()["errorType"] == "Runtime.ImportModuleError"  # never taken for a timeout
+    finally:
+        sys.setswitchinterval(interval)
+    assert runtime.invoke("GatedFunction", b"{not json").json()["errorType"] == "Runtime.UnmarshalError"
+    metrics = runtime.metrics()["GatedFunction"]
+    assert (metrics["timeouts"], metrics["errors"]) == (0, 51)
 
 
 # --- reserved concurrency ----------------------------------------------------------------------------
