@@ -25,6 +25,21 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExc
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock
 
 
+def test_a_create_with_deep_health_checks_gets_their_time_on_top_of_its_deadline(make_stack: Any) -> None:
+    # The workers run OnStartDeepHealthChecks: the cluster is Creating for 20 min + ~2 h of checks (AWS:
+    # "about a couple of hours" per new instance), past CreateTimeoutSeconds' 7200 s alone, which failed
+    # (and could roll back) a create working as designed. DeepHealthCheckMinutes is added to it.
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    timings = stack.hyperpod.timings
+    assert timings.create_cluster + timings.deep_health_check > 7200
+    operation_id = start(deep_health_checks=True)
+
+    execution = wait(stack, operation_id, advance=STEP, timeout=180.0)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert get_operation(dependencies(), operation_id).status == "SUCCEEDED"
+
+
 def test_happy_path_resumes_on_the_state_change_event(make_stack: Any) -> None:
     # no fallback check within the test: the cluster's InService event is what ends the wait
     stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)

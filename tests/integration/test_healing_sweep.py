@@ -94,8 +94,8 @@ def registered(
     config = {k: v for k, v in create_body(name)["clusterConfig"].items() if k != "Tags"}
     config["NodeRecovery"] = node_recovery
     stack.client("sagemaker").create_cluster(**config)
-    if running:
-        stack.clock.advance(3600)
+    if running:  # created, and worker-group-1's deep health checks passed
+        stack.clock.advance(3600 + stack.hyperpod.timings.deep_health_check)
     nodes = stack.client("sagemaker").list_cluster_nodes(ClusterName=name)["ClusterNodeSummaries"]
     groups: dict[str, list[str]] = {}
     for node in nodes:

@@ -8,6 +8,7 @@ import copy
 import json
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -17,6 +18,7 @@ from autopilot.dal.state_table import StateTable
 from autopilot.errors import WorkflowStartError
 from autopilot.logic.cluster_events import handle_message
 from autopilot.logic.healing.node_health import NodeHealing
+from autopilot.logic.healing.start_repair import WORKFLOW_DEADLINE_SECONDS, repair_deadlines
 from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
 from autopilot.models.records import (
     Cluster,
@@ -31,14 +33,32 @@ from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from sandbox.deploy import load_template
 from tests.events import load_event
 from tests.events.state_table import create_state_table
 
 TABLE = "state"
+ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "sample-cluster"
 NODE = "i-12345678abcdefghi"
 T0 = "2026-11-22T10:00:00Z"
 ROLE = "arn:aws:iam::123456789012:role/replace-node"
+
+
+# HealingSettings as the template's defaults set them (the ARNs are each test's own).
+SETTINGS_ENVIRON = {
+    "STATE_TABLE_NAME": TABLE,
+    "REPLACE_NODE_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:ReplaceNode",
+    "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
+    "MAX_CONCURRENT_REPAIRS": "4",
+    "MAX_UNHEALTHY_PERCENT": "20",
+    "BREAKER_WINDOW_MINUTES": "10",
+    "REBOOT_DEADLINE_MINUTES": "15",
+    "HYPERPOD_REPAIR_DEADLINE_MINUTES": "90",
+    "REPLACE_DEADLINE_MINUTES": "60",
+    "DEEP_HEALTH_CHECK_MINUTES": "120",
+    "ALLOW_LOGIN_REPLACE": "false",
+}
 
 
 def node_health(
@@ -143,17 +163,9 @@ class Healing:
         self.events = Recorder(boto3.client("events", region_name="us-east-1"))
         self.settings = HealingSettings.model_validate(
             {
-                "STATE_TABLE_NAME": TABLE,
+                **SETTINGS_ENVIRON,
                 "REPLACE_NODE_STATE_MACHINE_ARN": machine,
                 "ALERTS_TOPIC_ARN": topic,
-                "MAX_CONCURRENT_REPAIRS": "4",
-                "MAX_UNHEALTHY_PERCENT": "20",
-                "BREAKER_WINDOW_MINUTES": "10",
-                "REBOOT_DEADLINE_MINUTES": "15",
-                "HYPERPOD_REPAIR_DEADLINE_MINUTES": "90",
-                "REPLACE_DEADLINE_MINUTES": "60",
-                "DEEP_HEALTH_CHECK_MINUTES": "120",
-                "ALLOW_LOGIN_REPLACE": "false",
                 **settings,
             }
         )
@@ -351,6 +363,23 @@ def test_on_a_manual_cluster_autopilot_repairs_even_when_repair_action_names_one
     [started] = env.started()
     assert started["action"] == "replace"
     assert env.operation(started["operationId"]).actor.value == "autopilot"  # type: ignore[union-attr]
+
+
+def test_the_deep_health_allowance_never_takes_a_repair_past_the_workflows_own_timeout() -> None:
+    # every deadline parameter at its template MaxValue: the allowance shrinks so that a slot wait,
+    # HyperPod's repair (or a reboot) and a replace still end before the workflow's 24 h TimeoutSeconds
+    parameters = load_template(ROOT / "template.yaml")["Parameters"]
+    names = {
+        "REBOOT_DEADLINE_MINUTES": "RebootDeadlineMinutes",
+        "REPLACE_DEADLINE_MINUTES": "ReplaceDeadlineMinutes",
+        "HYPERPOD_REPAIR_DEADLINE_MINUTES": "HyperPodRepairDeadlineMinutes",
+        "DEEP_HEALTH_CHECK_MINUTES": "DeepHealthCheckMinutes",
+    }
+    environ = {**SETTINGS_ENVIRON, **{var: str(parameters[name]["MaxValue"]) for var, name in names.items()}}
+    deadlines = repair_deadlines(HealingSettings.model_validate(environ), deep_health_checks=True)
+    longest = 2 * deadlines.replace_seconds + max(deadlines.reboot_seconds, deadlines.hyperpod_seconds)
+    assert longest <= WORKFLOW_DEADLINE_SECONDS
+    assert deadlines.replace_seconds > parameters["ReplaceDeadlineMinutes"]["MaxValue"] * 60
 
 
 def test_a_deep_health_group_gets_the_check_time_on_its_replace_and_hyperpod_deadlines(ddb: Any) -> None:

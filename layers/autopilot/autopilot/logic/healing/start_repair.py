@@ -39,6 +39,11 @@ if TYPE_CHECKING:
     from autopilot.settings import HealingSettings
 
 
+# The ReplaceNode workflow reaches its own deadlines an hour before its 24 h TimeoutSeconds, so it
+# records and alerts itself (tests/integration/test_asl_contract.py holds the template's maxima to it).
+WORKFLOW_DEADLINE_SECONDS = 82800
+
+
 class RepairRequest(BaseModel):
     """What to repair and why.
 
@@ -71,12 +76,15 @@ def repair_deadlines(settings: HealingSettings, *, deep_health_checks: bool) -> 
     """The workflow's deadlines. A replace's new instance (Autopilot's, or HyperPod's own that Autopilot
     observes) of a deep-health group spends DeepHealthCheckMinutes in DeepHealthCheckInProgress before it
     is Running: without the allowance a node working as designed would be escalated or replaced twice.
-    A reboot keeps its instance: no allowance."""
+    A reboot keeps its instance: no allowance. The allowance shrinks where it would take the longest
+    path (a slot, HyperPod's repair or a reboot, a replace) past WORKFLOW_DEADLINE_SECONDS."""
+    reboot, replace = settings.reboot_deadline_minutes * 60, settings.replace_deadline_minutes * 60
+    hyperpod = settings.hyperpod_repair_deadline_minutes * 60
     allowance = settings.deep_health_check_minutes * 60 if deep_health_checks else 0
+    # the slot wait and the replace each carry it once, HyperPod's repair once more
+    allowance = min(allowance, max(0, (WORKFLOW_DEADLINE_SECONDS - 2 * replace - max(reboot, hyperpod)) // 3))
     return RepairDeadlines(
-        reboot_seconds=settings.reboot_deadline_minutes * 60,
-        replace_seconds=settings.replace_deadline_minutes * 60 + allowance,
-        hyperpod_seconds=settings.hyperpod_repair_deadline_minutes * 60 + allowance,
+        reboot_seconds=reboot, replace_seconds=replace + allowance, hyperpod_seconds=hyperpod + allowance
     )
 
 
