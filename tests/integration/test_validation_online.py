@@ -1,15 +1,21 @@
-"""The --aws checks against moto (and botocore's Stubber where moto lacks a field or an error)."""
+"""The --aws checks against moto (and botocore's Stubber where moto lacks a field or an error).
+
+moto 5.2.5 knows no SageMaker quotas (Service Quotas answers only for vpc) and has no IAM policy
+simulator: MotoGaps answers those calls, after botocore has validated the request and with responses
+validated against botocore's output shapes, from what each test sets.
+"""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.handlers
 import pytest
 from autopilot import aws
 from autopilot.validation import (
@@ -19,7 +25,10 @@ from autopilot.validation import (
     validate_config,
 )
 from autopilot_cli.main import main
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
+from botocore.validate import validate_parameters
 from moto import mock_aws
 
 from tests.unit.validation.builders import (
@@ -46,10 +55,90 @@ SAGEMAKER_TRUST = {
 LIFECYCLE = "InstanceGroups[0].LifeCycleConfig"
 
 
+@dataclass
+class MotoGaps:
+    """SageMaker's instance quotas (name -> value) and the policy simulator's decisions
+    ((action, resource) -> EvalDecision, else "allowed") that moto cannot give."""
+
+    default_quotas: dict[str, float] = field(default_factory=dict)
+    applied_quotas: dict[str, float] = field(default_factory=dict)
+    decisions: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def handlers(self) -> list[tuple[str, Any]]:
+        answers = {
+            "service-quotas.ListAWSDefaultServiceQuotas": lambda params: self._quotas(
+                params, self.default_quotas
+            ),
+            "service-quotas.ListServiceQuotas": lambda params: self._quotas(params, self.applied_quotas),
+            "iam.SimulatePrincipalPolicy": self._simulate,
+        }
+
+        def keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+            context["moto_gaps_params"] = params
+
+        def answer(
+            model: Any, context: dict[str, Any], request_signer: Any, **_: Any
+        ) -> tuple[AWSResponse, dict[str, Any]]:
+            # Answering before the request is signed must not spare a caller without credentials.
+            if request_signer._credentials is None:
+                raise NoCredentialsError
+            service = model.service_model.service_id.hyphenize()
+            status, response = answers[f"{service}.{model.name}"](context["moto_gaps_params"])
+            if status == 200:
+                validate_parameters(response, model.output_shape)
+            response.setdefault("ResponseMetadata", {"HTTPStatusCode": status})
+            return AWSResponse("https://moto-gaps", status, {}, None), response
+
+        return [
+            handler
+            for event in answers
+            for handler in (
+                (f"before-parameter-build.{event}", keep_params),
+                (f"before-call.{event}", answer),
+            )
+        ]
+
+    @staticmethod
+    def _quotas(params: dict[str, Any], values: dict[str, float]) -> tuple[int, dict[str, Any]]:
+        if params["ServiceCode"] != "sagemaker":
+            return 200, {"Quotas": []}
+        quotas = [
+            {"ServiceCode": "sagemaker", "QuotaCode": f"L-{abs(hash(name)) % 16**8:08X}", "QuotaName": name}
+            | {"Value": value, "Adjustable": True, "GlobalQuota": False}
+            for name, value in values.items()
+        ]
+        return 200, {"Quotas": quotas}
+
+    def _simulate(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = params["PolicySourceArn"].rsplit("/", 1)[-1]
+        try:
+            boto3.client("iam").get_role(RoleName=name)  # IAM simulates only principals that exist
+        except boto3.client("iam").exceptions.NoSuchEntityException:
+            return 404, {"Error": {"Code": "NoSuchEntity", "Message": f"role {name} not found"}}
+        results = [
+            {
+                "EvalActionName": action,
+                "EvalResourceName": resource,
+                "EvalDecision": self.decisions.get((action, resource), "allowed"),
+            }
+            for action in params["ActionNames"]
+            for resource in params["ResourceArns"]
+        ]
+        return 200, {"EvaluationResults": results, "IsTruncated": False}
+
+
+GAPS = MotoGaps()
+
+
 @pytest.fixture(scope="module")
 def moto() -> Iterator[None]:
     """One moto world for the module: its backends take seconds to warm up, the resources do not."""
     with pytest.MonkeyPatch.context() as env:
+        # Clients made from now on (every session reads BUILTIN_HANDLERS) also answer MotoGaps' calls.
+        env.setattr(
+            botocore.handlers, "BUILTIN_HANDLERS", [*botocore.handlers.BUILTIN_HANDLERS, *GAPS.handlers()]
+        )
+        env.setattr(boto3, "DEFAULT_SESSION", None)
         for name, value in {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -112,6 +201,23 @@ def account(moto: None) -> Account:
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc_id = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
     subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.1.0.0/24")["Subnet"]["SubnetId"]
+    main_table = ec2.describe_route_tables(
+        Filters=[{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "association.main", "Values": ["true"]}]
+    )["RouteTables"][0]["RouteTableId"]
+    ec2.create_vpc_endpoint(
+        VpcId=vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.s3",
+        VpcEndpointType="Gateway",
+        RouteTableIds=[main_table],
+    )
+    # GPU quotas default to 0; this account has had its p5 quota raised.
+    GAPS.default_quotas = {
+        "ml.m5.12xlarge for cluster usage": 4,
+        "ml.m5.4xlarge for cluster usage": 4,
+        "ml.p5.48xlarge for cluster usage": 0,
+    }
+    GAPS.applied_quotas = {"ml.p5.48xlarge for cluster usage": 8}
+    GAPS.decisions = {}
     file_system = boto3.client("fsx", region_name=REGION).create_file_system(
         FileSystemType="LUSTRE",
         StorageCapacity=1200,
@@ -429,6 +535,7 @@ def test_without_credentials_every_check_is_unchecked(
         f"{LIFECYCLE}.OnCreate",
         f"{LIFECYCLE}.SourceS3Uri",
         "InstanceGroups[0].ExecutionRole",
+        "InstanceGroups[0].InstanceCount",
     }
     assert all("Unable to locate credentials" in message for _, _, message in unchecked(report))
 
@@ -473,3 +580,242 @@ def test_the_cli_runs_the_online_checks(
         f"cluster-config.json: VpcConfig.Subnets[0]: subnet {account.subnet_id} is public "
         "(MapPublicIpOnLaunch is true); HyperPod nodes need private subnets\n"
     )
+
+
+# -- preflight: what makes a create fail after it has started (issue 23) ------------------------------
+def _private_subnet(account: Account, cidr: str, *, default_route: str | None = None) -> str:
+    """A subnet with its own route table: only the local route, plus 0.0.0.0/0 to an internet
+    gateway ("igw") or a NAT gateway ("nat") when asked."""
+    ec2 = account.ec2
+    subnet_id: str = ec2.create_subnet(VpcId=account.vpc_id, CidrBlock=cidr)["Subnet"]["SubnetId"]
+    table_id = ec2.create_route_table(VpcId=account.vpc_id)["RouteTable"]["RouteTableId"]
+    ec2.associate_route_table(RouteTableId=table_id, SubnetId=subnet_id)
+    if default_route == "igw":
+        gateway = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        ec2.attach_internet_gateway(InternetGatewayId=gateway, VpcId=account.vpc_id)
+        ec2.create_route(RouteTableId=table_id, DestinationCidrBlock="0.0.0.0/0", GatewayId=gateway)
+    elif default_route == "nat":
+        allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+        nat = ec2.create_nat_gateway(SubnetId=account.subnet_id, AllocationId=allocation)["NatGateway"]
+        ec2.create_route(
+            RouteTableId=table_id, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat["NatGatewayId"]
+        )
+    return subnet_id
+
+
+def _no_route_message(subnet_id: str, account: Account) -> str:
+    table = account.ec2.describe_route_tables(
+        Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}]
+    )["RouteTables"][0]["RouteTableId"]
+    return (
+        f"subnet {subnet_id} cannot reach S3: its route table {table} has no S3 gateway endpoint and no "
+        "NAT gateway route (0.0.0.0/0), so the nodes cannot download the lifecycle scripts; add an S3 "
+        "gateway endpoint to the route table or a NAT gateway route"
+    )
+
+
+@pytest.mark.parametrize(("default_route", "reaches_s3"), [(None, False), ("igw", False), ("nat", True)])
+def test_a_subnet_without_a_route_to_s3_is_an_error(
+    account: Account, default_route: str | None, reaches_s3: bool
+) -> None:
+    # The fixture's subnet uses the main table, which has the S3 gateway endpoint; this one does not.
+    subnet_id = _private_subnet(account, "10.1.3.0/24", default_route=default_route)
+    config = changed(account.config(), ("VpcConfig.Subnets", [account.subnet_id, subnet_id]))
+    report = check(config, account.provisioning())
+    expected = [] if reaches_s3 else [(C, "VpcConfig.Subnets[1]", _no_route_message(subnet_id, account))]
+    assert errors(report) == expected
+    assert messages_at(errors(report), "VpcConfig.Subnets[0]") == []
+
+
+def test_an_s3_gateway_endpoint_on_the_subnets_own_table_is_a_route(account: Account) -> None:
+    subnet_id = _private_subnet(account, "10.1.4.0/24")
+    table = account.ec2.describe_route_tables(
+        Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}]
+    )["RouteTables"][0]["RouteTableId"]
+    account.ec2.create_vpc_endpoint(
+        VpcId=account.vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.s3",
+        VpcEndpointType="Gateway",
+        RouteTableIds=[table],
+    )
+    report = check(changed(account.config(), ("VpcConfig.Subnets", [subnet_id])), account.provisioning())
+    assert errors(report) == []
+
+
+def test_a_quota_below_the_request_is_an_error(account: Account) -> None:
+    GAPS.applied_quotas = {"ml.p5.48xlarge for cluster usage": 2}
+    config = changed(
+        account.config(),
+        ("InstanceGroups[1].InstanceType", "ml.p5.48xlarge"),  # 1 + 4 p5 nodes in two groups
+    )
+    report = check(config, account.provisioning())
+    [(file, path, message)] = errors(report)
+    assert (file, path) == (C, "InstanceGroups[1].InstanceCount")  # the first group of that type
+    assert message.startswith("the account's quota 'ml.p5.48xlarge for cluster usage' (L-")
+    assert message.endswith(
+        f") is 2 in {REGION}, below the 5 requested (InstanceGroups[1]: 1, InstanceGroups[2]: 4); "
+        "request an increase in Service Quotas before creating (it takes days)"
+    )
+
+
+def test_a_quota_never_raised_is_its_default(account: Account) -> None:
+    GAPS.applied_quotas = {}  # ListServiceQuotas leaves out quotas without an applied value
+    report = check(account.config(), account.provisioning())
+    assert [(path, message.split(" is ")[1]) for _, path, message in errors(report)] == [
+        (
+            "InstanceGroups[2].InstanceCount",
+            f"0 in {REGION}, below the 4 requested (InstanceGroups[2]: 4); "
+            "request an increase in Service Quotas before creating (it takes days)",
+        )
+    ]
+
+
+def test_a_quota_service_quotas_does_not_list_is_unchecked(account: Account) -> None:
+    config = changed(account.config(), ("InstanceGroups[1].InstanceType", "ml.g6e.48xlarge"))
+    report = check(config, account.provisioning())
+    assert report.valid
+    assert unchecked(report) == [
+        (
+            C,
+            "InstanceGroups[1].InstanceCount",
+            "could not check the quota for ml.g6e.48xlarge: Service Quotas lists no "
+            f"'ml.g6e.48xlarge for cluster usage' quota in {REGION}",
+        )
+    ]
+
+
+def test_groups_on_a_training_plan_are_not_held_to_the_quota(account: Account) -> None:
+    GAPS.applied_quotas = {}
+    plan = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/p5-plan"
+    report = check(
+        changed(account.config(), ("InstanceGroups[2].TrainingPlanArn", plan)), account.provisioning()
+    )
+    assert messages_at(errors(report), "InstanceGroups[2].InstanceCount") == []
+
+
+def _upload(account: Account, key: str, body: bytes) -> None:
+    boto3.client("s3", region_name=REGION).put_object(Bucket=account.bucket, Key=key, Body=body)
+
+
+def test_a_lifecycle_script_with_crlf_line_endings_is_an_error(account: Account) -> None:
+    _upload(account, "src/on_create.sh", b"#!/bin/bash\r\nset -ex\r\necho ready\r\n")
+    report = check(account.config(), account.provisioning())
+    assert errors(report) == [
+        (
+            C,
+            f"{LIFECYCLE}.OnCreate",
+            f"s3://{account.bucket}/src/on_create.sh has Windows (CRLF) line endings: bash on the nodes "
+            "fails on them (\"$'\\r': command not found\"); convert it with dos2unix and upload it again",
+        )
+    ]
+
+
+# The workshop's base-config on_create.sh, cut down (awslabs/awsome-distributed-training,
+# 1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/on_create.sh).
+WORKSHOP_ON_CREATE = b"""#!/bin/bash
+
+set -ex
+
+LOG_FILE="/var/log/provision/provisioning.log"
+mkdir -p "/var/log/provision"
+touch $LOG_FILE
+
+# Function to log messages
+logger() {
+  echo "$@" | tee -a $LOG_FILE
+}
+
+PROVISIONING_PARAMETERS_PATH="provisioning_parameters.json"
+
+logger "[start] on_create.sh"
+
+if ! python3 -u lifecycle_script.py -rc $SAGEMAKER_RESOURCE_CONFIG_PATH \\
+    -pp $PROVISIONING_PARAMETERS_PATH > >(tee -a $LOG_FILE) 2>&1; then
+    exit_code=$?
+    logger "[stop] on_create.sh with error code: $exit_code"
+    exit $exit_code
+fi
+
+logger "[stop] on_create.sh"
+"""
+
+
+def test_the_scripts_on_create_runs_must_be_next_to_it(account: Account) -> None:
+    _upload(account, "src/on_create.sh", WORKSHOP_ON_CREATE)
+    report = check(account.config(), account.provisioning())
+    assert errors(report) == [
+        (
+            C,
+            f"{LIFECYCLE}.OnCreate",
+            f"s3://{account.bucket}/src/on_create.sh runs lifecycle_script.py, but "
+            f"s3://{account.bucket}/src/lifecycle_script.py does not exist",
+        )
+    ]
+    _upload(account, "src/lifecycle_script.py", b"print('configured')\n")
+    assert errors(check(account.config(), account.provisioning())) == []
+
+
+@pytest.mark.parametrize("decision", ["implicitDeny", "explicitDeny"])
+def test_an_execution_role_that_cannot_read_the_scripts_is_found(account: Account, decision: str) -> None:
+    script = f"arn:aws:s3:::{account.bucket}/src/on_create.sh"
+    GAPS.decisions = {("s3:GetObject", script): decision}
+    report = check(account.config(), account.provisioning())
+    role = "InstanceGroups[0].ExecutionRole"
+    if decision == "explicitDeny":
+        assert messages_at(errors(report), role) == [
+            f"role {ROLE_NAME} is denied s3:GetObject on {script} (an explicit Deny in its policies): "
+            "HyperPod cannot download the lifecycle scripts"
+        ]
+    else:
+        assert report.valid
+        assert messages_at(warnings(report), role) == [
+            f"role {ROLE_NAME}'s policies do not allow s3:GetObject on {script}: unless the bucket's "
+            "policy grants it, HyperPod cannot download the lifecycle scripts (AccessDenied)"
+        ]
+
+
+def test_subnets_too_small_for_the_nodes(account: Account) -> None:
+    # AWS keeps 5 addresses of every subnet: a /26 has 59 free, a /28 has 11.
+    medium = _private_subnet(account, "10.1.5.0/26", default_route="nat")
+    small = _private_subnet(account, "10.1.6.0/28", default_route="nat")
+    report = check(changed(account.config(), ("VpcConfig.Subnets", [medium])), account.provisioning())
+    assert report.valid
+    assert messages_at(warnings(report), "VpcConfig.Subnets") == [
+        f"the subnets ({medium}) have 59 free IP addresses but the nodes need about 130 "
+        "(InstanceGroups[0]: 1 x ml.m5.12xlarge x 1; InstanceGroups[1]: 1 x ml.m5.4xlarge x 1; "
+        "InstanceGroups[2]: 4 x ml.p5.48xlarge x 32: EFA instances take an address per network card); "
+        "launches may fail with too few addresses"
+    ]
+    config = changed(
+        account.config(), ("VpcConfig.Subnets", [small]), ("InstanceGroups[0].InstanceType", "ml.m5.4xlarge")
+    )
+    config = changed(config, ("InstanceGroups[1].InstanceCount", 3), ("InstanceGroups[2].InstanceCount", 8))
+    report = check(config, account.provisioning())
+    assert messages_at(errors(report), "VpcConfig.Subnets") == [
+        f"the subnets ({small}) have 11 free IP addresses but the 12 nodes need at least one each; "
+        "use larger subnets or add subnets"
+    ]
+
+
+def test_the_cli_finds_a_missing_route_a_low_quota_and_a_crlf_script_before_creating(
+    account: Account, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subnet_id = _private_subnet(account, "10.1.7.0/24")
+    GAPS.applied_quotas = {"ml.p5.48xlarge for cluster usage": 2}
+    _upload(account, "src/on_create.sh", b"#!/bin/bash\r\necho ready\r\n")
+    config = tmp_path / "cluster-config.json"
+    config.write_text(json.dumps(changed(account.config(), ("VpcConfig.Subnets", [subnet_id]))))
+    provisioning = tmp_path / "provisioning_parameters.json"
+    provisioning.write_text(json.dumps(account.provisioning()))
+    argv = ["validate", "--cluster-config", str(config), "--provisioning-parameters", str(provisioning)]
+    assert main([*argv, "--aws", "--region", REGION]) == 1
+    found = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1] for line in found] == [
+        "VpcConfig.Subnets[0]",
+        f"{LIFECYCLE}.OnCreate",
+        "InstanceGroups[2].InstanceCount",
+    ]
+    assert "cannot reach S3" in found[0]
+    assert "CRLF" in found[1]
+    assert "below the 4 requested" in found[2]
+    assert boto3.client("sagemaker", region_name=REGION).list_clusters()["ClusterSummaries"] == []

@@ -225,7 +225,8 @@ def test_aws_checks_without_credentials_say_so_per_check_and_exit_3(
     code, out, err = run(capsys, *argv, "--aws", "--region", "us-west-2")
     unchecked = [line for line in out.splitlines() if line.startswith("unchecked: ")]
     assert code == 3
-    # every resource the config names: subnet, security group, FSx, the script in S3, the role
+    # every resource the config names: subnet, security group, FSx, the script in S3, the role, the
+    # instance quotas
     assert [line.split(": ")[2] for line in unchecked] == [
         "VpcConfig.Subnets[0]",
         "VpcConfig.SecurityGroupIds[0]",
@@ -233,9 +234,10 @@ def test_aws_checks_without_credentials_say_so_per_check_and_exit_3(
         "InstanceGroups[0].LifeCycleConfig.OnCreate",
         "InstanceGroups[0].LifeCycleConfig.SourceS3Uri",
         "InstanceGroups[0].ExecutionRole",
+        "InstanceGroups[0].InstanceCount",
     ]
     assert all("could not check" in line and "Unable to locate credentials" in line for line in unchecked)
-    assert err.strip().endswith("valid: 0 error(s), 0 warning(s), 6 check(s) could not run")
+    assert err.strip().endswith("valid: 0 error(s), 0 warning(s), 7 check(s) could not run")
 
 
 def test_an_execution_role_outside_the_stack_patterns_is_an_error(

@@ -153,7 +153,12 @@ def _online_checker(args: argparse.Namespace) -> OnlineChecker:
         return session.create_client(service, region_name=region)
 
     return OnlineChecker(
-        region=region, ec2=client("ec2"), s3=client("s3"), iam=client("iam"), fsx=client("fsx")
+        region=region,
+        ec2=client("ec2"),
+        s3=client("s3"),
+        iam=client("iam"),
+        fsx=client("fsx"),
+        service_quotas=client("service-quotas"),
     )
 
 

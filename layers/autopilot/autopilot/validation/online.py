@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from autopilot.validation import preflight
 from autopilot.validation.documents import (
     ClusterDocuments,
     FsxReference,
@@ -54,15 +55,24 @@ class OnlineChecker:
         s3: S3Client | None = None,
         iam: IAMClient | None = None,
         fsx: FSxClient | None = None,
+        service_quotas: Any | None = None,
     ) -> None:
         self._session = session
         self.region = region or (session.region_name if session is not None else None)
         self._clients: dict[str, Any] = {
-            name: client for name, client in (("ec2", ec2), ("s3", s3), ("iam", iam), ("fsx", fsx)) if client
+            name: client
+            for name, client in (
+                ("ec2", ec2),
+                ("s3", s3),
+                ("iam", iam),
+                ("fsx", fsx),
+                ("service-quotas", service_quotas),
+            )
+            if client
         }
 
     @property
-    def _in_region(self) -> str:
+    def in_region(self) -> str:
         return f" in {self.region}" if self.region else ""
 
     def _client(self, service: str) -> Any:
@@ -91,14 +101,20 @@ class OnlineChecker:
     def fsx(self) -> FSxClient:
         return self._client("fsx")  # type: ignore[no-any-return]
 
+    @property
+    def service_quotas(self) -> Any:  # no mypy_boto3 stubs for Service Quotas are installed
+        return self._client("service-quotas")
+
     def check(self, docs: ClusterDocuments, findings: Findings) -> None:
         self._check_network(docs, findings)
         self._check_file_systems(docs, findings)
         self._check_lifecycle_scripts(docs, findings)
-        self._check_roles(docs, findings)
+        roles = self._check_roles(docs, findings)
+        preflight.check_roles_read_scripts(self, docs, roles, findings)
+        preflight.check_quotas(self, docs, findings)
 
     # -- plumbing ------------------------------------------------------------------------------------
-    def _ask(
+    def ask(
         self,
         findings: Findings,
         where: Located,
@@ -125,15 +141,16 @@ class OnlineChecker:
 
     # -- subnets and security groups -------------------------------------------------------------------
     def _check_network(self, docs: ClusterDocuments, findings: Findings) -> None:
-        subnet_vpcs: dict[str, str | None] = {}
+        subnets: dict[str, tuple[Located, Mapping[str, Any]] | None] = {}
         groups: dict[str, dict[str, Any] | None] = {}
         for base, vpc in docs.vpc_configs():
             vpc_ids: set[str] = set()
             for index, subnet_id in strings(vpc, "Subnets"):
                 where = Located(CLUSTER_CONFIG, f"{base}.Subnets[{index}]", subnet_id)
-                if subnet_id not in subnet_vpcs:
-                    subnet_vpcs[subnet_id] = self._check_subnet(where, findings)
-                if (vpc_id := subnet_vpcs[subnet_id]) is not None:
+                if subnet_id not in subnets:
+                    subnet = self._check_subnet(where, findings)
+                    subnets[subnet_id] = (where, subnet) if subnet is not None else None
+                if (found := subnets[subnet_id]) is not None and (vpc_id := found[1].get("VpcId")):
                     vpc_ids.add(vpc_id)
             for index, group_id in strings(vpc, "SecurityGroupIds"):
                 where = Located(CLUSTER_CONFIG, f"{base}.SecurityGroupIds[{index}]", group_id)
@@ -147,16 +164,21 @@ class OnlineChecker:
                         f"security group {group_id} is in {group.get('VpcId')} but the subnets are in "
                         f"{', '.join(sorted(vpc_ids))}",
                     )
+        described = {subnet_id: found for subnet_id, found in subnets.items() if found is not None}
+        preflight.check_free_addresses(
+            preflight.subnet_uses(docs), {key: subnet for key, (_, subnet) in described.items()}, findings
+        )
+        preflight.check_s3_routes(self, described, findings)
 
-    def _check_subnet(self, where: Located, findings: Findings) -> str | None:
+    def _check_subnet(self, where: Located, findings: Findings) -> Mapping[str, Any] | None:
         subnet_id = where.value
-        response = self._ask(
+        response = self.ask(
             findings,
             where,
             f"subnet {subnet_id}",
             lambda: self.ec2.describe_subnets(SubnetIds=[subnet_id]),
             missing={
-                "InvalidSubnetID.NotFound": f"subnet {subnet_id} does not exist{self._in_region}",
+                "InvalidSubnetID.NotFound": f"subnet {subnet_id} does not exist{self.in_region}",
                 "InvalidSubnetID.Malformed": f"'{subnet_id}' is not a valid subnet ID",
             },
         )
@@ -170,17 +192,17 @@ class OnlineChecker:
                 f"subnet {subnet_id} is public (MapPublicIpOnLaunch is true); "
                 "HyperPod nodes need private subnets",
             )
-        return subnet.get("VpcId")
+        return subnet
 
     def _check_security_group(self, where: Located, findings: Findings) -> dict[str, Any] | None:
         group_id = where.value
-        response = self._ask(
+        response = self.ask(
             findings,
             where,
             f"security group {group_id}",
             lambda: self.ec2.describe_security_groups(GroupIds=[group_id]),
             missing={
-                "InvalidGroup.NotFound": f"security group {group_id} does not exist{self._in_region}",
+                "InvalidGroup.NotFound": f"security group {group_id} does not exist{self.in_region}",
                 "InvalidGroupId.Malformed": f"'{group_id}' is not a valid security group ID",
             },
         )
@@ -208,8 +230,8 @@ class OnlineChecker:
 
     def _check_file_system(self, reference: FsxReference, file_system_id: str, findings: Findings) -> None:
         dns = reference.dns_name
-        not_found = f"FSx file system {file_system_id} does not exist{self._in_region}"
-        response = self._ask(
+        not_found = f"FSx file system {file_system_id} does not exist{self.in_region}"
+        response = self.ask(
             findings,
             dns,
             f"FSx file system {file_system_id}",
@@ -266,11 +288,12 @@ class OnlineChecker:
                     continue
                 checked.add((bucket, key_name))
                 where = Located(CLUSTER_CONFIG, f"{group.path}.LifeCycleConfig.{key}", script)
-                self._object_exists(bucket, key_name, where, findings)
+                if self.object_exists(bucket, key_name, where, findings):
+                    preflight.check_script(self, where, bucket, key_name, findings, prefix=parsed[1])
         if docs.provisioning is not None and docs.is_classic_slurm:
             for (bucket, prefix), where in prefixes.items():
                 key_name = s3_key(prefix, _PROVISIONING_FILE)
-                if self._object_exists(bucket, key_name, where, findings, required=False) is False:
+                if self.object_exists(bucket, key_name, where, findings, required=False) is False:
                     findings.warning(
                         where.file,
                         where.path,
@@ -278,7 +301,7 @@ class OnlineChecker:
                         "from it (upload provisioning-parameters.json there)",
                     )
 
-    def _object_exists(
+    def object_exists(
         self, bucket: str, key: str, where: Located, findings: Findings, *, required: bool = True
     ) -> bool | None:
         """True/False when S3 answered; None when the check could not run. A missing required
@@ -313,15 +336,17 @@ class OnlineChecker:
         return True
 
     # -- IAM ----------------------------------------------------------------------------------------
-    def _check_roles(self, docs: ClusterDocuments, findings: Findings) -> None:
+    def _check_roles(self, docs: ClusterDocuments, findings: Findings) -> set[str]:
+        """Checks each role; returns the ARNs of those IAM knows (the others are reported)."""
         seen: set[str] = set()
+        known: set[str] = set()
         for where in docs.role_arns():
             arn = where.value
             if arn in seen or ":role/" not in arn:
                 continue
             seen.add(arn)
             name = arn.rsplit("/", 1)[-1]
-            response = self._ask(
+            response = self.ask(
                 findings,
                 where,
                 f"role {name}",
@@ -333,6 +358,8 @@ class OnlineChecker:
             role = response["Role"]
             if role.get("Arn") != arn:
                 findings.error(where.file, where.path, f"does not match the role's ARN ({role.get('Arn')})")
+            else:
+                known.add(arn)
             if not _trusts_sagemaker(role.get("AssumeRolePolicyDocument")):
                 findings.error(
                     where.file,
@@ -340,6 +367,7 @@ class OnlineChecker:
                     f"role {name} cannot be assumed by SageMaker: its trust policy does not allow "
                     f"{_SAGEMAKER_PRINCIPAL} to call sts:AssumeRole",
                 )
+        return known
 
 
 def _allows_all_traffic_to_itself(group_id: str, permissions: Any) -> bool:
