@@ -222,6 +222,17 @@ def _ssm(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
     return [w.arn("ssm", f"session/{p['SessionId']}")] if p.get("SessionId") else ["*"]
 
 
+def _logs(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    # the Service Authorization Reference: log-stream for the calls on one stream's events, log-group
+    # (without the ":*" CloudFormation's Arn has) for the rest
+    group = p.get("logGroupName")
+    if group is None:
+        return ["*"]
+    if p.get("logStreamName") and op in ("GetLogEvents", "PutLogEvents"):
+        return [w.arn("logs", f"log-group:{group}:log-stream:{p['logStreamName']}")]
+    return [w.arn("logs", f"log-group:{group}")]
+
+
 _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]]] = {
     "dynamodb": _dynamodb,
     "stepfunctions": _states,
@@ -237,6 +248,7 @@ _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]
     "lambda": _lambda,
     "iam": _iam,
     "ssm": _ssm,
+    "logs": _logs,
 }
 
 

@@ -32,6 +32,7 @@ from moto.s3.models import s3_backends
 from sandbox import bus
 from sandbox.clock import SandboxClock
 from sandbox.fleet import RunningInstance
+from sandbox.hyperpod import lifecycle_logs
 from sandbox.hyperpod.faults import (
     CapacityFault,
     health_fault,
@@ -151,6 +152,7 @@ class HyperPodSimulator:
         self._outbox: list[_Outgoing] = []
         self._now = clock.now()
         self._capacity_faults: list[CapacityFault] = []
+        self._lifecycle_failures: list[lifecycle_logs.LifecycleFailure] = []
         # (cluster name, instance id, "reboot" | "replace") → repairs started on that node, by a Batch*
         # call or by HyperPod itself (NodeRecovery Automatic): what a fleet simulation counts.
         self.node_repairs: Counter[tuple[str, str, str]] = Counter()
@@ -574,6 +576,8 @@ class HyperPodSimulator:
                 self._after(at, self.timings.capacity_retry, lambda t: self._finish_create(cluster, token, t))
                 return
         else:
+            if self._lifecycle_failed(cluster, at):
+                return
             for node in cluster.nodes.values():
                 self._bring_up(cluster, node, at)
             if self._waiting_for_deep_health_checks(
@@ -603,6 +607,49 @@ class HyperPodSimulator:
         self._state_change(cluster, at)
         description = _CLUSTER_FAILED.format(cluster=cluster.name, operation="creation")
         self._cluster_event(cluster, at, description, level="Error")
+
+    def _lifecycle_failed(self, cluster: Cluster, at: datetime) -> bool:
+        """An armed lifecycle_failure fault fails this create: the first instance of the group it names
+        ends its lifecycle stream with the fault's lines, the others' scripts ran, the cluster is Failed."""
+        for fault in self._lifecycle_failures:
+            failing = next(
+                (n for n in cluster.nodes.values() if fault.covers(cluster.name, n.group_name)), None
+            )
+            if failing is not None:
+                break
+        else:
+            return False
+        self._lifecycle_failures.remove(fault)
+        for node in cluster.nodes.values():
+            lines = (
+                [*lifecycle_logs.STARTED_LINES, *fault.lines]
+                if node is failing
+                else lifecycle_logs.HEALTHY_LINES
+            )
+            self._write_lifecycle_log(cluster, node, at, lines)
+        cluster.nodes.clear()
+        for group in cluster.groups.values():
+            group.status = "Failed"
+        cluster.status = "Failed"
+        cluster.failure_message = fault.message(failing.instance_id)
+        self._state_change(cluster, at)
+        description = _CLUSTER_FAILED.format(cluster=cluster.name, operation="creation")
+        self._cluster_event(cluster, at, description, level="Error")
+        return True
+
+    def _write_lifecycle_log(
+        self, cluster: Cluster, node: Node, at: datetime, lines: tuple[str, ...] | list[str]
+    ) -> None:
+        lifecycle_logs.write_stream(
+            self.account_id,
+            self.region,
+            cluster_name=cluster.name,
+            cluster_id=cluster.cluster_id,
+            group=node.group_name,
+            instance_id=node.instance_id,
+            at=at,
+            lines=lines,
+        )
 
     # ------------------------------------------------------------------ continuous provisioning
 
@@ -1160,6 +1207,7 @@ class HyperPodSimulator:
         if node.operation != "launch":
             return
         node.provisioned = True
+        self._write_lifecycle_log(cluster, node, at, lifecycle_logs.HEALTHY_LINES)
         self._instance_event(cluster, node, at, _PROVISIONED)
         self._instance_event(
             cluster, node, at, _SCRIPT_STARTED, metadata={"Instance": {"LcsExecutionState": "Started"}}
@@ -1315,6 +1363,7 @@ class HyperPodSimulator:
             "reboot_does_not_heal": self.fault_reboot_does_not_heal,
             "capacity": self.fault_capacity,
             "software_update_required": self.fault_software_update_required,
+            "lifecycle_failure": self.fault_lifecycle_failure,
             "clear": self.clear_faults,
         }
         fault = faults.get(name)
@@ -1473,10 +1522,29 @@ class HyperPodSimulator:
             target.needs_software_update = True
             return {"ClusterName": cluster, "NeedsSoftwareUpdate": True}
 
+    def fault_lifecycle_failure(
+        self,
+        cluster: str | None = None,
+        group: str | None = None,
+        lines: list[str] | None = None,
+        failure_message: str | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """The next create of ``cluster`` (any, when None) fails in its lifecycle scripts on an instance
+        of ``group`` (any): ``lines`` (or the catalog's example lines of ``category``) end that instance's
+        stream, and ``failure_message`` (else SageMaker's usual one) is the cluster's FailureMessage."""
+        fault = lifecycle_logs.lifecycle_failure(
+            cluster=cluster, group=group, lines=lines, failure_message=failure_message, category=category
+        )
+        with self._lock:
+            self._lifecycle_failures.append(fault)
+        return {"Cluster": cluster, "Group": group, "Lines": list(fault.lines)}
+
     def clear_faults(self) -> dict[str, Any]:
-        """Disarm capacity faults and every node's reboot-does-not-heal flag."""
+        """Disarm capacity and lifecycle faults and every node's reboot-does-not-heal flag."""
         with self._lock:
             self._capacity_faults.clear()
+            self._lifecycle_failures.clear()
             for cluster in self._clusters.values():
                 cluster.needs_software_update = False
                 for node in cluster.nodes.values():

@@ -435,13 +435,35 @@ def test_cost_tagger_runs_on_its_schedule_with_its_settings() -> None:
     assert api["DEFAULT_MONTHLY_BUDGET_USD"] == {"Ref": "DefaultMonthlyBudgetUsd"}
 
 
-@pytest.mark.parametrize("machine", ["CreateClusterStateMachine", "CleanupClusterStateMachine"])
-def test_the_workflows_may_invoke_the_cost_tagger_and_nothing_else(machine: str) -> None:
+@pytest.mark.parametrize(
+    ("machine", "functions"),
+    [
+        ("CreateClusterStateMachine", ["CostTaggerFunction", "DiagnoseFailureFunction"]),
+        ("CleanupClusterStateMachine", ["CostTaggerFunction"]),
+    ],
+)
+def test_the_workflows_may_invoke_their_functions_and_nothing_else(
+    machine: str, functions: list[str]
+) -> None:
     props = of_type("AWS::Serverless::StateMachine")[machine]
-    tagger = {"Fn::GetAtt": ["CostTaggerFunction", "Arn"]}
-    assert props["DefinitionSubstitutions"]["CostTaggerFunctionArn"] == tagger
+    arns = [{"Fn::GetAtt": [function, "Arn"]} for function in functions]
+    for function, arn in zip(functions, arns, strict=True):
+        assert props["DefinitionSubstitutions"][f"{function}Arn"] == arn
     (policy,) = props["Policies"]
-    assert _grants(policy)["lambda:InvokeFunction"] == tagger
+    granted = _grants(policy)["lambda:InvokeFunction"]
+    assert (granted if isinstance(granted, list) else [granted]) == arns
+
+
+def test_the_failure_diagnosis_reads_only_hyperpods_lifecycle_logs() -> None:
+    (policy,) = of_type("AWS::Serverless::Function")["DiagnoseFailureFunction"]["Policies"]
+    logs = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/sagemaker/Clusters/*"
+    assert _grants(policy) == {
+        "logs:DescribeLogStreams": {"Fn::Sub": logs},
+        "logs:GetLogEvents": {"Fn::Sub": logs + ":log-stream:LifecycleConfig/*"},
+        "sagemaker:ListClusterEvents": {
+            "Fn::Sub": "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:cluster/*"
+        },
+    }
 
 
 def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:

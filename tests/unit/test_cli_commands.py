@@ -363,6 +363,32 @@ def test_waiting_on_a_failed_operation_exits_1_with_the_cause(api: FakeApi, run:
     assert "  Delete Cluster           1h00m00s" in out
 
 
+def test_waiting_on_a_failed_create_shows_its_diagnosis_fix_and_evidence(api: FakeApi, run: Any) -> None:
+    line = "fatal error: An error occurred (403) when calling the HeadObject operation: Forbidden"
+    stream = "LifecycleConfig/worker-group/i-0b66516c4a8bfcea4"
+    diagnosis = {
+        "category": "s3-access-denied",
+        "summary": "The instance reached S3 but was refused the lifecycle scripts' bucket.",
+        "fix": "Give the ExecutionRole s3:GetObject on SourceS3Uri.",
+        "evidence": [{"stream": stream, "line": line}],
+        "confidence": "high",
+    }
+    failed = operation(
+        "FAILED", ("Create Cluster", at(0)), ("Failed", at(20)),
+        error={"error": "Autopilot.ClusterFailed", "cause": "cluster ml-cluster is Failed"},
+        diagnosis=diagnosis,
+    )  # fmt: skip
+    api.answer("GET", "/operations/op-1", (200, failed))
+    api.answer("GET", "/clusters/ml-cluster", (404, {"message": "no cluster ml-cluster"}))
+
+    code, out, _ = run("operations", "get", "op-1", "--wait", "--poll", "0")
+
+    assert code == 1
+    assert f"{'diagnosis':<14}s3-access-denied: The instance reached S3" in out
+    assert f"{'fix':<14}Give the ExecutionRole s3:GetObject on SourceS3Uri." in out
+    assert f"{'evidence':<14}{stream}: {line}" in out
+
+
 @pytest.mark.parametrize("output", ["table", "json"])
 def test_a_wait_deadline_exits_3_and_says_how_to_follow_it(api: FakeApi, run: Any, output: str) -> None:
     api.answer("GET", "/operations/op-1", (200, operation()))

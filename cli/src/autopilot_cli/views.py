@@ -25,6 +25,8 @@ def step_lines(operation: dict[str, Any]) -> list[str]:
 
 def print_operation(operation: dict[str, Any], out: TextIO) -> None:
     error = operation.get("error")
+    # a failed create: the cause read from HyperPod's lifecycle logs, its fix and the lines it rests on
+    diagnosis = operation.get("diagnosis") or {}
     print_fields(
         [
             ("operation", operation["operationId"]),
@@ -34,6 +36,9 @@ def print_operation(operation: dict[str, Any], out: TextIO) -> None:
             ("requested by", operation.get("requestedBy")),
             ("execution", operation.get("executionArn")),
             ("error", error and f"{error['error']}: {error['cause']}"),
+            ("diagnosis", diagnosis and f"{diagnosis['category']}: {diagnosis['summary']}"),
+            ("fix", diagnosis.get("fix")),
+            *(("evidence", f"{e['stream']}: {e['line']}") for e in diagnosis.get("evidence") or []),
             ("rolled back", operation.get("rolledBack")),
             ("leftovers", ", ".join(operation.get("leftovers") or [])),
             ("node", operation.get("nodeId")),

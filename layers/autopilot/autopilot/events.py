@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from autopilot import aws
+from autopilot.models.records import Diagnosis
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -68,6 +69,8 @@ class OperationEventDetail(BaseModel):
     # ReplaceNode: the repaired node, and the new instance a replace brought.
     node_id: str | None = None
     successor_node_id: str | None = None
+    # A failed create: why, from HyperPod's lifecycle logs (null when it could not be diagnosed).
+    diagnosis: Diagnosis | None = None
 
 
 def emit_operation_event(detail: OperationEventDetail, *, client: EventBridgeClient | None = None) -> None:

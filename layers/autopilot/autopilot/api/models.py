@@ -22,6 +22,7 @@ from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.constraints import is_tag_text
 from autopilot.models.records import (
     ClusterStatus,
+    Diagnosis,
     Fault,
     HistoryEntry,
     NodeAction,
@@ -236,6 +237,8 @@ class OperationView(ApiModel):
     rolled_back: bool | None = None
     # What went wrong without failing the operation (e.g. cost tags not applied after InService).
     warnings: list[str] | None = None
+    # A failed create: the cause read from HyperPod's lifecycle logs (docs/operations.md).
+    diagnosis: Diagnosis | None = None
     # ReplaceNode: the node, what started the repair, the fault, who repairs, each action and its result,
     # and the instance a replace brought.
     node_id: str | None = None

@@ -29,6 +29,7 @@ def operation_view(operation: Operation) -> OperationView:
         cluster_arn=operation.cluster_arn,
         rolled_back=operation.rolled_back,
         warnings=operation.warnings,
+        diagnosis=operation.diagnosis,
         node_id=operation.node_id,
         trigger=operation.trigger,
         fault=operation.fault,

@@ -66,6 +66,30 @@ class OperationError(_Item):
     cause: str
 
 
+class DiagnosisConfidence(StrEnum):
+    HIGH = "high"  # a catalog pattern matched a log line, the FailureMessage or a cluster event
+    LOW = "low"  # nothing matched (category unknown), or HyperPod wrote no lifecycle log
+
+
+class Evidence(_Item):
+    """One line a diagnosis rests on: a lifecycle-log line with its stream, or ``FailureMessage`` /
+    ``ClusterEvent`` for SageMaker's own words."""
+
+    stream: str
+    line: str
+
+
+class Diagnosis(_Item):
+    """Why a create or a node launch failed, read from HyperPod's lifecycle logs against the catalog
+    (autopilot/diagnosis/catalog.json; docs/operations.md, "Failure diagnosis")."""
+
+    category: str
+    summary: str
+    fix: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    confidence: DiagnosisConfidence
+
+
 class RepairTrigger(StrEnum):
     """What started a repair: a Node Health event, the sweep, or an operator through the API."""
 
@@ -142,6 +166,8 @@ class Operation(_Item):
     rolled_back: bool | None = None
     # What went wrong without failing the operation (e.g. cost tags not applied after InService).
     warnings: list[str] | None = None
+    # A failed create: why, from HyperPod's lifecycle logs (Create workflow, DiagnoseFailureFunction).
+    diagnosis: Diagnosis | None = None
     # ReplaceNode: the faulty instance, what started the repair, the fault, who repairs, each action
     # taken, and the new instance a replace brought.
     node_id: str | None = None

@@ -1,0 +1,21 @@
+"""DiagnoseFailureFunction: the Create workflow's failure path asks why the create failed → the cause
+read from HyperPod's lifecycle logs and cluster events against the catalog
+(autopilot.logic.diagnose_failure), returned for the workflow to record and announce."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopilot import aws
+from autopilot.logic.diagnose_failure import DiagnoseRequest, diagnose_failure
+from autopilot.observability import logger, metrics
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    diagnosis = diagnose_failure(
+        DiagnoseRequest.model_validate(event), logs=aws.client("logs"), sagemaker=aws.client("sagemaker")
+    )
+    return {"diagnosis": diagnosis.model_dump(mode="json", by_alias=True)}
