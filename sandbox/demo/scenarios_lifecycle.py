@@ -116,6 +116,17 @@ class TopicInbox:
         self._drain()
         return self.events
 
+    def find(self, detail_type: str, operation_id: str) -> dict[str, Any] | None:
+        """The operation event of that detail-type for ``operation_id`` received so far, if any."""
+        self._drain()
+        for event in self.events:
+            if (
+                event.get("detail-type") == detail_type
+                and event.get("detail", {}).get("operationId") == operation_id
+            ):
+                return event
+        return None
+
     def _drain(self) -> None:
         while True:
             messages = self._sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=10).get(
@@ -137,16 +148,6 @@ class NotificationsInbox(TopicInbox):
 
     OUTPUT = "NotificationsTopicArn"
     QUEUE = "demo-notifications-inbox"
-
-    def find(self, detail_type: str, operation_id: str) -> dict[str, Any] | None:
-        self._drain()
-        for event in self.events:
-            if (
-                event.get("detail-type") == detail_type
-                and event.get("detail", {}).get("operationId") == operation_id
-            ):
-                return event
-        return None
 
 
 class AlertsInbox(TopicInbox):
@@ -465,6 +466,73 @@ def create_fails_for_capacity(ctx: DemoContext) -> None:
     )
     ctx.details.update(cluster=name, error=error)
     ctx.summary = f"FAILED: {error.get('error')} (InsufficientInstanceCapacity), rolled back"
+
+
+# A real lifecycle-script failure (awslabs/awsome-distributed-ai issue #96): installing Docker could
+# not take the apt lock; the line before is what the workshop's lifecycle_script.py prints.
+LIFECYCLE_EXCERPT: Final = (
+    "Execute script: ./utils/install_docker.sh",
+    "subprocess.CalledProcessError: Command '['sudo', 'bash', './utils/install_docker.sh']' returned "
+    "non-zero exit status 100.",
+)
+
+
+@scenario(
+    "create_fails_lifecycle_script",
+    "a lifecycle script fails on one node -> FAILED with a diagnosis: category, evidence line, fix",
+)
+def create_fails_lifecycle_script(ctx: DemoContext) -> None:
+    alerts = AlertsInbox.of(ctx)
+    name = unique_name(ctx, "demo-lcs")
+    ctx.fault("lifecycle_failure", cluster=name, lines=list(LIFECYCLE_EXCERPT))
+    try:
+        result = ctx.call(
+            f"POST /clusters ({name}, rollbackOnFailure)",
+            lambda: ctx.api.create_cluster(create_body(name, ctx.api.region, budget=False, rollback=True)),
+            accepted,
+        )
+        operation = ctx.wait_for_operation(result["operationId"])
+    finally:
+        ctx.fault("clear")
+    operation_id = str(operation["operationId"])
+    ctx.check(operation["status"] == "FAILED", "operation FAILED", str(operation["status"]))
+    cause = str((operation.get("error") or {}).get("cause", ""))
+    ctx.check(
+        "Lifecycle scripts did not run successfully" in cause,
+        "the cause is SageMaker's FailureMessage, which names no cause",
+        cause or "no cause recorded",
+    )
+    diagnosis = operation.get("diagnosis") or {}
+    evidence = diagnosis.get("evidence") or [{}]
+    ctx.info(f"  diagnosis {diagnosis.get('category')}: {diagnosis.get('summary')}")
+    ctx.info(f"  evidence  {evidence[0].get('stream')}: {evidence[0].get('line')}")
+    ctx.info(f"  fix       {diagnosis.get('fix')}")
+    ctx.check(
+        diagnosis.get("category") == "package-install-failed",
+        "GET /operations/{id} diagnoses package-install-failed",
+        json.dumps(diagnosis)[:300],
+    )
+    ctx.check(
+        evidence[0].get("line") == LIFECYCLE_EXCERPT[-1]
+        and str(evidence[0].get("stream", "")).startswith("LifecycleConfig/"),
+        "its evidence quotes the failing line from the instance's lifecycle stream",
+        json.dumps(evidence)[:300],
+    )
+    ctx.check(bool(diagnosis.get("fix")), "and says how to fix it", json.dumps(diagnosis)[:300])
+    alert = ctx.wait_until(
+        f"a '{FAILED_EVENT}' alert for {operation_id}",
+        lambda: alerts.find(FAILED_EVENT, operation_id),
+        timeout_s=EVENT_TIMEOUT_S,
+    )
+    ctx.check(
+        (alert["detail"].get("diagnosis") or {}).get("category") == "package-install-failed",
+        f"the '{FAILED_EVENT}' alert carries the diagnosis",
+        json.dumps(alert["detail"])[:300],
+    )
+    ctx.details.update(cluster=name, diagnosis=diagnosis)
+    ctx.summary = (
+        f'FAILED: {diagnosis.get("category")} — "{evidence[0].get("line")}" — fix: {diagnosis.get("fix")}'
+    )
 
 
 @scenario(

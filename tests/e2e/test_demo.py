@@ -19,6 +19,7 @@ SCENARIOS = [
     "validate_rejects_bad_config",
     "create_cluster",
     "create_fails_for_capacity",
+    "create_fails_lifecycle_script",
     "node_failure_replace",
     "duplicate_events_ignored",
     "healing_breaker_trips",

@@ -232,6 +232,7 @@ def test_the_scenarios_are_discovered_in_the_story_s_order() -> None:
         "validate_rejects_bad_config",
         "create_cluster",
         "create_fails_for_capacity",
+        "create_fails_lifecycle_script",
         "node_failure_replace",
         "duplicate_events_ignored",
         "healing_breaker_trips",
