@@ -1,4 +1,5 @@
-"""Generated documentation: one Mermaid diagram per workflow and the deploy parameter table.
+"""Generated documentation: one Mermaid diagram per workflow, the deploy parameter table and the
+failure catalog of docs/operations.md.
 
 `python -m sandbox.docgen` (or `make docs`) writes docs/workflows/<name>.md from
 statemachines/<name>.asl.json and the table between the markers in docs/deploy.md from template.yaml's
@@ -26,6 +27,13 @@ TEMPLATE = ROOT / "template.yaml"
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 TABLE_BEGIN = "<!-- parameters:begin (generated from template.yaml by `make docs`; do not edit) -->"
 TABLE_END = "<!-- parameters:end -->"
+# docs/operations.md's failure catalog, from the catalog's data (layers/autopilot/autopilot/diagnosis/).
+OPERATIONS_DOC = ROOT / "docs" / "operations.md"
+CATALOG = ROOT / "layers" / "autopilot" / "autopilot" / "diagnosis" / "catalog.json"
+CATALOG_BEGIN = (
+    "<!-- failure-catalog:begin (generated from diagnosis/catalog.json by `make docs`; do not edit) -->"
+)
+CATALOG_END = "<!-- failure-catalog:end -->"
 
 # a Choice condition longer than this is cut on its edge; the state table below the diagram has it whole
 EDGE_LABEL_CHARS = 48
@@ -215,6 +223,34 @@ def deploy_doc(current: str, template: Path = TEMPLATE) -> str:
     return pattern.sub(lambda _match: table, current)
 
 
+def catalog_table(catalog: Path = CATALOG) -> str:
+    """The Markdown table of the failure catalog: each cause, what it is, its fix, a line that shows it."""
+    lines = [
+        "| category | what happened | fix | recognised from, e.g. | source |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in json.loads(catalog.read_text(encoding="utf-8"))["entries"]:
+        example = entry["examples"][0]
+        source = str(example["source"])
+        link = f"<{source}>" if source.startswith("https://") and " " not in source else _cell(source)
+        line = _cell(str(example["line"])).replace("`", "'")  # inside a code span
+        what, fix = _cell(entry["summary"]), _cell(entry["fix"])
+        lines.append(f"| `{entry['category']}` | {what} | {fix} | `{line}` | {link} |")
+    return "\n".join(lines)
+
+
+def _replace_block(current: str, begin: str, end: str, body: str, name: str) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(current):
+        raise ValueError(f"{name} has no {begin!r} ... {end!r} block")
+    return pattern.sub(lambda _match: f"{begin}\n{body}\n{end}", current)
+
+
+def operations_doc(current: str, catalog: Path = CATALOG) -> str:
+    """docs/operations.md with the text between its failure-catalog markers replaced by the table."""
+    return _replace_block(current, CATALOG_BEGIN, CATALOG_END, catalog_table(catalog), OPERATIONS_DOC.name)
+
+
 def generated() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
     files = {
@@ -222,6 +258,7 @@ def generated() -> dict[Path, str]:
         for asl in sorted(STATEMACHINES.glob("*.asl.json"))
     }
     files[DEPLOY_DOC] = deploy_doc(DEPLOY_DOC.read_text())
+    files[OPERATIONS_DOC] = operations_doc(OPERATIONS_DOC.read_text())
     return files
 
 

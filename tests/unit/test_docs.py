@@ -35,6 +35,29 @@ def test_deploy_parameter_table_is_current() -> None:
     assert current == docgen.deploy_doc(current), "docs/deploy.md's parameter table is stale: run make docs"
 
 
+def test_operations_failure_catalog_is_current() -> None:
+    current = docgen.OPERATIONS_DOC.read_text()
+    assert current == docgen.operations_doc(current), (
+        "docs/operations.md's failure catalog is stale: run make docs"
+    )
+
+
+def test_the_failure_catalog_table_has_a_row_per_catalog_entry(tmp_path: Path) -> None:
+    entries = json.loads(docgen.CATALOG.read_text())["entries"]
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", docgen.catalog_table(), re.MULTILINE)
+    assert rows == [entry["category"] for entry in entries]
+    # an entry added to the data is a row more, with no code changed
+    added = {
+        **entries[0],
+        "category": "new-cause",
+        "examples": [{"line": "a | b", "source": "https://x.example"}],
+    }
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"entries": [*entries, added]}))
+    assert docgen.catalog_table(catalog).splitlines()[-1].startswith("| `new-cause` |")
+    assert "`a \\| b`" in docgen.catalog_table(catalog)
+
+
 def test_deploy_parameter_table_has_every_parameter_with_its_default() -> None:
     rows = {
         match.group(1): match.group(2)
