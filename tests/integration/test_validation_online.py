@@ -12,12 +12,19 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import botocore.handlers
 import pytest
 from autopilot import aws
+from autopilot.api.models import CreateClusterBody, ValidateBody
+from autopilot.dal.in_memory import InMemoryStateStore
+from autopilot.errors import InvalidRequestError
+from autopilot.logic.create_cluster import create_cluster
+from autopilot.logic.dependencies import Dependencies
+from autopilot.logic.validate_config import validate_config as validate_body
+from autopilot.settings import ApiSettings
 from autopilot.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
@@ -26,6 +33,7 @@ from autopilot.validation import (
 )
 from autopilot_cli.main import main
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 from botocore.validate import validate_parameters
@@ -87,7 +95,7 @@ class MotoGaps:
             if status == 200:
                 validate_parameters(response, model.output_shape)
             response.setdefault("ResponseMetadata", {"HTTPStatusCode": status})
-            return AWSResponse("https://moto-gaps", status, {}, None), response
+            return AWSResponse("https://moto-gaps", status, HTTPHeaders(), None), response
 
         return [
             handler
@@ -819,3 +827,89 @@ def test_the_cli_finds_a_missing_route_a_low_quota_and_a_crlf_script_before_crea
     assert "CRLF" in found[1]
     assert "below the 4 requested" in found[2]
     assert boto3.client("sagemaker", region_name=REGION).list_clusters()["ClusterSummaries"] == []
+
+
+def _api(preflight: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The API's dependencies for a stack in this account with PreflightChecks ``preflight``; the
+    workflow starts it records instead of making."""
+    settings = ApiSettings.model_validate(
+        {
+            "STATE_TABLE_NAME": "state",
+            "CREATE_CLUSTER_STATE_MACHINE_ARN": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:create",
+            "CLEANUP_CLUSTER_STATE_MACHINE_ARN": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:cleanup",
+            "ALERTS_TOPIC_ARN": f"arn:aws:sns:{REGION}:{ACCOUNT}:alerts",
+            "BUDGET_NOTIFICATIONS_TOPIC_ARN": f"arn:aws:sns:{REGION}:{ACCOUNT}:budget-notifications",
+            "IDEMPOTENCY_TABLE_NAME": "idempotency",
+            "AWS_REGION": REGION,
+            "EXECUTION_ROLE_NAME_PATTERNS": "*hyperpod*",
+            "ADMIN_PRINCIPAL_ARNS": "",
+            "AUTOPILOT_STACK_NAME": "autopilot",
+            "PREFLIGHT_CHECKS": preflight,
+        }
+    )
+    started: list[dict[str, Any]] = []
+
+    class StepFunctions:
+        def start_execution(self, **request: Any) -> dict[str, str]:
+            started.append(request)
+            return {"executionArn": f"{settings.create_cluster_state_machine_arn}:{request['name']}"}
+
+    # SageMaker knows no cluster of the name (moto answers DescribeCluster with its own error code).
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    stubber = Stubber(sagemaker)
+    stubber.add_client_error("describe_cluster", service_error_code="ResourceNotFound")
+    stubber.activate()
+    deps = Dependencies(
+        settings,
+        InMemoryStateStore(),
+        sagemaker=sagemaker,
+        stepfunctions=cast(Any, StepFunctions()),
+        events=boto3.client("events", region_name=REGION),
+    )
+    return deps, started
+
+
+def test_the_apis_create_runs_the_preflight_checks_when_the_stack_enables_them(account: Account) -> None:
+    subnet_id = _private_subnet(account, "10.1.8.0/24")
+    GAPS.applied_quotas = {"ml.p5.48xlarge for cluster usage": 2}
+    _upload(account, "src/on_create.sh", b"#!/bin/bash\r\necho ready\r\n")
+    config = changed(account.config(), ("VpcConfig.Subnets", [subnet_id]))
+    body = CreateClusterBody.model_validate(
+        {
+            "clusterConfig": config,
+            "provisioningParameters": account.provisioning(),
+            "owner": "ann",
+            "project": "llm-pretraining",
+        }
+    )
+    deps, started = _api("Enabled")
+    with pytest.raises(InvalidRequestError) as refused:
+        create_cluster(deps, body, requested_by="ann")
+    assert [(e.path, e.message) for e in refused.value.errors] == [
+        (p.path, p.message) for p in check(config, account.provisioning()).errors
+    ]
+    assert [e.path for e in refused.value.errors] == [
+        "VpcConfig.Subnets[0]",
+        f"{LIFECYCLE}.OnCreate",
+        "InstanceGroups[2].InstanceCount",
+    ]
+    assert (started, deps.store.get_cluster("ml-cluster")) == ([], None)  # nothing created
+    # Disabled (the template's default): the API checks the documents only, as before.
+    deps, started = _api("Disabled")
+    create_cluster(deps, body, requested_by="ann")
+    assert len(started) == 1
+
+
+def test_the_apis_validate_warns_of_an_online_check_that_could_not_run(account: Account) -> None:
+    config = changed(account.config(), ("InstanceGroups[1].InstanceType", "ml.g6e.48xlarge"))
+    deps, _ = _api("Enabled")
+    body = {"clusterConfig": config, "provisioningParameters": account.provisioning()}
+    result = validate_body(deps, ValidateBody.model_validate(body))
+    assert (result.valid, result.errors) == (True, [])
+    assert [(w.path, w.message) for w in result.warnings] == [
+        (
+            "InstanceGroups[1].InstanceCount",
+            "could not check the quota for ml.g6e.48xlarge: Service Quotas lists no "
+            f"'ml.g6e.48xlarge for cluster usage' quota in {REGION}",
+        )
+    ]

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from functools import lru_cache
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -84,6 +84,8 @@ class ApiSettings(_Settings):
     # the defaults are the template's, for environments written before they existed).
     cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS", default="")
     default_monthly_budget_usd: Decimal = Field(alias="DEFAULT_MONTHLY_BUDGET_USD", default=Decimal(0), ge=0)
+    # The template parameter PreflightChecks: Enabled adds validate --aws's checks to the API's validation.
+    preflight_checks: Literal["Enabled", "Disabled"] = Field(alias="PREFLIGHT_CHECKS", default="Disabled")
 
     @property
     def account(self) -> str:

@@ -32,17 +32,28 @@ Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationR
 
 def _stack_validator(settings: ApiSettings) -> Validator:
     """The API's validation: `autopilot validate --region <stack region>` with the stack's
-    ExecutionRoleNamePatterns and account (docs/validation.md)."""
+    ExecutionRoleNamePatterns and account (docs/validation.md), and `--aws` when the stack's
+    PreflightChecks is Enabled."""
     # only the API's write paths need validation
-    from autopilot.validation import ExecutionRolePolicy, split_patterns, validate_config  # noqa: PLC0415
+    from autopilot.validation import (  # noqa: PLC0415
+        ExecutionRolePolicy,
+        OnlineChecker,
+        split_patterns,
+        validate_config,
+    )
 
     policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
+    preflight = settings.preflight_checks == "Enabled"
 
     def validate(
         cluster_config: Mapping[str, Any], provisioning_parameters: Mapping[str, Any] | None
     ) -> ValidationReport:
         return validate_config(
-            cluster_config, provisioning_parameters, region=settings.region, execution_roles=policy
+            cluster_config,
+            provisioning_parameters,
+            region=settings.region,
+            execution_roles=policy,
+            online=OnlineChecker(region=settings.region) if preflight else None,
         )
 
     return validate

@@ -12,12 +12,13 @@ if TYPE_CHECKING:
 
 
 def problems(report: ValidationReport) -> tuple[list[ErrorDetail], list[ErrorDetail]]:
-    """The report's errors and warnings, as the API lists them."""
+    """The report's errors and warnings, as the API lists them. An online check that could not run
+    (PreflightChecks) is a warning: the config is not shown wrong, but the caller must know."""
 
     def detail(p: Problem) -> ErrorDetail:
         return ErrorDetail(file=p.file, path=p.path, message=p.message)
 
-    return [detail(p) for p in report.errors], [detail(p) for p in report.warnings]
+    return [detail(p) for p in report.errors], [detail(p) for p in [*report.warnings, *report.unchecked]]
 
 
 def validate_config(deps: Dependencies, body: ValidateBody) -> ValidationResult:
