@@ -146,6 +146,24 @@ def test_the_slurm_controller_is_never_replaced_but_may_be_rebooted(
     assert workflow_input["allowReplace"] is False  # a reboot that does not heal is not escalated
 
 
+def test_an_operators_replace_in_a_deep_health_group_allows_for_the_new_instances_checks(
+    stack: Deployed, healing: HealingTable
+) -> None:
+    # worker-group-1 runs OnStartDeepHealthChecks (the controller's group does not): its new instance
+    # spends ~2 h in checks before Running, past ReplaceDeadlineMinutes alone
+    groups = active_cluster(stack)
+    assert repair("replace", groups["worker-group-1"][0])[0] == 202
+    assert repair("reboot", groups["controller-machine"][0])[0] == 202
+    deadlines = {i["nodeId"]: i["deadlines"]["replaceSeconds"] for i in repair_inputs(stack)}
+    environment = stack.environment("ApiFunction")
+    replace = 60 * int(environment["REPLACE_DEADLINE_MINUTES"])
+    checks = 60 * int(environment["DEEP_HEALTH_CHECK_MINUTES"])
+    assert deadlines == {
+        groups["worker-group-1"][0]: replace + checks,
+        groups["controller-machine"][0]: replace,
+    }
+
+
 def test_a_login_node_is_only_rebooted_unless_allow_login_replace(
     stack: Deployed, healing: HealingTable
 ) -> None:
