@@ -284,3 +284,12 @@ def test_node_recovery_and_deep_health_groups_come_from_describe_cluster() -> No
     manual = TopologyReader(sagemaker=sagemaker, s3=StubS3({})).cluster("c")  # type: ignore[arg-type]
     assert manual is not None
     assert manual.automatic_recovery is False
+
+
+def test_a_cluster_described_without_node_recovery_is_awss_default_automatic() -> None:
+    # validation lets a create leave NodeRecovery out (a warning): Autopilot must not repair beside HyperPod
+    sagemaker = StubSageMaker([group("gpus", 4)])
+    sagemaker.description.pop("NodeRecovery", None)
+    topology = TopologyReader(sagemaker=sagemaker, s3=StubS3({})).cluster("c")  # type: ignore[arg-type]
+    assert topology is not None
+    assert topology.automatic_recovery is True

@@ -85,7 +85,9 @@ class TopologyReader:
             controller_groups=controller,
             login_groups=login,
             # Autopilot's clusters always say it (validation requires NodeRecovery).
-            automatic_recovery=described.get("NodeRecovery") == "Automatic",
+            # No NodeRecovery described: AWS's default, Automatic (validation lets a create leave it out,
+            # with a warning saying so); reading it as None would make HyperPod and Autopilot both repair.
+            automatic_recovery=described.get("NodeRecovery", "Automatic") == "Automatic",
             deep_health_groups=frozenset(
                 str(g["InstanceGroupName"]) for g in groups if g.get("OnStartDeepHealthChecks")
             ),
