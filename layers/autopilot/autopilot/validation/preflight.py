@@ -111,7 +111,9 @@ def _quota_values(
     values: dict[str, tuple[float, str]] = {}
     for operation in ("list_aws_default_service_quotas", "list_service_quotas"):
         try:
-            pages = checker.service_quotas.get_paginator(operation).paginate(ServiceCode=QUOTA_SERVICE)
+            # SageMaker has hundreds of quotas: the largest page (100) keeps the calls few.
+            paginator = checker.service_quotas.get_paginator(operation)
+            pages = paginator.paginate(ServiceCode=QUOTA_SERVICE, PaginationConfig={"PageSize": 100})
             for page in pages:
                 for quota in page.get("Quotas", []):
                     if "QuotaName" in quota and "Value" in quota:  # applied values override defaults
