@@ -7,6 +7,7 @@ import pytest
 from autopilot.diagnosis.catalog import UNKNOWN, catalog
 from autopilot.diagnosis.matcher import (
     FAILURE_MESSAGE,
+    MAX_LINE_CHARS,
     UNKNOWN_TAIL_LINES,
     ClusterEvent,
     LogLine,
@@ -196,3 +197,15 @@ def test_streams_other_than_lifecycle_ones_are_not_read() -> None:
     hma = LogStream("SagemakerHealthMonitoringAgent", (LogLine(0, "Unable to contact slurm controller"),))
 
     assert diagnose([hma]).category == UNKNOWN
+
+
+def test_evidence_lines_are_cut_so_a_diagnosis_fits_a_workflow_payload_and_an_event() -> None:
+    # a log event may hold 256 KB; Step Functions payloads and EventBridge events are 256 KB at most
+    huge = "x" * 300_000
+    recognised = diagnose([_stream("i-0b66516c4a8bfcea4", [huge + " Unable to contact slurm controller"])])
+    unknown = diagnose([_stream("i-0b66516c4a8bfcea4", [huge] * 30)])
+
+    assert recognised.category == "controller-unreachable"
+    assert len(recognised.evidence[0].line) == MAX_LINE_CHARS
+    assert recognised.evidence[0].line.endswith("…")
+    assert len(unknown.model_dump_json()) < 32_000

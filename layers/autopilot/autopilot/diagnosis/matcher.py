@@ -22,6 +22,9 @@ LIFECYCLE_PREFIX = "LifecycleConfig/"
 FAILURE_MESSAGE = "FailureMessage"
 CLUSTER_EVENT = "ClusterEvent"
 UNKNOWN_TAIL_LINES = 20
+# A log event may hold 256 KB: evidence lines are cut so a diagnosis stays far below Step Functions'
+# 256 KiB payload, EventBridge's 256 KB event and DynamoDB's 400 KB item, whatever the scripts printed.
+MAX_LINE_CHARS = 1000
 # Other instances quoted beside the first cause ("the same on i-…"), so 64 symptoms stay a footnote.
 MORE_EVIDENCE = 3
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
@@ -69,6 +72,11 @@ class ClusterEvent:
     instance_id: str | None = None
 
 
+def _evidence(stream: str, line: str) -> Evidence:
+    cut = line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+    return Evidence(stream=stream, line=cut)
+
+
 @dataclass(frozen=True)
 class _Hit:
     timestamp: int
@@ -90,7 +98,7 @@ def diagnose(
     message = failure_message.strip()
     named = set(_INSTANCE_ID.findall(message))
     if message and (entry := first_match(message, entries)) is not None:
-        return _found(entry, [Evidence(stream=FAILURE_MESSAGE, line=message)])
+        return _found(entry, [_evidence(FAILURE_MESSAGE, message)])
     hits = _hits(lifecycle, events, entries)
     if hits:
         first = min(hits, key=lambda hit: (hit.timestamp, hit.order))
@@ -108,7 +116,7 @@ def diagnose(
     failed = [s for s in written if s.instance_id in named] if named else written
     if not failed:
         what = ", ".join(sorted(named)) if named else "any instance of the cluster"
-        evidence = [Evidence(stream=FAILURE_MESSAGE, line=message)] if message else []
+        evidence = [_evidence(FAILURE_MESSAGE, message)] if message else []
         return Diagnosis(
             category=UNKNOWN,
             summary=NO_LOGS_SUMMARY.format(what=what),
@@ -123,7 +131,7 @@ def diagnose(
         category=UNKNOWN,
         summary=UNKNOWN_SUMMARY.format(stream=first_failed.name),
         fix=UNKNOWN_FIX,
-        evidence=[Evidence(stream=first_failed.name, line=line.message) for line in tail],
+        evidence=[_evidence(first_failed.name, line.message) for line in tail],
         confidence=DiagnosisConfidence.LOW,
     )
 
@@ -139,16 +147,14 @@ def _hits(
             order += 1
             entry = first_match(line.message, entries)
             if entry is not None:
-                hits.append(
-                    _Hit(line.timestamp, order, entry, Evidence(stream=stream.name, line=line.message))
-                )
+                hits.append(_Hit(line.timestamp, order, entry, _evidence(stream.name, line.message)))
                 break  # what an instance printed after its first error is its consequence
     for event in events:
         order += 1
         entry = first_match(event.description, entries)
         if entry is not None:
             where = f"{CLUSTER_EVENT}/{event.instance_id}" if event.instance_id else CLUSTER_EVENT
-            hits.append(_Hit(event.timestamp, order, entry, Evidence(stream=where, line=event.description)))
+            hits.append(_Hit(event.timestamp, order, entry, _evidence(where, event.description)))
     return hits
 
 
