@@ -9,10 +9,17 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot.diagnosis.catalog import catalog
+from autopilot.diagnosis.matcher import LogLine, LogStream, diagnose
 
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
-from sandbox.hyperpod.lifecycle_logs import HEALTHY_LINES, category_lines
+from sandbox.hyperpod.lifecycle_logs import (
+    HEALTHY_LINES,
+    LIFECYCLE_FAILED_MESSAGE,
+    STARTED_LINES,
+    category_lines,
+)
 
 MINUTE = 60.0
 Request = Callable[..., dict[str, Any]]
@@ -99,3 +106,18 @@ def test_a_canned_category_and_a_failure_message_of_ones_own(
 def test_a_lifecycle_failure_without_lines_is_refused(hyperpod_sim: HyperPodSimulator, params: Any) -> None:
     with pytest.raises(ValueError, match=r"lines|category"):
         hyperpod_sim.apply_fault("lifecycle_failure", params)
+
+
+@pytest.mark.parametrize("category", [entry.category for entry in catalog()])
+def test_each_canned_fault_replays_as_its_own_category(category: str) -> None:
+    stream = LogStream(
+        "LifecycleConfig/worker-group-1/i-0b66516c4a8bfcea4",
+        tuple(LogLine(n, line) for n, line in enumerate([*STARTED_LINES, *category_lines(category)])),
+    )
+
+    assert (
+        diagnose(
+            [stream], failure_message=LIFECYCLE_FAILED_MESSAGE.format(instance_id="i-0b66516c4a8bfcea4")
+        ).category
+        == category
+    )
