@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import decimal
 import heapq
+import importlib
 import json
 import os
 import queue
@@ -601,6 +602,9 @@ class LambdaRuntime:
         module_name, _, function_name = spec.handler.rpartition(".")
         module_name = module_name.replace("/", ".")
         try:
+            # by name, as Lambda's runtime imports it: sys.modules then holds the handler module's view,
+            # where pydantic, dataclasses and typing look a class's module up to resolve its annotations
+            importlib.import_module(module_name)
             module = environment.space.module(module_name)
         except Exception as error:
             traceback.print_exc()
