@@ -18,8 +18,8 @@ environment whose thread runs, and nothing has to be swapped in or locked. Modul
 does not provide (boto3, botocore, pydantic, moto, the standard library) stay shared, as moto's mock
 must patch the one botocore every function calls through; they are thread-safe or used per client.
 Limits: a thread the handler starts sees the host's modules (as it sees the host's ``os.environ``), and
-a view of a name another environment provides answers ``ModuleNotFoundError`` on first attribute use,
-not at the import statement.
+importing a name only another environment provides binds its view (the import statement finds it in
+``sys.modules``) and fails with ``AttributeError`` at first use, not ``ModuleNotFoundError`` at the import.
 """
 
 from __future__ import annotations
@@ -107,7 +107,13 @@ class _ModuleView(ModuleType):
         return current().module(ModuleType.__getattribute__(self, "__name__"))
 
     def __getattribute__(self, attribute: str) -> Any:
-        return getattr(_ModuleView._target(self), attribute)
+        try:
+            target = _ModuleView._target(self)
+        except ModuleNotFoundError as missing:
+            # no such module in this space: an AttributeError, so code that walks sys.modules with
+            # getattr(module, name, default) (pickle, inspect, warnings) passes over the view
+            raise AttributeError(f"{missing} (in this execution environment)", name=attribute) from missing
+        return getattr(target, attribute)
 
     def __setattr__(self, attribute: str, value: Any) -> None:
         if attribute.startswith("__") and attribute.endswith("__"):
