@@ -637,6 +637,20 @@ class HyperPodSimulator:
         self._cluster_event(cluster, at, description, level="Error")
         return True
 
+    def _launch_failed_in_scripts(self, cluster: Cluster, node: Node, at: datetime) -> bool:
+        """A launch after the create (a replacement, a scale-up) that an armed lifecycle_failure fault
+        covers: its scripts fail, the instance stays in Failure with the fault's message (unverified:
+        docs/sandbox.md). A classic create fails whole (_lifecycle_failed); Continuous is not simulated."""
+        if cluster.continuous or cluster.status == "Creating":
+            return False
+        fault = next((f for f in self._lifecycle_failures if f.covers(cluster.name, node.group_name)), None)
+        if fault is None:
+            return False
+        self._lifecycle_failures.remove(fault)
+        self._write_lifecycle_log(cluster, node, at, [*lifecycle_logs.STARTED_LINES, *fault.lines])
+        node.status, node.operation, node.message = "Failure", None, fault.message(node.instance_id)
+        return True
+
     def _write_lifecycle_log(
         self, cluster: Cluster, node: Node, at: datetime, lines: tuple[str, ...] | list[str]
     ) -> None:
@@ -1204,7 +1218,7 @@ class HyperPodSimulator:
     def _bring_up(self, cluster: Cluster, node: Node, at: datetime) -> None:
         """A launched instance is up: Running, or first DeepHealthCheckInProgress when its group asks
         for OnStartDeepHealthChecks."""
-        if node.operation != "launch":
+        if node.operation != "launch" or self._launch_failed_in_scripts(cluster, node, at):
             return
         node.provisioned = True
         self._write_lifecycle_log(cluster, node, at, lifecycle_logs.HEALTHY_LINES)
@@ -1530,9 +1544,10 @@ class HyperPodSimulator:
         failure_message: str | None = None,
         category: str | None = None,
     ) -> dict[str, Any]:
-        """The next create of ``cluster`` (any, when None) fails in its lifecycle scripts on an instance
-        of ``group`` (any): ``lines`` (or the catalog's example lines of ``category``) end that instance's
-        stream, and ``failure_message`` (else SageMaker's usual one) is the cluster's FailureMessage."""
+        """The next launch in ``group`` (any) of ``cluster`` (any, when None) fails in its lifecycle
+        scripts: ``lines`` (or the catalog's example lines of ``category``) end that instance's stream,
+        and ``failure_message`` (else SageMaker's usual one) is the cluster's FailureMessage (a create
+        fails whole) or the instance's status message (a replacement or scale-up stays in Failure)."""
         fault = lifecycle_logs.lifecycle_failure(
             cluster=cluster, group=group, lines=lines, failure_message=failure_message, category=category
         )

@@ -440,6 +440,7 @@ def test_cost_tagger_runs_on_its_schedule_with_its_settings() -> None:
     [
         ("CreateClusterStateMachine", ["CostTaggerFunction", "DiagnoseFailureFunction"]),
         ("CleanupClusterStateMachine", ["CostTaggerFunction"]),
+        ("ReplaceNodeStateMachine", ["DiagnoseFailureFunction"]),
     ],
 )
 def test_the_workflows_may_invoke_their_functions_and_nothing_else(
@@ -457,12 +458,12 @@ def test_the_workflows_may_invoke_their_functions_and_nothing_else(
 def test_the_failure_diagnosis_reads_only_hyperpods_lifecycle_logs() -> None:
     (policy,) = of_type("AWS::Serverless::Function")["DiagnoseFailureFunction"]["Policies"]
     logs = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/sagemaker/Clusters/*"
+    clusters = "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:cluster/*"
     assert _grants(policy) == {
         "logs:DescribeLogStreams": {"Fn::Sub": logs},
         "logs:GetLogEvents": {"Fn::Sub": logs + ":log-stream:LifecycleConfig/*"},
-        "sagemaker:ListClusterEvents": {
-            "Fn::Sub": "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:cluster/*"
-        },
+        "sagemaker:DescribeCluster": {"Fn::Sub": clusters},
+        "sagemaker:ListClusterEvents": {"Fn::Sub": clusters},
     }
 
 

@@ -121,3 +121,30 @@ def test_each_canned_fault_replays_as_its_own_category(category: str) -> None:
         ).category
         == category
     )
+
+
+def test_a_replacement_that_fails_its_scripts_stays_in_failure_with_its_stream(
+    hyperpod_sagemaker: Any,
+    hyperpod_sim: HyperPodSimulator,
+    hyperpod_clock: SandboxClock,
+    hyperpod_cluster_request: Request,
+) -> None:
+    arn = hyperpod_sagemaker.create_cluster(**hyperpod_cluster_request(workers=2))["ClusterArn"]
+    hyperpod_clock.advance(20 * MINUTE)
+    assert hyperpod_sagemaker.describe_cluster(ClusterName=arn)["ClusterStatus"] == "InService"
+    hyperpod_sim.apply_fault("lifecycle_failure", {"group": "worker-group-1", "lines": [CONTROLLER_DOWN]})
+    nodes = hyperpod_sagemaker.list_cluster_nodes(ClusterName=arn, InstanceGroupNameContains="worker")
+    node = nodes["ClusterNodeSummaries"][0]["InstanceId"]
+
+    hyperpod_sagemaker.batch_replace_cluster_nodes(ClusterName=arn, NodeIds=[node])
+    hyperpod_clock.advance(60 * MINUTE)
+
+    [successor] = [
+        n
+        for n in hyperpod_sagemaker.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]
+        if n["InstanceGroupName"] == "worker-group-1" and n["InstanceStatus"]["Status"] == "Failure"
+    ]
+    status = hyperpod_sagemaker.describe_cluster_node(ClusterName=arn, NodeId=successor["InstanceId"])
+    assert "Lifecycle scripts did not run successfully" in status["NodeDetails"]["InstanceStatus"]["Message"]
+    assert _streams(arn)[f"LifecycleConfig/worker-group-1/{successor['InstanceId']}"][-1] == CONTROLLER_DOWN
+    assert hyperpod_sagemaker.describe_cluster(ClusterName=arn)["ClusterStatus"] == "InService"

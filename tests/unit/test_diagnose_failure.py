@@ -119,3 +119,29 @@ def test_a_continuous_clusters_error_events_are_read(logs: Any) -> None:
     assert [(e.stream, e.line) for e in diagnosis.evidence] == [
         ("ClusterEvent/i-0123456789abcdef0", capacity)
     ]
+
+
+def test_given_only_the_clusters_name_its_id_comes_from_describe_cluster(logs: Any) -> None:
+    now = int(time.time() * 1000)
+    _write(logs, "LifecycleConfig/worker-group/i-0b66516c4a8bfcea4", [CONTROLLER_DOWN], now)
+    _write(logs, "LifecycleConfig/worker-group/i-0ccccccccccccccc1", ["fatal error: (403) when calling"], now)
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    stubber = Stubber(sagemaker)
+    stubber.add_response("describe_cluster", _described(), {"ClusterName": "ml-cluster"})
+    stubber.activate()
+    request = DiagnoseRequest(cluster_name="ml-cluster", instance_ids=["i-0b66516c4a8bfcea4"])
+
+    diagnosis = diagnose_failure(request, logs=logs, sagemaker=sagemaker)
+
+    assert diagnosis.category == "controller-unreachable"
+    stubber.assert_no_pending_responses()
+
+
+def _described() -> dict[str, Any]:
+    return {
+        "ClusterArn": ARN,
+        "ClusterName": "ml-cluster",
+        "ClusterStatus": "InService",
+        "InstanceGroups": [],
+        "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]},
+    }

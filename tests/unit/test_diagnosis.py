@@ -209,3 +209,18 @@ def test_evidence_lines_are_cut_so_a_diagnosis_fits_a_workflow_payload_and_an_ev
     assert len(recognised.evidence[0].line) == MAX_LINE_CHARS
     assert recognised.evidence[0].line.endswith("…")
     assert len(unknown.model_dump_json()) < 32_000
+
+
+def test_the_launches_named_are_the_only_ones_read() -> None:
+    # a replacement's successor failed; an old instance's stream holds an error of its own
+    old = _stream("i-0ccccccccccccccc1", ["fatal error: An error occurred (403) when calling the HeadObject"])
+    successor = _stream(
+        "i-0b66516c4a8bfcea4", ["slurm_load_partitions: Unable to contact slurm controller"], 5
+    )
+
+    assert (
+        diagnose([old, successor], instance_ids=["i-0b66516c4a8bfcea4"]).category == "controller-unreachable"
+    )
+    silent = diagnose([old], instance_ids=["i-0b66516c4a8bfcea4"])
+    assert silent.category == UNKNOWN
+    assert "i-0b66516c4a8bfcea4" in silent.summary

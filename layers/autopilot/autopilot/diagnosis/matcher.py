@@ -90,13 +90,18 @@ def diagnose(
     *,
     failure_message: str = "",
     events: Sequence[ClusterEvent] = (),
+    instance_ids: Sequence[str] = (),
     entries: tuple[Entry, ...] | None = None,
 ) -> Diagnosis:
-    """The first cause of the failure (see the module's docstring)."""
+    """The first cause of the failure (see the module's docstring). ``instance_ids``: the launches that
+    failed, when known (a replacement's successor): only their streams and events are read."""
     entries = entries or catalog()
     lifecycle = [s for s in streams if s.name.startswith(LIFECYCLE_PREFIX)]
+    if instance_ids:
+        lifecycle = [s for s in lifecycle if s.instance_id in instance_ids]
+        events = [e for e in events if e.instance_id in instance_ids]
     message = failure_message.strip()
-    named = set(_INSTANCE_ID.findall(message))
+    named = set(_INSTANCE_ID.findall(message)) | set(instance_ids)
     if message and (entry := first_match(message, entries)) is not None:
         return _found(entry, [_evidence(FAILURE_MESSAGE, message)])
     hits = _hits(lifecycle, events, entries)

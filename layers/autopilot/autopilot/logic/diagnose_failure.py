@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from autopilot.aws import error_code
@@ -37,10 +37,13 @@ class DiagnoseRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     cluster_name: str
-    cluster_arn: str
+    # None: read from DescribeCluster (the ReplaceNode workflow knows only the cluster's name)
+    cluster_arn: str | None = None
     failure_message: str = ""
     # NodeProvisioningMode Continuous: only such clusters have cluster events (ListClusterEvents).
     continuous: bool = False
+    # The launches that failed, when known (a replacement's successor): only their streams are read.
+    instance_ids: list[str] = Field(default_factory=list)
 
 
 def lifecycle_log_group(cluster_name: str, cluster_arn: str) -> str:
@@ -49,10 +52,13 @@ def lifecycle_log_group(cluster_name: str, cluster_arn: str) -> str:
 
 def diagnose_failure(request: DiagnoseRequest, *, logs: Any, sagemaker: SageMakerClient) -> Diagnosis:
     """``logs``: a CloudWatch Logs client (no mypy-boto3 stubs for it in the layer)."""
-    group = lifecycle_log_group(request.cluster_name, request.cluster_arn)
-    streams = read_lifecycle_streams(logs, group)
+    arn = request.cluster_arn or sagemaker.describe_cluster(ClusterName=request.cluster_name)["ClusterArn"]
+    group = lifecycle_log_group(request.cluster_name, arn)
+    streams = read_lifecycle_streams(logs, group, only=request.instance_ids)
     events = read_cluster_events(sagemaker, request.cluster_name) if request.continuous else []
-    diagnosis = diagnose(streams, failure_message=request.failure_message, events=events)
+    diagnosis = diagnose(
+        streams, failure_message=request.failure_message, events=events, instance_ids=request.instance_ids
+    )
     logger.info(
         "failure diagnosed",
         cluster=request.cluster_name,
@@ -63,8 +69,9 @@ def diagnose_failure(request: DiagnoseRequest, *, logs: Any, sagemaker: SageMake
     return diagnosis
 
 
-def read_lifecycle_streams(logs: Any, group: str) -> list[LogStream]:
-    """The group's lifecycle streams (none when the group does not exist: HyperPod wrote nothing)."""
+def read_lifecycle_streams(logs: Any, group: str, *, only: list[str] | None = None) -> list[LogStream]:
+    """The group's lifecycle streams, ``only`` those instances' when given (none when the group does
+    not exist: HyperPod wrote nothing)."""
     described: list[dict[str, Any]] = []
     token: str | None = None
     try:
@@ -82,6 +89,8 @@ def read_lifecycle_streams(logs: Any, group: str) -> list[LogStream]:
         if error_code(exc) == "ResourceNotFoundException":
             return []
         raise
+    if only:
+        described = [s for s in described if s["logStreamName"].rsplit("/", 1)[-1] in only]
     # a stream with no event yet has no lastEventTimestamp: it stopped (or never started) first
     described.sort(key=lambda s: s.get("lastEventTimestamp", 0))
     streams = [LogStream(s["logStreamName"]) for s in described if not s.get("lastEventTimestamp")]
