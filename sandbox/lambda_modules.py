@@ -107,6 +107,10 @@ class _ModuleView(ModuleType):
         return current().module(ModuleType.__getattribute__(self, "__name__"))
 
     def __getattribute__(self, attribute: str) -> Any:
+        if ModuleType.__getattribute__(self, "__dict__").get("_view_pending"):
+            # the import system reading a new view before it is in sys.modules: importing the module now
+            # would run its code while sys.modules[__name__] is missing (pydantic resolves by it)
+            return ModuleType.__getattribute__(self, attribute)
         try:
             target = _ModuleView._target(self)
         except ModuleNotFoundError as missing:
@@ -141,9 +145,12 @@ class _ViewFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return _ModuleView(spec.name)
+        view = _ModuleView(spec.name)
+        ModuleType.__setattr__(view, "_view_pending", True)
+        return view
 
     def exec_module(self, module: ModuleType) -> None:
+        ModuleType.__delattr__(module, "_view_pending")  # the view is in sys.modules now
         _ModuleView._target(module)  # type: ignore[arg-type]  # import it now: a missing module fails the import
 
 

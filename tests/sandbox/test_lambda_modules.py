@@ -26,7 +26,10 @@ def _package(root: Path, name: str, tag: str) -> None:
         f"    return {name}.TAG, lazy.TAG, again.TAG, importlib.import_module('{name}.lazy').TAG\n"
         "import importlib\n"
     )
-    (package / "lazy.py").write_text(f"TAG = {tag!r} + '-lazy'\n")
+    # as pydantic resolves a model's annotations: through sys.modules, while the module still runs
+    (package / "lazy.py").write_text(
+        f"import sys\nTAG = {tag!r} + '-lazy'\nassert sys.modules[__name__].TAG == TAG\n"
+    )
 
 
 def test_two_spaces_import_one_name_at_once_and_each_sees_its_own(tmp_path: Path) -> None:
