@@ -206,6 +206,7 @@ class Quiescence:
                 idle
                 and not delivered
                 and dispatcher.pending() == 0
+                and sandbox.poller.in_flight() == 0
                 and stepfunctions_clock.blocked_threads() - self.blocked_before >= running
                 and (timer is None or timer > sandbox.clock.elapsed())
             )
