@@ -246,6 +246,15 @@ def test_step_functions_invokes_lambda_and_catches_custom_errors(sb: Sandbox) ->
     assert json.loads(described["output"]) == {"failed": True, "errorName": "FixtureError"}
 
 
+def test_step_functions_sees_a_throttled_function_as_lambdas_429(
+    sb: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sb.runtime.spec("EchoFunction"), "reserved_concurrency", 0)
+    started = sb.client("stepfunctions").start_execution(stateMachineArn=sb.stack.arn("FlowStateMachine"))
+    described = sb.wait_for_execution(started["executionArn"])
+    assert (described["status"], described.get("error")) == ("FAILED", "Lambda.TooManyRequestsException")
+
+
 def test_sqs_batches_and_partial_batch_failures_with_redrive(sb: Sandbox) -> None:
     sqs = sb.client("sqs")
     queue = sb.stack.physical_id("WorkQueue")
