@@ -281,6 +281,28 @@ def test_sqs_batches_and_partial_batch_failures_with_redrive(sb: Sandbox) -> Non
     assert [m["Body"] for m in dead] == ["batch-fail"]
 
 
+def test_a_throttled_sqs_batch_goes_back_to_its_queue_and_counts_as_a_receive(sb: Sandbox) -> None:
+    spec = sb.runtime.spec("WorkerFunction")
+    throttles = sb.metrics()["invocations"]["WorkerFunction"]["throttles"]
+    sqs = sb.client("sqs")
+    spec.reserved_concurrency = 0  # the function may not run at all
+    try:
+        sqs.send_message(QueueUrl=sb.stack.physical_id("WorkQueue"), MessageBody="throttled")
+        # each throttled receive returns the message to the queue; after maxReceiveCount (2), the DLQ,
+        # as on Lambda (which is why AWS asks for a maxReceiveCount of 5 or more)
+        dlq = sb.stack.physical_id("WorkDeadLetterQueue")
+
+        def dead() -> list[str]:
+            messages = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])
+            return [m["Body"] for m in messages if m["Body"] == "throttled"]
+
+        assert _eventually(dead) == ["throttled"]
+    finally:
+        spec.reserved_concurrency = None
+    assert sb.metrics()["invocations"]["WorkerFunction"]["throttles"] >= throttles + 2
+    assert not [r for r in _records(sb, "sqs") if r["body"] == "throttled"]  # never ran
+
+
 def test_sns_publish_reaches_lambda_with_real_event_shape(sb: Sandbox) -> None:
     topic = sb.stack.arn("NotificationsTopic")
     message_id = sb.client("sns").publish(TopicArn=topic, Message="budget crossed", Subject="alert")[
