@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -444,7 +445,7 @@ def test_invalid_cluster_name_is_400_naming_the_path_parameter(stack: Deployed) 
 def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> None:
     config = {k: v for k, v in create_body("nodes")["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
-    stack.clock.advance(3600)
+    stack.clock.advance(3 * 3600)  # the create, then the workers' deep health checks (about 2 h)
 
     status, first = call(
         api_event("list_cluster_nodes", path_parameters={"name": "nodes"}, query={"limit": "4"})
@@ -462,6 +463,10 @@ def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> Non
     assert len(nodes) == 6  # 1 controller + 1 login + 4 workers
     assert {n["InstanceStatus"]["Status"] for n in nodes} == {"Running"}
     assert second.get("nextToken") is None
+    # SageMaker's times spelled as every other time the API answers: UTC, milliseconds, Z
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", n["LaunchTime"]) for n in nodes)
+    _, cluster = call(api_event("get_cluster", path_parameters={"name": "nodes"}))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", cluster["sagemaker"]["CreationTime"])
 
 
 def test_a_node_page_token_sagemaker_did_not_issue_is_400(stack: Deployed) -> None:

@@ -26,7 +26,7 @@ def active_cluster(stack: Deployed, name: str = "ml-cluster") -> None:
     registered_active(stack, name)
     config = {k: v for k, v in create_body(name)["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
-    stack.clock.advance(3600)
+    stack.clock.advance(3 * 3600)  # the create, then the workers' deep health checks (about 2 h)
 
 
 def scale(body: Any, *, group: str = "worker-group-1", caller: str = USER_ARN) -> tuple[int, Any]:

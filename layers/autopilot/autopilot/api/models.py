@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     StrictBool,
     StrictInt,
     ValidationInfo,
@@ -33,6 +34,7 @@ from autopilot.models.records import (
     RepairActor,
     RepairTrigger,
     Step,
+    iso,
 )
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -53,6 +55,8 @@ def _email(value: str) -> str:
 
 
 TagValue = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_tag_value)]
+# SageMaker's times as every other time the API answers: UTC, milliseconds, "Z" (records.iso)
+Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
 Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
 
 
@@ -273,7 +277,7 @@ class LiveClusterView(BaseModel):
 
     ClusterArn: str
     ClusterStatus: str
-    CreationTime: datetime | None = None
+    CreationTime: Timestamp | None = None
     FailureMessage: str | None = None
     NodeRecovery: str | None = None
     InstanceGroups: list[InstanceGroupView] = Field(default_factory=list)
@@ -394,7 +398,7 @@ class NodeView(BaseModel):
     InstanceId: str
     InstanceType: str
     InstanceStatus: InstanceStatusView
-    LaunchTime: datetime | None = None
+    LaunchTime: Timestamp | None = None
     NodeLogicalId: str | None = None
     health: NodeHealthView = Field(
         description="Autopilot's view from HyperPod's Node Health events (and its sweep); a node it has no "
@@ -468,7 +472,7 @@ class CostView(ApiModel):
                     "monthToDateUsd": 4785.6,
                     "forecastUsd": 31907.84,
                     "budgetUsd": 25000.0,
-                    "asOf": "2026-11-22T12:15:00.000000Z",
+                    "asOf": "2026-11-22T12:15:00.000Z",
                 }
             ]
         }

@@ -29,7 +29,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.exceptions import ClientError
 
 from autopilot.dal.state_store import every_cluster
-from autopilot.models.records import Cluster, ClusterStatus
+from autopilot.models.records import Cluster, ClusterStatus, iso
 from autopilot.models.spend import SpendMeter
 from autopilot.observability import logger
 
@@ -306,7 +306,7 @@ def alert_message(cluster: Cluster, meter: SpendMeter, threshold: int) -> dict[s
         "forecastUsd": _usd(meter.forecast_usd),
         "budgetUsd": _usd(meter.budget_usd),
         "month": meter.month,
-        "asOf": meter.as_of.isoformat(),
+        "asOf": iso(meter.as_of),
     }
 
 
