@@ -16,7 +16,7 @@ import json
 from functools import cache
 from typing import Any
 
-from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.healing.node_health import NodeHealing
 from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cluster_events_settings, healing_settings
@@ -37,9 +37,10 @@ def healing() -> NodeHealing:
     return NodeHealing(healing_settings())
 
 
-def record_handler(record: SQSRecord) -> None:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
     body: dict[str, Any] = json.loads(record.body)
-    kind = handle_message(body, int(record.attributes.sent_timestamp), waits(), healing())
+    origin = Origin.of_function(lambda_context.invoked_function_arn)
+    kind = handle_message(body, int(record.attributes.sent_timestamp), waits(), healing(), origin=origin)
     logger.debug("message processed", kind=kind, message_id=record.message_id)
     count(Count.CLUSTER_EVENTS_HANDLED)
 

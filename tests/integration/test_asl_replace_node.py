@@ -42,7 +42,7 @@ from autopilot.workflows.node_waits import node_health_changed
 from sandbox import stepfunctions_clock
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history
+from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history, stack_origin
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a round advances the frozen clock
@@ -157,7 +157,7 @@ def _handle(stack: Deployed, body: dict[str, Any], sent_at: int, waits: ClusterW
     """A Node Health event is held on the node item and handed to the waiting repair, as the Node
     Health branch does; every other message goes through ``handle_message``."""
     if body.get("detail-type") != NODE_HEALTH:
-        return handle_message(body, sent_at, waits)
+        return handle_message(body, sent_at, waits, origin=stack_origin(stack))
     detail = NodeHealthEvent.model_validate(body).detail
     health = NodeHealth(detail.HealthSummary.HealthStatus)
     held = healing_table(stack).record_health(

@@ -21,7 +21,7 @@ from autopilot.workflows.cluster_waits import ClusterWaits
 from sandbox import seams
 from tests.events import create_body
 from tests.events.stack import Deployed, deployed
-from tests.integration.workflows import deliver_cluster_events
+from tests.integration.workflows import deliver_cluster_events, stack_origin
 
 CLUSTER = "ml-cluster"
 
@@ -74,7 +74,7 @@ def deliver(stack: Deployed) -> list[str]:
     )
 
     def handle(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> str:
-        return handle_message(body, sent_at, waits, healing)
+        return handle_message(body, sent_at, waits, healing, origin=stack_origin(stack))
 
     stack.clock.advance(stack.hyperpod.timings.event_delivery)
     stack.hyperpod.tick()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autopilot.api.models import CreateClusterBody
-from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_clusters import get_operation
@@ -21,7 +21,7 @@ from autopilot.settings import api_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 
 from tests.events import create_body
-from tests.events.stack import Deployed
+from tests.events.stack import ACCOUNT, Deployed
 
 
 def dependencies() -> Dependencies:
@@ -40,11 +40,22 @@ def start(name: str = "ml-cluster", *, deep_health_checks: bool = False, **chang
     return create_cluster(dependencies(), body, requested_by="tester").operation_id
 
 
+def stack_origin(stack: Deployed) -> Origin:
+    """The account and region ClusterEventsFunction runs in (its events must come from there)."""
+    return Origin(account=ACCOUNT, region=stack.stack.region)
+
+
 def deliver_cluster_events(
-    stack: Deployed, handle: Callable[[dict[str, Any], int, ClusterWaits], str] = handle_message
+    stack: Deployed, handle: Callable[[dict[str, Any], int, ClusterWaits], str] | None = None
 ) -> list[str]:
     """Process what the cluster-events queue holds now, as ClusterEventsFunction does (``handle``:
-    one message, its body and SentTimestamp); their kinds."""
+    one message, its body and SentTimestamp; else handle_message); their kinds."""
+    if handle is None:
+        origin = stack_origin(stack)
+
+        def handle(body: dict[str, Any], sent_at: int, waits: ClusterWaits) -> str:
+            return handle_message(body, sent_at, waits, origin=origin)
+
     sqs = stack.client("sqs")
     url = stack.stack.physical_id("ClusterEventsQueue")
     waits = ClusterWaits(

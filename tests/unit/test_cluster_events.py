@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autopilot.logic.cluster_events import UnknownMessageError, handle_message
+from autopilot.logic.cluster_events import UNTRUSTED, Origin, UnknownMessageError, handle_message
 from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
 
 from tests.events import load_event
@@ -21,6 +21,8 @@ from tests.events import load_event
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "sample-cluster"
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+# the function's own account and region (the samples' events come from there)
+ORIGIN = Origin(account="111122223333", region="us-west-2")
 
 
 class MemoryWaits(ClusterWaits):
@@ -60,6 +62,9 @@ class MemoryWaits(ClusterWaits):
     def describe_status(self, cluster_name: str) -> tuple[str, str]:
         return self.sagemaker_status, ""
 
+    def registered_arn(self, cluster_name: str) -> str | None:
+        return ARN if cluster_name in self.clusters else None
+
     def record_status(self, cluster_name: str, cluster_arn: str, status: str, version: StatusVersion) -> bool:
         record = self.clusters.get(cluster_name)
         if record is None or record.get("version", "") >= version.key():
@@ -90,11 +95,11 @@ def await_request(
 
 def test_a_waiter_is_resumed_by_the_state_change_it_waits_for() -> None:
     waits = MemoryWaits()
-    handle_message(await_request(), 1, waits)
+    handle_message(await_request(), 1, waits, origin=ORIGIN)
     assert waits.answered == []  # still Creating: it waits
 
-    handle_message(state_change("Creating", "2025-04-28T16:50:00Z"), 2, waits)
-    handle_message(state_change("InService"), 3, waits)
+    handle_message(state_change("Creating", "2025-04-28T16:50:00Z"), 2, waits, origin=ORIGIN)
+    handle_message(state_change("InService"), 3, waits, origin=ORIGIN)
 
     assert waits.answered == [("token-1", {"ClusterStatus": "InService", "FailureMessage": ""})]
     assert waits.stored == {}
@@ -103,19 +108,22 @@ def test_a_waiter_is_resumed_by_the_state_change_it_waits_for() -> None:
 
 def test_a_wait_request_after_the_event_is_answered_at_once() -> None:
     waits = MemoryWaits(sagemaker_status="InService")
-    handle_message(state_change("InService"), 1, waits)  # nobody waited yet
+    handle_message(state_change("InService"), 1, waits, origin=ORIGIN)  # nobody waited yet
 
-    handle_message(await_request(), 2, waits)
+    handle_message(await_request(), 2, waits, origin=ORIGIN)
 
     assert waits.answered == [("token-1", {"ClusterStatus": "InService", "FailureMessage": ""})]
 
 
 def test_a_failed_cluster_resumes_the_wait_with_its_failure() -> None:
     waits = MemoryWaits()
-    handle_message(await_request(), 1, waits)
+    handle_message(await_request(), 1, waits, origin=ORIGIN)
 
     handle_message(
-        state_change("Failed", failure="InsufficientInstanceCapacity for ml.p5.48xlarge"), 2, waits
+        state_change("Failed", failure="InsufficientInstanceCapacity for ml.p5.48xlarge"),
+        2,
+        waits,
+        origin=ORIGIN,
     )
 
     [(_, output)] = waits.answered
@@ -127,22 +135,22 @@ def test_a_failed_cluster_resumes_the_wait_with_its_failure() -> None:
 
 def test_duplicates_change_nothing_and_answer_once() -> None:
     waits = MemoryWaits()
-    handle_message(await_request(), 1, waits)
+    handle_message(await_request(), 1, waits, origin=ORIGIN)
     event = state_change("InService")
 
-    handle_message(event, 2, waits)
-    handle_message(event, 3, waits)
-    handle_message(await_request(), 1, waits)  # the wait request redelivered too
+    handle_message(event, 2, waits, origin=ORIGIN)
+    handle_message(event, 3, waits, origin=ORIGIN)
+    handle_message(await_request(), 1, waits, origin=ORIGIN)  # the wait request redelivered too
 
     assert len(waits.answered) == 1
 
 
 def test_an_older_event_arriving_late_does_not_win() -> None:
     waits = MemoryWaits()
-    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits)
-    handle_message(await_request(until="Deleted"), 2, waits)
+    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits, origin=ORIGIN)
+    handle_message(await_request(until="Deleted"), 2, waits, origin=ORIGIN)
 
-    handle_message(state_change("Creating", "2025-04-28T16:40:00Z"), 3, waits)
+    handle_message(state_change("Creating", "2025-04-28T16:40:00Z"), 3, waits, origin=ORIGIN)
 
     assert waits.clusters[CLUSTER]["status"] == "InService"
     assert waits.answered == []
@@ -150,18 +158,18 @@ def test_an_older_event_arriving_late_does_not_win() -> None:
 
 def test_two_reports_of_the_same_second_are_ordered_by_the_lifecycle() -> None:
     waits = MemoryWaits()
-    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits)
-    handle_message(state_change("Creating", "2025-04-28T17:00:00Z"), 2, waits)
+    handle_message(state_change("InService", "2025-04-28T17:00:00Z"), 1, waits, origin=ORIGIN)
+    handle_message(state_change("Creating", "2025-04-28T17:00:00Z"), 2, waits, origin=ORIGIN)
 
     assert waits.clusters[CLUSTER]["status"] == "InService"
 
 
 def test_a_later_wait_of_the_same_execution_replaces_the_earlier_and_an_older_one_is_ignored() -> None:
     waits = MemoryWaits()
-    handle_message(await_request(token="second"), 20, waits)
-    handle_message(await_request(token="first"), 10, waits)  # redelivered late
+    handle_message(await_request(token="second"), 20, waits, origin=ORIGIN)
+    handle_message(await_request(token="first"), 10, waits, origin=ORIGIN)  # redelivered late
 
-    handle_message(state_change("InService"), 30, waits)
+    handle_message(state_change("InService"), 30, waits, origin=ORIGIN)
 
     assert [token for token, _ in waits.answered] == ["second"]
 
@@ -169,7 +177,7 @@ def test_a_later_wait_of_the_same_execution_replaces_the_earlier_and_an_older_on
 def test_clusters_outside_the_registry_are_not_adopted_by_an_event() -> None:
     waits = MemoryWaits(registered=False)
 
-    handle_message(state_change("InService"), 1, waits)
+    handle_message(state_change("InService"), 1, waits, origin=ORIGIN)
 
     assert waits.clusters == {}
 
@@ -178,7 +186,7 @@ def test_cluster_events_are_parsed_and_touch_nothing() -> None:
     # (Node Health events drive healing: tests/unit/test_cluster_events_health.py)
     waits = MemoryWaits()
 
-    kind = handle_message(load_event("hyperpod/cluster_event.json"), 1, waits)
+    kind = handle_message(load_event("hyperpod/cluster_event.json"), 1, waits, origin=ORIGIN)
 
     assert kind.startswith("SageMaker HyperPod")
     assert waits.clusters == {CLUSTER: {}}
@@ -196,7 +204,7 @@ def test_cluster_events_are_parsed_and_touch_nothing() -> None:
 )
 def test_a_message_of_another_shape_is_refused(body: dict[str, Any]) -> None:
     with pytest.raises((UnknownMessageError, ValueError)):
-        handle_message(body, 1, MemoryWaits())
+        handle_message(body, 1, MemoryWaits(), origin=ORIGIN)
 
 
 def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,3 +240,56 @@ def _context() -> Any:
         aws_request_id = "00000000-0000-4000-8000-000000000000"
 
     return Context()
+
+
+def _forged(**changes: Any) -> dict[str, Any]:
+    event = state_change("Failed", failure="forged")
+    detail = changes.pop("detail", {})
+    event.update(changes)
+    event["detail"].update(detail)
+    return event
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        _forged(source="custom.sagemaker"),
+        _forged(account="444455556666"),
+        _forged(region="eu-west-1"),
+        # the same cluster name, another cluster (another account's, or one recreated outside Autopilot)
+        _forged(detail={"ClusterArn": "arn:aws:sagemaker:us-west-2:444455556666:cluster/sample-cluster"}),
+        _forged(detail={"ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/0abcdef12345"}),
+    ],
+    ids=["source", "account", "region", "other-account-arn", "other-cluster-arn"],
+)
+def test_an_event_not_from_sagemaker_for_the_registered_cluster_is_dropped_without_error(
+    forged: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    waits = MemoryWaits()
+    handle_message(await_request(), 1, waits, origin=ORIGIN)
+
+    assert handle_message(forged, 2, waits, origin=ORIGIN) == UNTRUSTED
+
+    # the create waiting on the cluster is not told it failed, the registry keeps its status
+    assert waits.answered == []
+    assert waits.clusters[CLUSTER] == {}
+    assert any(
+        r.levelname == "WARNING" and "untrusted event dropped" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_node_health_and_cluster_events_are_authenticated_too() -> None:
+    waits = MemoryWaits()
+    health = copy.deepcopy(load_event("hyperpod/cluster_node_health_event.json"))
+    health["account"] = "444455556666"
+    event = copy.deepcopy(load_event("hyperpod/cluster_event.json"))
+    event["source"] = "custom.sagemaker"
+
+    # no healing dependencies are needed: the event is dropped before any is used
+    assert handle_message(health, 1, waits, origin=ORIGIN) == UNTRUSTED
+    assert handle_message(event, 1, waits, origin=ORIGIN) == UNTRUSTED
+
+
+def test_the_origin_is_the_functions_own_account_and_region() -> None:
+    origin = Origin.of_function("arn:aws:lambda:eu-central-1:210987654321:function:Events:live")
+    assert origin == Origin(account="210987654321", region="eu-central-1")

@@ -16,7 +16,7 @@ import pytest
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.state_table import StateTable
 from autopilot.errors import WorkflowStartError
-from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.healing.node_health import NodeHealing
 from autopilot.logic.healing.start_repair import WORKFLOW_DEADLINE_SECONDS, repair_deadlines
 from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
@@ -40,6 +40,9 @@ from tests.events.state_table import create_state_table
 TABLE = "state"
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "sample-cluster"
+# the samples' cluster, account and region: ClusterEventsFunction's own in these tests
+ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/sample-cluster"
+ORIGIN = Origin(account="111122223333", region="us-west-2")
 NODE = "i-12345678abcdefghi"
 T0 = "2026-11-22T10:00:00Z"
 ROLE = "arn:aws:iam::123456789012:role/replace-node"
@@ -183,7 +186,7 @@ class Healing:
         self.waits = ClusterWaits(TABLE, dynamodb=ddb, stepfunctions=self.tokens, sagemaker=StubNodes())  # type: ignore[arg-type]
 
     def deliver(self, event: dict[str, Any]) -> str:
-        return handle_message(event, 1, self.waits, self.healing)
+        return handle_message(event, 1, self.waits, self.healing, origin=ORIGIN)
 
     def started(self) -> list[dict[str, Any]]:
         """The inputs of the ReplaceNode executions started."""
@@ -214,6 +217,7 @@ def register(ddb: Any, status: ClusterStatus, name: str = CLUSTER) -> None:
         created_at="2026-11-22T09:00:00.000Z",
         updated_at="2026-11-22T09:00:00.000Z",
         last_operation_id="op-20261122090000-00000000",
+        cluster_arn=ARN.replace(CLUSTER, name),
     )
     operation = Operation(
         operation_id=f"op-20261122090000-{len(name):08x}",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.logic.cluster_events import handle_message
+from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.models.hyperpod_events import AWAIT_NODE
 from autopilot.models.records import NodeHealth
 from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 CLUSTER = "ml-cluster"
 NODE = "i-0123456789abcdef0"
+# await requests need no origin; every handle_message call names one
+ORIGIN = Origin(account="111122223333", region="us-west-2")
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:replace-node:op-1"
 
 
@@ -68,7 +70,7 @@ def test_a_running_node_with_no_unhealthy_report_is_answered_at_once() -> None:
     waits = MemoryWaits()
     waits.status[NODE] = "Running"  # a replace's successor: no node item
 
-    assert handle_message(request(), 1000, waits) == AWAIT_NODE
+    assert handle_message(request(), 1000, waits, origin=ORIGIN) == AWAIT_NODE
 
     assert waits.answered == [("token-1", {"InstanceStatus": "Running", "HealthStatus": "Healthy"})]
     assert waits.stored == {}
@@ -78,7 +80,7 @@ def test_a_running_node_hma_still_reports_unhealthy_waits_for_its_healthy_event(
     waits = MemoryWaits()
     waits.status[NODE] = "Running"
     waits.health[NODE] = NodeHealth.UNHEALTHY
-    handle_message(request(), 1000, waits)
+    handle_message(request(), 1000, waits, origin=ORIGIN)
     assert waits.answered == []
 
     node_health_changed(CLUSTER, NODE, NodeHealth.UNHEALTHY, waits)  # a reboot that did not heal
@@ -92,7 +94,7 @@ def test_a_running_node_hma_still_reports_unhealthy_waits_for_its_healthy_event(
 def test_a_healthy_event_before_the_node_runs_again_leaves_the_wait_on() -> None:
     waits = MemoryWaits()
     waits.status[NODE] = "Pending"  # rebooting
-    handle_message(request(), 1000, waits)
+    handle_message(request(), 1000, waits, origin=ORIGIN)
 
     node_health_changed(CLUSTER, NODE, NodeHealth.HEALTHY, waits)
 
@@ -107,7 +109,7 @@ def test_a_node_that_is_gone_is_answered_so_the_repair_looks_for_its_successor(s
     if status != "NotFound":
         waits.status[NODE] = status
 
-    handle_message(request(), 1000, waits)
+    handle_message(request(), 1000, waits, origin=ORIGIN)
 
     assert waits.answered == [("token-1", {"InstanceStatus": status, "HealthStatus": "Unknown"})]
 
@@ -117,8 +119,8 @@ def test_only_the_waits_on_that_node_resume_and_cluster_waits_never_see_them() -
     other = "i-0fedcba9876543210"
     waits.status.update({NODE: "Running", other: "Running"})
     waits.health.update({NODE: NodeHealth.UNHEALTHY, other: NodeHealth.UNHEALTHY})
-    handle_message(request(), 1000, waits)
-    handle_message(request(other, token="token-2", execution=EXECUTION + "-2"), 1000, waits)
+    handle_message(request(), 1000, waits, origin=ORIGIN)
+    handle_message(request(other, token="token-2", execution=EXECUTION + "-2"), 1000, waits, origin=ORIGIN)
     cluster_wait = Waiter(
         cluster_name=CLUSTER, execution_arn="create", until="InService", task_token="token-3", sent_at=1
     )
@@ -134,16 +136,16 @@ def test_only_the_waits_on_that_node_resume_and_cluster_waits_never_see_them() -
 def test_an_older_request_of_the_same_execution_is_ignored() -> None:
     waits = MemoryWaits()
     waits.status[NODE] = "Pending"
-    handle_message(request(token="newer"), 2000, waits)
+    handle_message(request(token="newer"), 2000, waits, origin=ORIGIN)
 
-    handle_message(request(token="older"), 1000, waits)
+    handle_message(request(token="older"), 1000, waits, origin=ORIGIN)
 
     assert waits.stored[EXECUTION].task_token == "newer"
 
 
 def test_a_request_for_anything_but_healthy_is_refused() -> None:
     with pytest.raises(ValidationError):
-        handle_message({**request(), "until": "Running"}, 1000, MemoryWaits())
+        handle_message({**request(), "until": "Running"}, 1000, MemoryWaits(), origin=ORIGIN)
 
 
 @pytest.mark.parametrize("status", ["DetachInProgress", "AttachInProgress"])
@@ -151,6 +153,6 @@ def test_a_node_moveclusternodes_is_moving_resumes_the_repair_to_end_it(status: 
     waits = MemoryWaits()
     waits.status[NODE] = status
 
-    handle_message(request(), 1000, waits)
+    handle_message(request(), 1000, waits, origin=ORIGIN)
 
     assert waits.answered == [("token-1", {"InstanceStatus": status, "HealthStatus": "Unknown"})]

@@ -164,7 +164,7 @@ def test_cluster_events_count_each_message_handled_not_the_failed_ones(
     event = load_event("cluster_events/sqs_batch.json")
     failing = event["Records"][0]["messageId"]
 
-    def handle(body: dict[str, Any], sent: int, waits: object, healing: object) -> str:
+    def handle(body: dict[str, Any], sent: int, waits: object, healing: object, origin: object) -> str:
         if body == json.loads(event["Records"][0]["body"]):
             raise RuntimeError("throttled")
         return "event"

@@ -32,6 +32,9 @@ class Count(StrEnum):
     SESSIONS_TERMINATED = "SessionsTerminated"
     CLUSTER_TAGS_REPAIRED = "ClusterTagsRepaired"
     BUDGET_ALERTS_FIRED = "BudgetAlertsFired"
+    # Events and budget messages dropped because their origin or claim did not check out (issue 20).
+    UNTRUSTED_EVENTS_DROPPED = "UntrustedEventsDropped"
+    UNTRUSTED_BUDGET_MESSAGES = "UntrustedBudgetMessages"
 
 
 def count(name: Count, value: int = 1) -> None:

@@ -10,15 +10,22 @@ Two kinds of message share the queue (docs/architecture.md, "Event-driven waits"
 
 Every step is idempotent: a duplicate or a stale message finds the registry newer and the waiter
 answered (its token no longer waits).
+
+An event is acted on only when it is authentic (``untrusted``): anyone allowed ``sqs:SendMessage`` on
+the queue, or an event of another account or cluster, could otherwise fail a create or replace a
+node. An untrusted event is dropped with a WARNING and a count, never an error (a redrive would only
+bring it back).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from autopilot.logic.healing.node_health import NodeHealing, node_health_reported
+from autopilot.models.envelopes import EventBridgeModel
 from autopilot.models.hyperpod_events import (
     AWAIT_CLUSTER,
     AWAIT_NODE,
@@ -31,7 +38,7 @@ from autopilot.models.hyperpod_events import (
     ClusterStateChangeEvent,
     NodeHealthEvent,
 )
-from autopilot.observability import logger
+from autopilot.observability import Count, count, logger
 from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
 from autopilot.workflows.node_waits import await_node
 
@@ -47,12 +54,37 @@ _RANK = {
 }
 
 
+# What handle_message returns for an event it dropped as untrusted.
+UNTRUSTED = "untrusted"
+SAGEMAKER_SOURCE = "aws.sagemaker"
+
+
 class UnknownMessageError(ValueError):
     """The message is neither a HyperPod event nor a wait request (it goes to the DLQ)."""
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where HyperPod's events for this function come from: its own account and region (the
+    invoked function ARN's and AWS_REGION, so no AWS call per event)."""
+
+    account: str
+    region: str
+
+    @classmethod
+    def of_function(cls, invoked_function_arn: str) -> Origin:
+        # arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]
+        parts = invoked_function_arn.split(":")
+        return cls(account=parts[4], region=parts[3])
+
+
 def handle_message(
-    body: dict[str, Any], sent_at: int, waits: ClusterWaits, healing: NodeHealing | None = None
+    body: dict[str, Any],
+    sent_at: int,
+    waits: ClusterWaits,
+    healing: NodeHealing | None = None,
+    *,
+    origin: Origin,
 ) -> str:
     """Process one queue message; returns what it was (for logs and tests). ``healing`` is required
     for Node Health events (ClusterEventsFunction always passes it)."""
@@ -65,18 +97,68 @@ def handle_message(
     detail_type = body.get("detail-type")
     try:
         if detail_type == STATE_CHANGE:
-            cluster_state_changed(ClusterStateChangeEvent.model_validate(body), waits)
+            changed = ClusterStateChangeEvent.model_validate(body)
+            if untrusted(changed, changed.detail.ClusterName, changed.detail.ClusterArn, origin, waits):
+                return UNTRUSTED
+            cluster_state_changed(changed, waits)
         elif detail_type == NODE_HEALTH:
+            health = NodeHealthEvent.model_validate(body)
+            if untrusted(health, health.detail.ClusterName, health.detail.ClusterArn, origin, waits):
+                return UNTRUSTED
             if healing is None:
                 raise RuntimeError("a Node Health event needs the healing dependencies (NodeHealing)")
-            node_health_reported(NodeHealthEvent.model_validate(body), healing, waits)
+            node_health_reported(health, healing, waits)
         elif detail_type == CLUSTER_EVENT:
-            cluster_event_reported(ClusterEvent.model_validate(body))
+            reported = ClusterEvent.model_validate(body)
+            details = reported.detail.EventDetails
+            if untrusted(reported, details.ClusterName, details.ClusterArn, origin, waits):
+                return UNTRUSTED
+            cluster_event_reported(reported)
         else:
             raise UnknownMessageError(f"unknown message (detail-type {detail_type!r})")
     except ValidationError as exc:
         raise UnknownMessageError(f"{detail_type} does not have AWS's shape: {exc}") from exc
     return str(detail_type)
+
+
+def untrusted(
+    event: EventBridgeModel, cluster_name: str, cluster_arn: str, origin: Origin, waits: ClusterWaits
+) -> bool:
+    """True (logged and counted as untrusted) unless the event is SageMaker's, of this account and
+    region, and about the cluster Autopilot registered under that name (a cluster of the same name
+    elsewhere, or one deleted and recreated outside Autopilot, has another ARN); True too, quietly,
+    for a cluster Autopilot does not manage."""
+    reason = None
+    if event.source != SAGEMAKER_SOURCE:
+        reason = "source"
+    elif event.account != origin.account:
+        reason = "account"
+    elif event.region != origin.region:
+        reason = "region"
+    else:
+        registered = waits.registered_arn(cluster_name)
+        if registered is None:
+            # Not Autopilot's cluster: nothing acts on it (the registry is not updated, no repair).
+            logger.info(
+                "event of a cluster Autopilot does not manage", cluster=cluster_name, event_id=event.id
+            )
+            return True
+        if registered != cluster_arn:
+            reason = "cluster"
+    if reason is None:
+        return False
+    logger.warning(
+        "untrusted event dropped",
+        reason=reason,
+        source=event.source,
+        account=event.account,
+        region=event.region,
+        cluster=cluster_name,
+        cluster_arn=cluster_arn,
+        event_id=event.id,
+    )
+    count(Count.UNTRUSTED_EVENTS_DROPPED)
+    return True
 
 
 def await_cluster(request: AwaitCluster, sent_at: int, waits: ClusterWaits) -> None:

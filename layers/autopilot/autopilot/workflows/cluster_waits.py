@@ -211,6 +211,26 @@ class ClusterWaits:
         record = HealingTable(self._table, dynamodb=self.dynamodb).get_node(cluster_name, node_id)
         return record.health if record is not None else None
 
+    def registered_arn(self, cluster_name: str) -> str | None:
+        """The ARN of the cluster Autopilot registered under this name: the registry's once known, else
+        (a create before its first event) DescribeCluster's; None when Autopilot has no such cluster."""
+        item = self.dynamodb.get_item(
+            TableName=self._table,
+            Key={k: {"S": v} for k, v in cluster_key(cluster_name).items()},
+            ProjectionExpression="pk, clusterArn",
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            return None
+        if "clusterArn" in item:
+            return str(item["clusterArn"]["S"])
+        try:
+            return str(self.sagemaker.describe_cluster(ClusterName=cluster_name)["ClusterArn"])
+        except ClientError as exc:
+            if _code(exc) in ("ResourceNotFound", "ResourceNotFoundException"):
+                return None
+            raise
+
     def record_status(self, cluster_name: str, cluster_arn: str, status: str, version: StatusVersion) -> bool:
         """Set the registry's SageMaker status if this report is newer than the one it holds.
 
