@@ -11,8 +11,12 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``deliver_eventbridge_targets``: moto's Rule.send_to_targets raises NotImplementedError for
   Lambda, Step Functions and SNS targets; the seam delivers them (Input/InputPath/InputTransformer
   honoured, asynchronously, target DeadLetterConfig on a failed delivery), and SQS targets too
-  (synchronously; moto ignores Input/InputPath), skips DISABLED and schedule rules, and hands
-  every other target (logs, archives, buses, API destinations) back to moto.
+  (synchronously; moto ignores Input/InputPath) when the queue policy allows the rule's delivery
+  (events.amazonaws.com, aws:SourceArn = the rule: sandbox/aws_calls/resource_policy.py), skips
+  DISABLED and schedule rules, and hands every other target (logs, archives, buses, API
+  destinations) back to moto.
+- ``refuse_aws_event_sources``: moto's PutEvents puts an entry of any Source; EventBridge refuses a
+  caller's ``aws.*`` source (NotAuthorizedForSourceException in that entry), so the seam does.
 - ``keep_event_account``: moto's default EventBridge input template (EventTemplateParser, used for
   every target moto delivers itself: SQS outside a sandbox, CloudWatch Logs) has no ``account``
   although put_events sets it; the seam adds it, so captured events have EventBridge's shape.
@@ -109,6 +113,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table as DynamoTable
 from moto.dynamodb.responses import DynamoHandler
 from moto.events.models import Rule
+from moto.events.responses import EventsHandler
 from moto.events.utils import EventTemplateParser
 from moto.sns.models import Subscription, sns_backends
 from moto.sqs.models import sqs_backends
@@ -136,7 +141,8 @@ from sandbox import (
     stepfunctions_stop,
     stepfunctions_task_timeouts,
 )
-from sandbox.aws_calls import Principal, act_as, interception
+from sandbox.aws_calls import Principal, act_as, interception, resource_policy
+from sandbox.aws_calls.policy import Decision
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import FunctionThrottled, LambdaRuntime
 
@@ -317,6 +323,14 @@ def deliver_to_target(rule_arn: str, target: dict[str, Any], event: dict[str, An
         elif service == "sns":
             sns_backends[account][region].publish(message=payload, arn=arn)
         elif service == "sqs":
+            # EventBridge sends as events.amazonaws.com on the rule's behalf: the queue policy decides
+            decision = resource_policy.delivery_decision(
+                arn, "sqs:SendMessage", service="events.amazonaws.com", source_arn=rule_arn
+            )
+            if decision is not Decision.ALLOWED:
+                raise PermissionError(
+                    f"the queue policy of {arn} refuses {rule_arn}'s delivery ({decision.value})"
+                )
             group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
             sqs_backends[account][region].send_message(parts[5], payload, group_id=group_id)
         else:
@@ -383,6 +397,37 @@ def deliver_eventbridge_targets() -> None:
         deliver_to_rule_targets(self, original_event)
 
     _replace(Rule, "send_to_targets", send_to_targets)
+
+
+# --------------------------------------------------------------------------------------------------
+# seam: PutEvents refuses the sources AWS reserves for its services
+# --------------------------------------------------------------------------------------------------
+AWS_SOURCE_REFUSED: Final = {
+    "ErrorCode": "NotAuthorizedForSourceException",
+    "ErrorMessage": "Not authorized for the source.",
+}
+
+
+def refuse_aws_event_sources() -> None:
+    """An entry whose Source starts with ``aws.`` fails NotAuthorizedForSourceException (in Entries,
+    counted in FailedEntryCount; the others are put), as EventBridge answers a caller: only AWS
+    services emit those. The simulators emit through the backend (sandbox.bus), not this API."""
+    original = expect_signature(EventsHandler, "put_events", ["self"], "refuse_aws_event_sources")
+
+    def put_events(self: EventsHandler) -> str:
+        entries = self._get_param("Entries") or []
+        if not any(str(e.get("Source", "")).startswith("aws.") for e in entries):
+            return str(original(self))
+        allowed = [e for e in entries if not str(e.get("Source", "")).startswith("aws.")]
+        put = iter(self.events_backend.put_events(allowed) if allowed else [])
+        results = [
+            dict(AWS_SOURCE_REFUSED) if str(e.get("Source", "")).startswith("aws.") else next(put)
+            for e in entries
+        ]
+        failed = sum(1 for r in results if "ErrorCode" in r)
+        return json.dumps({"FailedEntryCount": failed, "Entries": results})
+
+    _replace(EventsHandler, "put_events", put_events)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -862,6 +907,7 @@ def deliveries() -> dict[str, int]:
 SEAMS: Final = (
     route_lambda_invoke,
     deliver_eventbridge_targets,
+    refuse_aws_event_sources,
     keep_event_account,
     deliver_sns_to_lambda,
     detach_sqs_event_source_mappings,

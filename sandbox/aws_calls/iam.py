@@ -23,7 +23,7 @@ from moto.cloudformation.models import cloudformation_backends
 from moto.iam.exceptions import NotFoundException
 from moto.iam.models import iam_backends
 
-from sandbox.aws_calls import service_authorization
+from sandbox.aws_calls import resource_policy, service_authorization
 from sandbox.aws_calls.errors import error_code, error_response
 from sandbox.aws_calls.interception import Answer, Call
 from sandbox.aws_calls.policy import Decision, Request, evaluate
@@ -44,6 +44,8 @@ _ACTIONS: Final[dict[tuple[str, str], str]] = {
     ("lambda", "Invoke"): "InvokeFunction",
     **{("budgets", op): "ModifyBudget" for op in (*_BUDGET_MODIFY, "CreateSubscriber", "DeleteSubscriber")},
     **{("budgets", op): "ViewBudget" for op in (*_BUDGET_VIEW, "DescribeSubscribersForNotification")},
+    # SQS's batch calls are authorized as their single actions (no sqs:*Batch action exists)
+    **{("sqs", f"{op}Batch"): op for op in ("SendMessage", "DeleteMessage", "ChangeMessageVisibility")},
 }
 
 # Operations IAM does not authorize.
@@ -374,7 +376,41 @@ class IamEnforcer:
                 f"User: {principal.assumed_role_arn} is not authorized to perform: {request.action} "
                 f"on resource: {request.resource} {reason}"
             )
-            code = error_code(call.service_model, call.operation, "access_denied")
-            status, headers, body = error_response(call.service_model, code, message)
-            return Answer(status, headers, body)
+            return self._access_denied(call, message)
+        return self._resource_policy_check(call, requests)
+
+    def _resource_policy_check(self, call: Call, requests: list[Request]) -> Answer | None:
+        """A queue's or topic's explicit Deny refuses the call (sandbox.aws_calls.resource_policy)."""
+        principal = call.principal
+        if principal is None or (call.service, call.operation) not in resource_policy.GUARDED:
+            return None
+        caller = resource_policy.Caller(
+            account=principal.account, arns=(principal.role_arn, principal.assumed_role_arn)
+        )
+        for request in requests:
+            if not request.resource.startswith("arn:"):
+                continue
+            document = resource_policy.resource_policy(request.resource)
+            if (
+                resource_policy.evaluate(document, request, caller, deny_only=True)
+                is not Decision.EXPLICIT_DENY
+            ):
+                continue
+            with self._lock:
+                self.denials.append(
+                    Denial(
+                        principal.assumed_role_arn, request.action, request.resource, Decision.EXPLICIT_DENY
+                    )
+                )
+            return self._access_denied(
+                call,
+                f"User: {principal.assumed_role_arn} is not authorized to perform: {request.action} "
+                f"on resource: {request.resource} with an explicit deny in a resource-based policy",
+            )
         return None
+
+    @staticmethod
+    def _access_denied(call: Call, message: str) -> Answer:
+        code = error_code(call.service_model, call.operation, "access_denied")
+        status, headers, body = error_response(call.service_model, code, message)
+        return Answer(status, headers, body)

@@ -38,7 +38,16 @@ class Request:
 
 # Condition keys the request context can hold (prefixes end with "/"); any other key is refused.
 MODELED_KEYS: Final = frozenset(
-    {"aws:requestedregion", "aws:principalaccount", "aws:principalarn", "iam:passedtoservice", "aws:tagkeys"}
+    {
+        "aws:requestedregion",
+        "aws:principalaccount",
+        "aws:principalarn",
+        "iam:passedtoservice",
+        "aws:tagkeys",
+        # set on a service's delivery (sandbox.aws_calls.resource_policy); absent from a principal's call
+        "aws:sourcearn",
+        "aws:sourceaccount",
+    }
 )
 MODELED_PREFIXES: Final = ("aws:requesttag/",)
 _RESOURCE_TAG: Final = "aws:resourcetag/"
@@ -167,6 +176,12 @@ def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
     else:
         resource_hit = not any(arn_match(r, request.resource) for r in _listed(statement["NotResource"]))
     return resource_hit and _conditions_hold(statement.get("Condition") or {}, request)
+
+
+def statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
+    """Whether a statement without Principal (an identity policy's, or a resource policy's once its
+    Principal matched) applies to the request: its action, resource and conditions."""
+    return _statement_applies(statement, request)
 
 
 def evaluate(documents: Iterable[Mapping[str, Any]], request: Request) -> Decision:

@@ -92,6 +92,7 @@ def test_sns_topics_let_their_publishers_in() -> None:
         (str(p["Topics"][0]), s["Principal"]["Service"])
         for p in policies.values()
         for s in p["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Allow"
     }
     assert ("{'Ref': 'AlertsTopic'}", "budgets.amazonaws.com") in principals
     assert ("{'Ref': 'AlertsTopic'}", "events.amazonaws.com") in principals
@@ -494,9 +495,15 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
     function = of_type("AWS::Serverless::Function")["BudgetAlertsFunction"]
     (event,) = function["Events"].values()
     assert event == {"Type": "SNS", "Properties": {"Topic": {"Ref": "BudgetNotificationsTopic"}}}
-    (statement,) = RESOURCES["BudgetNotificationsTopicPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    (statement, deny) = RESOURCES["BudgetNotificationsTopicPolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
     assert statement["Principal"] == {"Service": "budgets.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    # everyone else (a principal of the account allowed sns:Publish on "*") is refused (issue 20)
+    assert deny["Effect"] == "Deny"
+    assert deny["Principal"] == "*"
+    assert deny["Condition"] == {"StringNotEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
     # every cluster budget notifies it (the API puts it in the workflow input as the SNS subscriber)
     api = of_type("AWS::Serverless::Function")["ApiFunction"]["Environment"]["Variables"]
     assert api["BUDGET_NOTIFICATIONS_TOPIC_ARN"] == {"Ref": "BudgetNotificationsTopic"}
