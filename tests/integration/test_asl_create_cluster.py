@@ -19,7 +19,7 @@ from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_cluster, get_operation
 
 from tests.events import create_body
-from tests.integration.workflows import dependencies, entered, history, start, wait
+from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history, start, wait
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock
@@ -467,3 +467,39 @@ def test_bad_input_fails_fast_without_touching_anything(make_stack: Any) -> None
     assert execution["status"] == "FAILED"
     assert execution["error"] == "Autopilot.InvalidInput"
     assert stack.client("sagemaker").list_clusters()["ClusterSummaries"] == []
+
+
+def test_a_forged_failed_answer_during_a_create_does_not_roll_back_a_healthy_cluster(make_stack: Any) -> None:
+    """Were a forged "Cluster State Change: Failed" to reach the wait (ClusterEventsFunction drops one
+    it cannot authenticate: tests/unit/test_cluster_events.py), DescribeCluster still decides: the
+    cluster is Creating, so nothing is deleted and the create goes on to succeed (issue 20)."""
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    operation_id = start(budget=None)  # rollbackOnFailure: true
+    sfn = stack.client("stepfunctions")
+
+    def forge(body: dict[str, Any], sent_at: int, waits: Any) -> str:
+        if body.get("autopilot") != "await-cluster":
+            return "ignored"
+        sfn.send_task_success(
+            taskToken=body["taskToken"],
+            output=json.dumps({"ClusterStatus": "Failed", "FailureMessage": "forged"}),
+        )
+        return "forged"
+
+    # the first wait request is answered by the forger, while HyperPod is still creating the cluster
+    deadline = time.monotonic() + 30
+    while "forged" not in deliver_cluster_events(stack, forge):
+        assert time.monotonic() < deadline, "the create never asked to wait"
+        time.sleep(0.05)
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    states = entered(history(stack, execution["executionArn"]))
+    assert "Recheck Cluster" in states  # the forged Failed was checked with SageMaker
+    assert "Roll Back Cluster" not in states
+    operation = get_operation(dependencies(), operation_id)
+    assert operation.status == "SUCCEEDED"
+    assert operation.rolled_back is not True
+    [summary] = stack.client("sagemaker").list_clusters()["ClusterSummaries"]
+    assert summary["ClusterStatus"] == "InService"
