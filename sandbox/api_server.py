@@ -27,6 +27,7 @@ the server together) answer 429 ``{"message":"Too Many Requests"}`` before the f
 from __future__ import annotations
 
 import base64
+import email.utils
 import json
 import re
 import sys
@@ -123,6 +124,7 @@ class ApiServer:
         port: int = 3000,
         lookup: Callable[[str], SigningKey | None] | None = None,
         clock: Callable[[], datetime] | None = None,
+        dates: Callable[[], datetime] | None = None,
         integration_timeout: float = INTEGRATION_TIMEOUT_SECONDS,
         account_throttle: Throttle = ACCOUNT_THROTTLE,
         monotonic: Callable[[], float] = time.monotonic,
@@ -134,7 +136,9 @@ class ApiServer:
             {SANDBOX_CREDENTIALS["AWS_ACCESS_KEY_ID"]: SANDBOX_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]},
             SANDBOX_CREDENTIALS["AWS_SESSION_TOKEN"],
         )
-        self.now = clock or (lambda: datetime.now(UTC))
+        self.now = clock or (lambda: datetime.now(UTC))  # SigV4's: the caller signs with the wall clock
+        # The Date header: the API's own time, that of the records it answers (the sandbox clock)
+        self.dates = dates or self.now
         # wall seconds: a function runs at wall speed (simulated time passes at x1 while it works)
         self.integration_timeout = integration_timeout
         self._monotonic = monotonic
@@ -163,6 +167,9 @@ class ApiServer:
 
             def log_message(self, format: str, *args: Any) -> None:
                 sys.stderr.write(f"[api] {self.address_string()} {format % args}\n")
+
+            def date_time_string(self, timestamp: float | None = None) -> str:
+                return email.utils.format_datetime(server.dates().astimezone(UTC), usegmt=True)
 
         self._httpd = ThreadingHTTPServer((host, port), Handler)
         self._httpd.daemon_threads = True

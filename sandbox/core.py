@@ -412,7 +412,9 @@ class Sandbox:
         """Serve the template's API events on ``host:port`` (0 picks a free port); returns the base URL."""
         # Throttling refills per second of AWS's time, the sandbox clock's: a client polling once a
         # wall second at speed 600 polls once every ten simulated minutes.
-        server = ApiServer(self.stack, self.runtime, host=host, port=port, monotonic=self.clock.elapsed)
+        server = ApiServer(
+            self.stack, self.runtime, host=host, port=port, dates=self.clock.now, monotonic=self.clock.elapsed
+        )
         server.start()
         self._servers.append(server)
         return server.url

@@ -29,7 +29,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import ModuleType
@@ -39,6 +39,11 @@ from typing import Any, Final
 # one metric set per process in class attributes, so two functions sharing one copy would flush each
 # other's metrics (or fail "dictionary changed size during iteration"). Each environment gets its own.
 PER_ENVIRONMENT_PACKAGES: Final = frozenset({"aws_lambda_powertools"})
+
+
+# A module name -> what to do to each environment's copy once it is imported (a seam pointing a layer's
+# function somewhere, e.g. sandbox/product_clock.py).
+IMPORT_HOOKS: Final[dict[str, Callable[[ModuleType], None]]] = {}
 
 
 class ModuleSpace:
@@ -79,6 +84,9 @@ class ModuleSpace:
                 raise
             if parent is not None:
                 setattr(parent, child, module)
+            hook = IMPORT_HOOKS.get(name)
+            if hook is not None:
+                hook(module)
             return module
 
 

@@ -42,6 +42,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
 - ``run_stepfunctions_on_sandbox_clock``: moto times ``Wait``, Retry delays and task-token
   ``TimeoutSeconds``/``HeartbeatSeconds`` in wall seconds; the seam runs them, and the timestamps the
   ASL sees, on the sandbox clock (sandbox/stepfunctions_clock.py).
+- ``run_product_code_on_sandbox_clock``: not a moto patch; the layer's ``autopilot.clock.now`` reads
+  the sandbox clock in every execution environment (and the host's copy), so records, deadlines and
+  decisions share one clock with Step Functions and HyperPod (sandbox/product_clock.py).
 - ``emit_execution_status_events``: moto's Step Functions never sends the "Step Functions Execution
   Status Change" events; the seam puts them on the execution's default bus as a Standard execution
   starts and ends (sandbox/stepfunctions_events.py).
@@ -132,6 +135,7 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
 from sandbox import (
+    product_clock,
     sdk_error_names,
     stepfunctions_clock,
     stepfunctions_events,
@@ -640,6 +644,10 @@ def evaluate_stepfunctions_jsonata() -> None:
     _state.undo.append(stepfunctions_jsonata.install(now=_state.clock.now))
 
 
+def run_product_code_on_sandbox_clock() -> None:
+    _state.undo.append(product_clock.install(now=_state.clock.now))
+
+
 def run_stepfunctions_on_sandbox_clock() -> None:
     _state.undo.append(stepfunctions_clock.install(_state.clock))
 
@@ -916,6 +924,7 @@ SEAMS: Final = (
     bind_execution_role,
     evaluate_stepfunctions_jsonata,
     run_stepfunctions_on_sandbox_clock,
+    run_product_code_on_sandbox_clock,
     emit_execution_status_events,
     abort_stopped_executions,
     fail_tasks_on_read_timeouts,

@@ -4,11 +4,11 @@ the alerts topic per (budget, threshold, period), and the cluster's budget enfor
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any
 
-from autopilot import aws
+from autopilot import aws, clock
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def _now() -> datetime:
-    return datetime.now(UTC)
+    return clock.now()
 
 
 @cache

@@ -4,10 +4,9 @@ cause and its cluster settled (autopilot.logic.record_outcome)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from autopilot import aws
+from autopilot import aws, clock
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.record_outcome import record_outcome
 from autopilot.models.execution_status import ExecutionStatusChange
@@ -26,7 +25,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, s
         stepfunctions=aws.client("stepfunctions"),
         sagemaker=aws.client("sagemaker"),
         events=aws.client("events"),
-        now=datetime.now(UTC),
+        now=clock.now(),
     )
     logger.info("execution outcome handled", execution_arn=change.detail.executionArn, resolution=resolution)
     return {"resolution": resolution.value}

@@ -38,6 +38,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         installed = seams.installed(
             seams.evaluate_stepfunctions_jsonata,
             seams.run_stepfunctions_on_sandbox_clock,
+            seams.run_product_code_on_sandbox_clock,  # the layer reads the same clock
             seams.apply_stepfunctions_quotas,  # payloads and histories limited as on AWS
             seams.keep_event_account,
             seams.bind_execution_role,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 from collections.abc import Iterator
@@ -244,3 +245,15 @@ def test_function_error_is_502(api: tuple[Sandbox, str]) -> None:
     response = signed("GET", f"{url}/files/boom")
     assert response.status_code == 502
     assert response.json() == {"message": "Internal server error"}
+
+
+def test_the_date_header_is_the_sandbox_clock_and_signing_stays_on_the_wall(api: tuple[Sandbox, str]) -> None:
+    sandbox, url = api
+    sandbox.advance(10 * 86400)  # the sandbox's world ten days ahead of the caller's
+
+    response = signed("GET", f"{url}/items/42")  # signed with the caller's (wall) clock: accepted
+
+    assert response.status_code == 200
+    served = email.utils.parsedate_to_datetime(response.headers["Date"])
+    assert abs(served - sandbox.clock.now()) < timedelta(seconds=5)
+    assert served - datetime.now(UTC) > timedelta(days=9)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -265,3 +266,34 @@ def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller(
     finally:
         server.shutdown()
     assert len(seen) == 3
+
+
+def test_the_apis_date_header_is_kept_as_the_servers_now() -> None:
+    # a sandbox's API answers on its own clock: --wait measures with it, never with the caller's
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"clusters": []}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return "Sun, 03 Jan 2027 10:00:00 GMT"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = AutopilotClient(
+            f"http://127.0.0.1:{server.server_address[1]}",
+            region="us-east-1",
+            credentials=Credentials("AKIDEXAMPLE", "secret"),
+        )
+        assert client.server_now is None
+        list(client.list_clusters())
+    finally:
+        server.shutdown()
+    assert client.server_now == datetime(2027, 1, 3, 10, 0, tzinfo=UTC)

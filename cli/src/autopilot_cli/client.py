@@ -7,11 +7,13 @@ has one: API Gateway refuses a signature scoped to any other region, whatever th
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any, TextIO
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -83,6 +85,14 @@ def region_from_endpoint(endpoint: str) -> str | None:
 RETRIED_STATUSES = frozenset({429, 502, 503, 504})
 
 
+def _date_header(response: Any) -> datetime | None:
+    value = (getattr(response, "headers", None) or {}).get("Date")
+    try:
+        return email.utils.parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _shortened(data: bytes | str, limit: int = 2000) -> str:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
@@ -102,6 +112,9 @@ class AutopilotClient:
     ) -> None:
         self._endpoint = endpoint.rstrip("/")
         self._debug = debug  # --debug: each request and answer, without the signature
+        # The API's own time (its Date header), that of the records it answers: --wait measures with it,
+        # so a clock that is not the caller's (a sandbox's) never mixes with the caller's.
+        self.server_now: datetime | None = None
         botocore_session = session or BotocoreSession()
         resolved_region = (
             region or region_from_endpoint(endpoint) or botocore_session.get_config_variable("region")
@@ -176,6 +189,7 @@ class AutopilotClient:
         except urllib3.exceptions.HTTPError as exc:
             raise ClientError(f"cannot reach {self._endpoint}: {exc}") from exc
         text = response.data.decode("utf-8", errors="replace")
+        self.server_now = _date_header(response) or self.server_now
         if self._debug:
             request_id = (getattr(response, "headers", None) or {}).get("x-amzn-RequestId", "-")
             took = (time.monotonic() - started) * 1000

@@ -12,6 +12,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ProfileNotFound
@@ -308,7 +309,8 @@ def _accepted_view(answer: dict[str, Any], out: TextIO) -> None:
 
 def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace, output: Output) -> int:
     """Poll the operation (and its cluster, for SageMaker's side) until it ends or --timeout."""
-    progress = WaitProgress(output.progress)
+    # now: the API's (its Date header), the clock of the times it answers; the caller's before any answer
+    progress = WaitProgress(output.progress, now=lambda: client.server_now or datetime.now(timezone.utc))
 
     def show(operation: dict[str, Any]) -> None:
         progress.update(operation, _cluster_or_none(client, operation["clusterName"]))

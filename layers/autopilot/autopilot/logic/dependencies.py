@@ -4,9 +4,10 @@ use), the config validator, idempotency and the clock. One per execution environ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from autopilot import clock
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.operation_history import OperationHistory
@@ -88,7 +89,7 @@ class Dependencies:
         self._cloudformation = cloudformation
         self.validate = validator or _stack_validator(settings)
         self._idempotency = idempotency
-        self.now = now or (lambda: datetime.now(UTC))
+        self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
         self.healing = healing or HealingTable(settings.state_table_name)
         self.history = OperationHistory(settings.state_table_name)
         self._healing_settings = healing_settings

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from botocore.exceptions import ClientError
 
+from autopilot import clock
 from autopilot.aws import LazyClient
 from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
 from autopilot.dal.state_store import every_cluster
@@ -173,7 +174,7 @@ class SessionGuard:
         self.registry: StateStore = registry or StateTable(settings.state_table_name)
         self.terminations = terminations or SessionTerminations(settings.state_table_name)
         self._ssm, self._iam, self._sns, self._events = ssm, iam, sns, events
-        self.now = now or (lambda: datetime.now(UTC))
+        self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
 
     # -- the two triggers -------------------------------------------------------------------------
     def on_start_session(self, call: StartSessionCall) -> dict[str, int]:

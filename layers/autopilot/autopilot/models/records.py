@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from autopilot import clock
+
 
 class OperationType(StrEnum):
     CREATE_CLUSTER = "CreateCluster"
@@ -277,10 +279,10 @@ def iso(moment: datetime) -> str:
 
 
 def now_iso() -> str:
-    return iso(datetime.now(UTC))
+    return iso(clock.now())
 
 
 def new_operation_id(now: datetime | None = None) -> str:
     """Time-ordered, unique, and valid as a Step Functions execution name."""
-    moment = now or datetime.now(UTC)
+    moment = now or clock.now()
     return f"op-{moment.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"

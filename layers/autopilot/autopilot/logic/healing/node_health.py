@@ -14,9 +14,10 @@ adopted by an event, and one being created or deleted belongs to its own workflo
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from autopilot import clock
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import HealingTable
 from autopilot.logic.healing.breaker import announce_trip, record_unhealthy
@@ -61,7 +62,7 @@ class NodeHealing:
         self._stepfunctions = stepfunctions
         self._events = events
         self._sns = sns
-        self.now = now or (lambda: datetime.now(UTC))
+        self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
 
 
 def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: ClusterWaits) -> str:
