@@ -330,6 +330,49 @@ def test_a_healthy_report_is_held_and_resumes_the_repair_waiting_on_the_node(env
     assert (node.health, node.health_reason) == (NodeHealth.HEALTHY, "The node is healthy.")
 
 
+@pytest.mark.parametrize(
+    "forge",
+    [
+        {"account": "444455556666"},
+        {"region": "eu-west-1"},
+        {"source": "custom.sagemaker"},
+        {"detail": {"ClusterArn": "arn:aws:sagemaker:us-west-2:444455556666:cluster/sample-cluster"}},
+    ],
+    ids=["account", "region", "source", "cluster-arn"],
+)
+def test_a_forged_node_health_event_neither_starts_nor_ends_a_repair(
+    env: Healing, forge: dict[str, Any]
+) -> None:
+    """Issue 20: a forged Unhealthy report replaced a worker; a forged Healthy one would end a repair
+    before SageMaker's node is back."""
+
+    def forged(event: dict[str, Any]) -> dict[str, Any]:
+        event.update({k: v for k, v in forge.items() if k != "detail"})
+        event["detail"].update(forge.get("detail", {}))
+        return event
+
+    assert env.deliver(forged(node_health())) == "untrusted"
+    assert env.started() == []
+    assert env.table.get_node(CLUSTER, NODE) is None
+
+    env.deliver(node_health())  # the real fault: its repair waits on the node
+    env.waits.put_waiter(
+        Waiter(
+            cluster_name=CLUSTER,
+            execution_arn="arn:aws:states:us-east-1:123456789012:execution:ReplaceNode:op-1",
+            until="Healthy",
+            task_token="token-1",
+            sent_at=2,
+            node_id=NODE,
+        )
+    )
+    assert env.deliver(forged(node_health(health="Healthy", time="2026-11-22T10:04:00Z"))) == "untrusted"
+    assert env.tokens.answered == []
+    node = env.table.get_node(CLUSTER, NODE)
+    assert node is not None
+    assert node.health == NodeHealth.UNHEALTHY
+
+
 def test_an_unhealthy_controller_is_alerted_never_replaced(env: Healing) -> None:
     env.deliver(node_health("i-controller"))
     [started] = env.started()
