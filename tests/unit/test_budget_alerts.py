@@ -384,6 +384,10 @@ def world() -> Iterator[World]:
         yield World(deps, store, alerts, *fakes, clock)
 
 
+# DescribeBudget's figures once ACTUAL spend is past the $2,500 limit (what a real 100 % notification follows)
+OVER = ("2610.25", "3900")
+
+
 def crossing(percent: int, alert_type: str = "ACTUAL", name: str = "hyperpod-ml-cluster") -> str:
     threshold = Decimal(2500) * percent / 100
     return (
@@ -444,8 +448,10 @@ def test_each_threshold_and_each_period_alerts_once(world: World) -> None:
     world.register(cluster("ml-cluster"))
     december = crossing(80).replace("November 10, 2026", "December 02, 2026")
 
-    for message in (crossing(50), crossing(80), crossing(100, "FORECASTED"), crossing(80), december):
+    for message in (crossing(50), crossing(80), crossing(100, "FORECASTED"), crossing(80)):
         handle_notification(message, None, world.deps)
+    world.clock[0] = datetime(2026, 12, 2, 9, tzinfo=UTC)  # the period is the function's clock's
+    handle_notification(december, None, world.deps)
 
     assert [(a["alertType"], a["thresholdPercent"], a["period"]) for a in world.sns.alerts()] == [
         ("ACTUAL", "50", "2026-11"),
@@ -474,13 +480,80 @@ def test_a_failed_publish_is_retried_and_then_alerts_once(world: World) -> None:
 def test_another_budget_alerts_without_a_cluster(world: World) -> None:
     world.register(cluster("ml-cluster").model_copy(update={"budget_name": "custom"}))
 
+    world.budgets.spend["team-budget"] = ("2100", "2600")
     handle_notification(crossing(80, name="hyperpod-ml-cluster"), None, world.deps)
     handle_notification(crossing(80, name="team-budget"), None, world.deps)
 
     [mismatched, other] = world.sns.alerts()
     assert mismatched["clusterName"] is None  # the registry's cluster has another budget
-    assert (other["budgetName"], other["clusterName"], other["actualUsd"]) == ("team-budget", None, None)
-    assert other["budgetUsd"] == "2500.00"  # DescribeBudget found none: the message's figure
+    assert (other["budgetName"], other["clusterName"], other["actualUsd"]) == ("team-budget", None, "2100")
+
+
+def test_a_forged_crossing_that_describe_budget_does_not_confirm_changes_nothing(world: World) -> None:
+    """Issue 20: a fake notification scaled a scale-to-min cluster 4 -> 0 while its ActualSpend was $0."""
+    world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = ("0", "0")
+
+    assert handle_notification(crossing(100), None, world.deps) is Handled.UNCONFIRMED
+    assert handle_notification(crossing(100, "FORECASTED"), None, world.deps) is Handled.UNCONFIRMED
+
+    assert world.sagemaker.updates == []
+    assert world.sns.published == []
+    # no claim was made either: the real crossing, once Budgets counts it, still alerts and enforces
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
+    assert handle_notification(crossing(100), None, world.deps) is Handled.PUBLISHED
+    assert len(world.sagemaker.updates) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "spend"),
+    [
+        (crossing(100).replace("AWS Account 123456789012", "AWS Account 444455556666"), OVER),
+        (crossing(100, name="hyperpod-no-such-budget"), OVER),
+        # a message cannot lower the limit: 100 % of a claimed $1,000 is checked as 100 % of the real $2,500
+        (
+            crossing(100)
+            .replace("Budgeted Amount: $2,500.00", "Budgeted Amount: $1,000.00")
+            .replace("> $2,500.00", "> $1,000.00"),
+            ("2210.5", "3900"),
+        ),
+    ],
+    ids=["other-account", "unknown-budget", "claimed-limit"],
+)
+def test_a_notification_is_checked_against_this_accounts_budget(
+    world: World, message: str, spend: tuple[str, str]
+) -> None:
+    world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = spend
+
+    assert handle_notification(message, None, world.deps) is Handled.UNCONFIRMED
+    assert world.sagemaker.updates == []
+    assert world.sns.published == []
+
+
+def test_the_messages_own_date_never_sets_the_period_or_a_growth_blocks_end(world: World) -> None:
+    """Issue 20: a message dated 2099 blocked growth until 2100; five forged dates gave four alerts."""
+    world.register(cluster("ml-cluster", "block-growth"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
+    dated = [
+        crossing(100).replace("November 10, 2026", day)
+        for day in (
+            "December 31, 2099",
+            "January 01, 2030",
+            "March 03, 2027",
+            "July 04, 2026",
+            "May 05, 2031",
+        )
+    ]
+
+    handled = [handle_notification(message, None, world.deps) for message in dated]
+
+    assert handled == [Handled.PUBLISHED] + [Handled.DUPLICATE] * 4
+    [alert] = world.sns.alerts()
+    assert alert["period"] == "2026-11"  # NOW's month
+    registered = world.store.get_cluster("ml-cluster")
+    assert registered is not None
+    assert registered.growth_blocked_until == "2026-12-01T00:00:00+00:00"
 
 
 def test_a_message_that_is_not_from_budgets_is_forwarded(world: World) -> None:
@@ -493,6 +566,7 @@ def test_a_message_that_is_not_from_budgets_is_forwarded(world: World) -> None:
 
 def test_scale_to_min_at_100_percent_actual_records_an_operation(world: World) -> None:
     world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
 
     handle_notification(crossing(80), None, world.deps)
     assert world.sagemaker.updates == []  # below 100 %: an alert only
@@ -525,6 +599,7 @@ def test_scale_to_min_at_100_percent_actual_records_an_operation(world: World) -
 
 def test_a_refused_scale_down_is_a_failed_operation_and_still_alerts(world: World) -> None:
     world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
     world.sagemaker.fail_with = "ConflictException"
 
     handle_notification(crossing(100), None, world.deps)
@@ -541,6 +616,7 @@ def test_a_refused_scale_down_is_a_failed_operation_and_still_alerts(world: Worl
 
 def test_block_growth_marks_the_cluster_until_the_next_period(world: World) -> None:
     world.register(cluster("ml-cluster", "block-growth"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
 
     handle_notification(crossing(100), None, world.deps)
 
@@ -560,6 +636,7 @@ def test_block_growth_marks_the_cluster_until_the_next_period(world: World) -> N
 @pytest.mark.parametrize("status", [ClusterStatus.DELETING, ClusterStatus.CREATING])
 def test_enforcement_skips_a_cluster_that_is_not_active(world: World, status: ClusterStatus) -> None:
     world.register(cluster("ml-cluster", "scale-to-min", status))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
 
     handle_notification(crossing(100), None, world.deps)
 
@@ -624,6 +701,7 @@ class ApiDeps:
 
 def test_only_an_admin_lifts_a_growth_block(world: World) -> None:
     world.register(cluster("ml-cluster", "block-growth"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
     handle_notification(crossing(100), None, world.deps)
     settings = type("Settings", (), {"admin_principal_arns": ADMIN, "state_table_name": TABLE})()
     deps = cast(Any, ApiDeps(world.store, settings))

@@ -6,6 +6,12 @@ registry by budget name (``hyperpod-<cluster>``) → claim the (budget, threshol
 conditional write (dal/budget_alerts.py: a second notification of the same crossing publishes
 nothing) → enforce (scale-to-min / block-growth, at most once per period) → publish → mark published.
 A message that is not a Budgets notification is forwarded to the alerts topic as it came, never dropped.
+
+A notification is a claim, not a fact: anyone allowed ``sns:Publish`` on the topic could write one
+(the topic policy refuses them; this is the second line). Nothing is claimed, alerted or enforced
+unless DescribeBudget's CalculatedSpend in this account confirms the threshold (``unconfirmed``), and
+the period (the dedup key, a growth block's end) is the function's own clock's, never the message's
+date: a message "of 2099" would otherwise block growth until 2100.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from autopilot.models.records import (
     iso,
     new_operation_id,
 )
-from autopilot.observability import logger
+from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
     from mypy_boto3_budgets import BudgetsClient
@@ -85,6 +91,8 @@ class Handled(StrEnum):
     PUBLISHED = "published"
     DUPLICATE = "duplicate"
     FORWARDED = "forwarded"
+    # DescribeBudget does not confirm what the message claims: nothing alerted, nothing enforced
+    UNCONFIRMED = "unconfirmed"
 
 
 class AlertInFlightError(RuntimeError):
@@ -156,7 +164,20 @@ def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps
         return Handled.FORWARDED
 
     budget = _describe_budget(deps, notification.budget_name)
-    day = notification.notified_on or now.date()
+    reason = unconfirmed(notification, budget, deps.settings.account)
+    if reason is not None:
+        logger.warning(
+            "budget notification not confirmed by DescribeBudget; dropped",
+            reason=reason,
+            budget=notification.budget_name,
+            alert_type=notification.alert_type,
+            claimed_usd=str(notification.amount_usd),
+            threshold_usd=str(notification.threshold_usd),
+            notified_on=str(notification.notified_on),
+        )
+        count(Count.UNTRUSTED_BUDGET_MESSAGES)
+        return Handled.UNCONFIRMED
+    day = now.date()  # the function's clock: the message's own date is the sender's claim
     period = budget_period(str((budget or {}).get("TimeUnit", "MONTHLY")), day, budget)
     cluster = _cluster_of(deps, notification.budget_name)
     percent = notification.threshold_percent
@@ -213,6 +234,38 @@ def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps
         enforcement=enforcement.result if enforcement else None,
     )
     return Handled.PUBLISHED
+
+
+# Budgets states a percentage threshold in cents: its percentage of the limit is rounded
+CENT = Decimal("0.01")
+
+
+def unconfirmed(notification: BudgetNotification, budget: dict[str, Any] | None, account: str) -> str | None:
+    """Why DescribeBudget does not confirm the notification (None when it does): the budget must be
+    this account's, and its CalculatedSpend of the current period (ActualSpend for ACTUAL,
+    ForecastedSpend for FORECASTED) must stand to the threshold, taken as the notification's share
+    of the budget's own limit (a message cannot lower the limit), as the notification says it does."""
+    if notification.account_id is not None and notification.account_id != account:
+        return f"the message names account {notification.account_id}, not {account}"
+    if budget is None:
+        return f"no budget {notification.budget_name} in account {account}"
+    limit = (budget.get("BudgetLimit") or {}).get("Amount")
+    which = "ActualSpend" if notification.alert_type == "ACTUAL" else "ForecastedSpend"
+    spend = _spend(budget, which)
+    if limit is None or spend is None:
+        return f"DescribeBudget has no limit or no {which}"
+    percent = notification.threshold_percent
+    threshold = (
+        parse_amount(str(limit)) * percent / 100 if percent is not None else notification.threshold_usd
+    )
+    holds = {
+        "GREATER_THAN": spend + CENT > threshold,
+        "LESS_THAN": spend - CENT < threshold,
+        "EQUAL_TO": abs(spend - threshold) <= CENT,
+    }[notification.comparison]
+    if not holds:
+        return f"{which} is ${spend}, not {notification.comparison} the ${threshold:.2f} threshold"
+    return None
 
 
 def _describe_budget(deps: BudgetAlertDeps, name: str) -> dict[str, Any] | None:
