@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import io
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -30,7 +32,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 import requests
 
@@ -108,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     common(up)
     up.add_argument("--api-port", type=int, default=3000, help="the API's port on 127.0.0.1")
     up.add_argument("--aws-port", type=int, default=5000, help="the AWS endpoint's port on 127.0.0.1")
+    up.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print every function log line and API request on the console (else warnings, errors and "
+        "changes only; everything goes to --log either way)",
+    )
+    up.add_argument("--log", type=Path, default=Path("build/sandbox.log"), help="the whole log")
     up.add_argument(
         "--duplicate-events",
         type=float,
@@ -189,7 +198,67 @@ def _sandbox(args: argparse.Namespace, region: str, **options: Any) -> Sandbox:
     return Sandbox(args.template, parameters=dict(args.parameter), speed=args.speed, region=region, **options)
 
 
+class QuietConsole(io.TextIOBase):
+    """The console of ``up``: every line to the log file, and to the console only what a person
+    watching needs — not the functions' INFO lines and metrics (a sweep a minute says "done" on every
+    cluster) nor the API's successful GETs (a ``--wait`` polls twice every few seconds)."""
+
+    def __init__(self, console: TextIO, log: TextIO, *, verbose: bool) -> None:
+        self.console, self.log, self.verbose = console, log, verbose
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self.log.write(text)
+            lines = (self._partial + text).split("\n")
+            self._partial = lines.pop()
+            for line in lines:
+                if self.verbose or not quiet(line):
+                    self.console.write(line + "\n")
+            self.console.flush()
+            self.log.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.console.flush()
+        self.log.flush()
+
+
+_QUIET_API = re.compile(r'^\[api\] \S+ "(GET|HEAD) [^"]*" [23]\d\d ')
+
+
+def quiet(line: str) -> bool:
+    """Whether ``up`` keeps ``line`` off the console by default."""
+    if _QUIET_API.match(line):
+        return True
+    if not line.startswith("{"):
+        return False
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(record, dict):
+        return False
+    return "_aws" in record or record.get("level") in ("DEBUG", "INFO")
+
+
 def _up(args: argparse.Namespace) -> int:
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    with args.log.open("w", encoding="utf-8") as log:
+        console_out, console_err = sys.stdout, sys.stderr
+        sys.stdout = QuietConsole(console_out, log, verbose=args.verbose)
+        sys.stderr = QuietConsole(console_err, log, verbose=args.verbose)
+        try:
+            return _serve(args)
+        finally:
+            sys.stdout, sys.stderr = console_out, console_err
+
+
+def _serve(args: argparse.Namespace) -> int:
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -220,6 +289,10 @@ def _up(args: argparse.Namespace) -> int:
             print(f"    export AWS_DEFAULT_REGION={sandbox.region}")
             print(f"  e.g. aws --endpoint-url {aws_url} sagemaker list-clusters")
             print(f"  the CLI: AWS_ENDPOINT_URL={aws_url} autopilot configure --stack {sandbox.stack.name}")
+            shown = (
+                "everything (--verbose)" if args.verbose else f"warnings, errors, changes; all in {args.log}"
+            )
+            print(f"  console: {shown}")
             print("Ctrl-C to stop.", flush=True)
             stopping.wait()
             print("stopping…", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -281,3 +282,28 @@ def test_up_serves_api_and_aws_endpoint_until_sigint(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_console_of_up_keeps_routine_lines_in_the_log_only(tmp_path: Path) -> None:
+    console, log = io.StringIO(), io.StringIO()
+    quiet = cli.QuietConsole(console, log, verbose=False)
+    lines = [
+        '{"level":"INFO","message":"healing sweep done","service":"hyperpod-autopilot"}',
+        '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"ClusterEventsHandled":[1.0]}',
+        '[api] 127.0.0.1 "GET /operations/op-1 HTTP/1.1" 200 -',
+        '{"level":"WARNING","message":"cost tags not applied","service":"hyperpod-autopilot"}',
+        '[api] 127.0.0.1 "POST /clusters HTTP/1.1" 202 -',
+        '[api] 127.0.0.1 "GET /clusters/x HTTP/1.1" 404 -',
+        "HyperPod Autopilot sandbox: stack hyperpod-autopilot in us-east-1",
+    ]
+    for line in lines:
+        quiet.write(line[:10])  # in pieces, as a logger may write
+        quiet.write(line[10:] + "\n")
+
+    assert console.getvalue().splitlines() == lines[3:]
+    assert log.getvalue().splitlines() == lines
+
+    everything = io.StringIO()
+    verbose = cli.QuietConsole(everything, io.StringIO(), verbose=True)
+    verbose.write("\n".join(lines) + "\n")
+    assert everything.getvalue().splitlines() == lines

@@ -921,6 +921,24 @@ def test_wait_progress_prints_changes_and_a_line_a_minute_otherwise() -> None:
     ]
 
 
+def test_wait_progress_times_on_the_apis_clock_and_beats_on_the_readers() -> None:
+    # a sandbox's API clock runs 600 times faster than the reader's: the line shows the API's time,
+    # and nothing changing is still one line a minute of the reader's, not one per poll
+    lines: list[str] = []
+    api_clock = [datetime(2025, 11, 21, 14, 0, 30, tzinfo=UTC)]
+    wall = [0.0]
+    progress = WaitProgress(lines.append, now=lambda: api_clock[0], monotonic=lambda: wall[0])
+    running = operation("RUNNING", ("Create Cluster", at(0)), ("Wait For Cluster", at(0.5)))
+
+    for _ in range(10):  # 5 s polls: 50 s of the reader's, 500 minutes of the API's
+        progress.update(running, cluster_view("Creating", (0, 2)))
+        wall[0] += 5
+        api_clock[0] += timedelta(minutes=50)
+
+    assert len(lines) == 2  # the header and the first state
+    assert "[     30s] Wait For Cluster (0s)" in lines[1]
+
+
 def test_wait_progress_of_a_node_repair_shows_the_node_and_its_last_action() -> None:
     lines: list[str] = []
     clock = [datetime(2025, 11, 21, 14, 0, 30, tzinfo=UTC)]

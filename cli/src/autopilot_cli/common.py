@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
@@ -310,7 +311,11 @@ def _accepted_view(answer: dict[str, Any], out: TextIO) -> None:
 def follow(client: AutopilotClient, operation_id: str, args: argparse.Namespace, output: Output) -> int:
     """Poll the operation (and its cluster, for SageMaker's side) until it ends or --timeout."""
     # now: the API's (its Date header), the clock of the times it answers; the caller's before any answer
-    progress = WaitProgress(output.progress, now=lambda: client.server_now or datetime.now(timezone.utc))
+    progress = WaitProgress(
+        output.progress,
+        now=lambda: client.server_now or datetime.now(timezone.utc),
+        monotonic=time.monotonic,
+    )
 
     def show(operation: dict[str, Any]) -> None:
         progress.update(operation, _cluster_or_none(client, operation["clusterName"]))

@@ -89,12 +89,15 @@ class WaitProgress:
         *,
         now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self._emit = emit
-        self._now = now
+        self._now = now  # the API's clock: the times shown are measured on it
+        # the heartbeat is the reader's minute (a sandbox's clock may run 600 times faster)
+        self._monotonic = monotonic or (lambda: now().timestamp())
         self._heartbeat = heartbeat_seconds
         self._shown: tuple[Any, ...] | None = None
-        self._shown_at: datetime | None = None
+        self._shown_at: float | None = None
 
     def update(self, operation: dict[str, Any], cluster: dict[str, Any] | None) -> None:
         now = self._now()
@@ -107,7 +110,7 @@ class WaitProgress:
             self._emit(
                 f"{operation.get('kind')} {operation.get('clusterName')} ({operation.get('operationId')})"
             )
-        quiet = self._shown_at is not None and (now - self._shown_at).total_seconds() < self._heartbeat
+        quiet = self._shown_at is not None and self._monotonic() - self._shown_at < self._heartbeat
         if state == self._shown and quiet:
             return
         since_start = duration((now - parse_time(operation["createdAt"])).total_seconds())
@@ -123,7 +126,7 @@ class WaitProgress:
         if node:
             line += f" | {node}"
         self._emit(line)
-        self._shown, self._shown_at = state, now
+        self._shown, self._shown_at = state, self._monotonic()
 
     def finish(self, operation: dict[str, Any]) -> None:
         took = elapsed(operation["createdAt"], operation["updatedAt"])
