@@ -35,3 +35,22 @@ def emit(
     if "EventId" not in result:
         raise ValueError(f"event rejected by EventBridge: {result}")
     return str(result["EventId"])
+
+
+def let_rule_send_to_queue(sqs: Any, queue_url: str, queue_arn: str, rule_arn: str) -> None:
+    """Give a queue the policy EventBridge needs to deliver a rule's events to it: as on AWS, an SQS
+    target whose queue policy does not allow ``events.amazonaws.com`` for the rule gets nothing (the
+    console adds this statement itself; PutTargets through the API does not)."""
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "events.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+            }
+        ],
+    }
+    sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"Policy": json.dumps(policy)})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from sandbox.bus import let_rule_send_to_queue
 from sandbox.demo.runner import DemoContext, scenario
 from sandbox.demo.scenarios_lifecycle import (
     EVENT_TIMEOUT_S,
@@ -76,7 +77,8 @@ class HealthAudit:
             "detail-type": [NODE_HEALTH],
             "detail": {"InstanceId": [node_id]},
         }
-        events.put_rule(Name=name, EventPattern=json.dumps(pattern))
+        rule_arn = events.put_rule(Name=name, EventPattern=json.dumps(pattern))["RuleArn"]
+        let_rule_send_to_queue(self._sqs, self._url, arn, rule_arn)
         events.put_targets(Rule=name, Targets=[{"Id": "audit", "Arn": arn}])
         self.seen: list[dict[str, Any]] = []
 

@@ -17,6 +17,7 @@ import pytest
 from autopilot.dal.cost_tags import TagRepairRecords
 from autopilot_cli.client import AutopilotClient
 
+from sandbox.bus import let_rule_send_to_queue
 from sandbox.core import Sandbox
 from sandbox.demo.runner import DEMO_PARAMETERS
 from tests.e2e.waiting import wait_for
@@ -111,10 +112,11 @@ def _audit_queue(sandbox: Sandbox) -> str:
     sqs, events = sandbox.client("sqs"), sandbox.client("events")
     url = sqs.create_queue(QueueName="cost-tag-audit")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events.put_rule(
+    rule_arn = events.put_rule(
         Name="cost-tag-audit",
         EventPattern=json.dumps({"source": ["hyperpod.autopilot"], "detail-type": ["Cost Tags Repaired"]}),
-    )
+    )["RuleArn"]
+    let_rule_send_to_queue(sqs, url, arn, rule_arn)
     events.put_targets(Rule="cost-tag-audit", Targets=[{"Id": "audit", "Arn": arn}])
     return str(url)
 

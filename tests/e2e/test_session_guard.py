@@ -207,7 +207,10 @@ def site(sandbox: Sandbox, api: Any, workshop_request: Callable[..., dict[str, A
         )
         queues[name] = url
     audit_url, audit_arn = _queue(sandbox, "e2e-start-session-audit")
-    events.put_rule(Name="e2e-start-session-audit", EventPattern=json.dumps(START_SESSION))
+    rule_arn = events.put_rule(Name="e2e-start-session-audit", EventPattern=json.dumps(START_SESSION))[
+        "RuleArn"
+    ]
+    bus.let_rule_send_to_queue(sandbox.client("sqs"), audit_url, audit_arn, rule_arn)
     events.put_targets(Rule="e2e-start-session-audit", Targets=[{"Id": "audit", "Arn": audit_arn}])
     return Site(sandbox, targets, queues["alerts"], queues["notifications"], audit_url)
 

@@ -17,6 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from sandbox.bus import let_rule_send_to_queue
 from sandbox.core import Sandbox
 from sandbox.hyperpod import STATE_CHANGE, HyperPodTimings
 
@@ -57,7 +58,8 @@ def west_events(sandbox: Sandbox, request: pytest.FixtureRequest) -> Callable[[]
         "QueueArn"
     ]
     events = boto3.client("events", region_name=REGION)
-    events.put_rule(Name=name, EventPattern=json.dumps({"source": ["aws.sagemaker"]}))
+    rule_arn = events.put_rule(Name=name, EventPattern=json.dumps({"source": ["aws.sagemaker"]}))["RuleArn"]
+    let_rule_send_to_queue(sqs, queue_url, queue_arn, rule_arn)
     events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": queue_arn}])
 
     def drain() -> list[dict[str, Any]]:
