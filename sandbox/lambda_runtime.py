@@ -64,6 +64,8 @@ MAX_RESPONSE_BYTES: Final = 6_291_556
 INIT_SECONDS: Final = 10.0
 # SQS event-source mappings: the batches Lambda's pollers start with (ScalingConfig's floor is 2).
 SQS_POLLERS: Final = 5
+# Event (async) invocations of one function running at once: this machine's limit, not Lambda's
+EVENT_ENVIRONMENTS: Final = 2
 
 CURRENT_FUNCTION: Final[ContextVar[FunctionSpec | None]] = ContextVar("current_function", default=None)
 """The function whose code (init or handler) runs in this context: sandbox.aws_calls makes its AWS
@@ -262,6 +264,10 @@ class _Function:
         self.idle: list[_Environment] = []
         self.created = 0
         self.lock = threading.Lock()
+        # Event invocations (schedules, async events) run at most this many at once per function: on a
+        # machine of two cores, a 5-minute schedule fired a hundred times by one clock jump would start a
+        # hundred cold environments at once and starve everything (Lambda's queue delivers them later)
+        self.event_slots = threading.BoundedSemaphore(EVENT_ENVIRONMENTS)
 
 
 class _InitError(Exception):
@@ -509,7 +515,8 @@ class LambdaRuntime:
         self, spec: FunctionSpec, body: bytes, request_id: str, attempt: int, throttled: float = 0.0
     ) -> None:
         try:
-            result = self.invoke(spec.logical_id, body)
+            with self._functions[spec.logical_id].event_slots:
+                result = self.invoke(spec.logical_id, body)
         except FunctionThrottled:
             # Lambda returns a throttled event to its queue and retries it for up to 6 hours, from 1 s
             # after the first attempt up to every 5 minutes; throttles are not retry attempts

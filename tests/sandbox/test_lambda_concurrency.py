@@ -169,6 +169,8 @@ def _state_change(status: str) -> str:
     event = json.loads((EVENTS / "hyperpod" / "cluster_state_change.json").read_text())
     event["id"] = f"race-{status}"
     event["detail"]["ClusterStatus"] = status
+    # from the sandbox's own account and region: an event of another is dropped before any read
+    event["account"], event["region"] = "123456789012", "us-east-1"
     return json.dumps(event)
 
 
