@@ -109,8 +109,8 @@ def test_create_then_delete_leaves_nothing(
     assert created["executionArn"].split(":")[-1] == accepted["operationId"]
     entered = state_entries(sandbox.client("stepfunctions"), created["executionArn"])
     # the create and its workers' ~2 h deep health checks outlast FallbackPollSeconds: each wait that
-    # ended at it was checked (DescribeCluster) and waited again; that the InService event itself ends
-    # a wait is tests/integration/test_asl_create_cluster.py::test_happy_path_resumes_on_the_state_change_event
+    # ended at it was checked (DescribeCluster) and waited again; that the InService event itself ends a
+    # wait: test_asl_create_cluster.py::test_happy_path_resumes_on_the_state_change_event
     assert 1 <= entered["Check Cluster"] <= entered["Await Cluster"]
     described = sagemaker.describe_cluster(ClusterName="e2e-life")
     assert described["ClusterStatus"] == "InService"
