@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -233,24 +235,27 @@ def test_the_endpoint_region_beats_the_profile_region(monkeypatch: pytest.Monkey
     assert explicit.region == "us-east-1"
 
 
-def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller() -> None:
-    answers = [
-        (429, b'{"message": "Too Many Requests"}'),
-        (504, b'{"message": "Endpoint request timed out"}'),
-    ]
-    answers.append((200, b'{"clusters": []}'))
+@contextmanager
+def local_api(
+    answers: list[tuple[int, bytes]], *, date: str | None = None
+) -> Iterator[tuple[AutopilotClient, list[str]]]:
+    """A real HTTP server on 127.0.0.1 answering GETs with ``answers`` in turn (the last one repeated),
+    its Date header ``date`` when given; the client for it, and the paths it was asked."""
     seen: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             seen.append(self.path)
-            status, body = answers.pop(0)
+            status, body = answers.pop(0) if len(answers) > 1 else answers[0]
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return date or super().date_time_string(timestamp)
+
         def log_message(self, *args: Any) -> None:
             pass
 
@@ -262,38 +267,25 @@ def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller(
             region="us-east-1",
             credentials=Credentials("AKIDEXAMPLE", "secret"),
         )
-        assert list(client.list_clusters()) == []
+        yield client, seen
     finally:
         server.shutdown()
+
+
+def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller() -> None:
+    answers = [
+        (429, b'{"message": "Too Many Requests"}'),
+        (504, b'{"message": "Endpoint request timed out"}'),
+        (200, b'{"clusters": []}'),
+    ]
+    with local_api(answers) as (client, seen):
+        assert list(client.list_clusters()) == []
     assert len(seen) == 3
 
 
 def test_the_apis_date_header_is_kept_as_the_servers_now() -> None:
     # a sandbox's API answers on its own clock: --wait measures with it, never with the caller's
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b'{"clusters": []}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def date_time_string(self, timestamp: float | None = None) -> str:
-            return "Sun, 03 Jan 2027 10:00:00 GMT"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = AutopilotClient(
-            f"http://127.0.0.1:{server.server_address[1]}",
-            region="us-east-1",
-            credentials=Credentials("AKIDEXAMPLE", "secret"),
-        )
+    with local_api([(200, b'{"clusters": []}')], date="Sun, 03 Jan 2027 10:00:00 GMT") as (client, _):
         assert client.server_now is None
         list(client.list_clusters())
-    finally:
-        server.shutdown()
     assert client.server_now == datetime(2027, 1, 3, 10, 0, tzinfo=UTC)
