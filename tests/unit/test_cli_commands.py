@@ -4,6 +4,7 @@ docs/openapi.json allows: what lands on stdout (and only there), exit codes, err
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from autopilot_cli.client import AutopilotClient
 from autopilot_cli.main import build_parser, main
 from autopilot_cli.output import print_generic, text_lines
 from autopilot_cli.progress import WaitProgress
+from autopilot_cli.views import print_operation
 from botocore.credentials import Credentials
 from botocore.session import Session as BotocoreSession
 from botocore.stub import Stubber
@@ -1241,3 +1243,9 @@ def test_operations_watch_prints_each_new_operation_and_change_until_ctrl_c(
         ["op-2", "ReplaceNode", "RUNNING", "i-0a1"],
         ["op-2", "ReplaceNode", "FAILED", "Autopilot.Timeout: slow"],
     ]
+
+
+def test_an_operation_without_a_diagnosis_prints_no_diagnosis_line() -> None:
+    out = io.StringIO()
+    print_operation(operation("SUCCEEDED", diagnosis={}), out)
+    assert "diagnosis" not in out.getvalue()

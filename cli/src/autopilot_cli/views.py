@@ -36,7 +36,7 @@ def print_operation(operation: dict[str, Any], out: TextIO) -> None:
             ("requested by", operation.get("requestedBy")),
             ("execution", operation.get("executionArn")),
             ("error", error and f"{error['error']}: {error['cause']}"),
-            ("diagnosis", diagnosis and f"{diagnosis['category']}: {diagnosis['summary']}"),
+            ("diagnosis", f"{diagnosis['category']}: {diagnosis['summary']}" if diagnosis else None),
             ("fix", diagnosis.get("fix")),
             *(("evidence", f"{e['stream']}: {e['line']}") for e in diagnosis.get("evidence") or []),
             ("rolled back", operation.get("rolledBack")),
