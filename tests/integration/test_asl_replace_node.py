@@ -173,7 +173,12 @@ def _handle(stack: Deployed, body: dict[str, Any], sent_at: int, waits: ClusterW
 
 
 def run(
-    stack: Deployed, *arns: str, events: bool = True, timeout: float = 300.0, each_round: Any = None
+    stack: Deployed,
+    *arns: str,
+    events: bool = True,
+    timeout: float = 300.0,
+    each_round: Any = None,
+    step: float = STEP,
 ) -> list[dict[str, Any]]:
     """Step the clock until every execution ended; their descriptions. The clock moves only while
     every running execution waits on a timer or a token and none moved since the last round, so a
@@ -185,7 +190,7 @@ def run(
     while time.monotonic() < deadline:
         lengths = [len(history(stack, arn)) for arn in arns]
         if lengths == moved and stepfunctions_clock.blocked_threads() - stack.blocked_before >= running:
-            stack.clock.advance(STEP)
+            stack.clock.advance(step)
         moved = lengths
         stack.hyperpod.tick()
         if events:
@@ -518,7 +523,10 @@ def test_a_hyperpod_replacement_in_deep_health_checks_is_not_replaced_a_second_t
     assert settings.hyperpod_repair_deadline_minutes * 60 < checks < deadlines.hyperpod_seconds
     found = fault(stack, node, "NvidiaErrorTerminate", auto_recover=True)  # HyperPod replaces it
 
-    [execution] = run(stack, start_repair(stack, node, NodeAction.OBSERVE, found, deadlines=deadlines))
+    # 10-minute rounds: the replacement's ~2 h of checks in a dozen, not 120
+    [execution] = run(
+        stack, start_repair(stack, node, NodeAction.OBSERVE, found, deadlines=deadlines), step=600.0
+    )
 
     assert execution["status"] == "SUCCEEDED"
     operation = operation_of(execution)
