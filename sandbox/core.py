@@ -412,8 +412,16 @@ class Sandbox:
         """Serve the template's API events on ``host:port`` (0 picks a free port); returns the base URL."""
         # Throttling refills per second of AWS's time, the sandbox clock's: a client polling once a
         # wall second at speed 600 polls once every ten simulated minutes.
+        wall_start, simulated = time.monotonic(), self.clock.elapsed
+
+        def refill_clock() -> float:
+            # the throttle's buckets refill with whichever time runs faster: simulated time (a sped-up
+            # run is throttled no more than AWS would in that time) or the wall's (a frozen clock,
+            # speed 0 between a test's advances, would otherwise never refill: every call a 429)
+            return max(simulated(), time.monotonic() - wall_start)
+
         server = ApiServer(
-            self.stack, self.runtime, host=host, port=port, dates=self.clock.now, monotonic=self.clock.elapsed
+            self.stack, self.runtime, host=host, port=port, dates=self.clock.now, monotonic=refill_clock
         )
         server.start()
         self._servers.append(server)
