@@ -413,6 +413,20 @@ def create_cluster(ctx: DemoContext) -> None:
     ctx.summary = f"{name} InService, {len(running)} nodes, 4 cost tags, budget {budget_name}, event"
 
 
+def _create_under_fault(ctx: DemoContext, name: str, fault: str, **params: Any) -> dict[str, Any]:
+    """POST /clusters (rollbackOnFailure) with ``fault`` armed; the operation once it ended."""
+    ctx.fault(fault, **params)
+    try:
+        result = ctx.call(
+            f"POST /clusters ({name}, rollbackOnFailure)",
+            lambda: ctx.api.create_cluster(create_body(name, ctx.api.region, budget=False, rollback=True)),
+            accepted,
+        )
+        return dict(ctx.wait_for_operation(result["operationId"]))
+    finally:
+        ctx.fault("clear")
+
+
 @scenario(
     "create_fails_for_capacity",
     "no ml.p5.48xlarge capacity -> operation FAILED with the cause recorded; cluster rolled back",
@@ -420,16 +434,9 @@ def create_cluster(ctx: DemoContext) -> None:
 def create_fails_for_capacity(ctx: DemoContext) -> None:
     inbox = NotificationsInbox.of(ctx)
     name = unique_name(ctx, "demo-nocap")
-    ctx.fault("capacity", instance_type="ml.p5.48xlarge", operation="CreateCluster", times=1)
-    try:
-        result = ctx.call(
-            f"POST /clusters ({name}, rollbackOnFailure)",
-            lambda: ctx.api.create_cluster(create_body(name, ctx.api.region, budget=False, rollback=True)),
-            accepted,
-        )
-        operation = ctx.wait_for_operation(result["operationId"])
-    finally:
-        ctx.fault("clear")
+    operation = _create_under_fault(
+        ctx, name, "capacity", instance_type="ml.p5.48xlarge", operation="CreateCluster", times=1
+    )
     operation_id = str(operation["operationId"])
     ctx.check(operation["status"] == "FAILED", "operation FAILED", str(operation["status"]))
     error = operation.get("error") or {}
@@ -484,16 +491,9 @@ LIFECYCLE_EXCERPT: Final = (
 def create_fails_lifecycle_script(ctx: DemoContext) -> None:
     alerts = AlertsInbox.of(ctx)
     name = unique_name(ctx, "demo-lcs")
-    ctx.fault("lifecycle_failure", cluster=name, lines=list(LIFECYCLE_EXCERPT))
-    try:
-        result = ctx.call(
-            f"POST /clusters ({name}, rollbackOnFailure)",
-            lambda: ctx.api.create_cluster(create_body(name, ctx.api.region, budget=False, rollback=True)),
-            accepted,
-        )
-        operation = ctx.wait_for_operation(result["operationId"])
-    finally:
-        ctx.fault("clear")
+    operation = _create_under_fault(
+        ctx, name, "lifecycle_failure", cluster=name, lines=list(LIFECYCLE_EXCERPT)
+    )
     operation_id = str(operation["operationId"])
     ctx.check(operation["status"] == "FAILED", "operation FAILED", str(operation["status"]))
     cause = str((operation.get("error") or {}).get("cause", ""))
