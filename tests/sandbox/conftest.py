@@ -184,3 +184,21 @@ def build_hyperpod_cluster_request(
     }
     request.update(overrides)
     return request
+
+
+def create_states_role(sandbox: Any, name: str, actions: list[str]) -> None:
+    """An IAM role Step Functions may assume in ``sandbox``, allowed ``actions`` on every resource."""
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "states.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    iam = sandbox.client("iam")
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    allowed = {"Effect": "Allow", "Action": actions, "Resource": "*"}
+    iam.put_role_policy(
+        RoleName=name,
+        PolicyName="tasks",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allowed]}),
+    )

@@ -23,6 +23,7 @@ import pytest
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
 from sandbox.stepfunctions_jsonata import _plain, make_evaluator, split_declarations
+from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 ROLE_NAME = "jsonata-workflows"
@@ -35,24 +36,7 @@ def sb() -> Iterator[Sandbox]:
     """A sandbox whose clock stands still (speed 0) until a test advances it, years from wall time."""
     clock = SandboxClock(speed=0, start=START)
     with Sandbox(TEMPLATE, simulators=False, background=False, clock=clock, seed=5) as sandbox:
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "states.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        iam = sandbox.client("iam")
-        iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))
-        allowed = {"Effect": "Allow", "Action": ["sqs:*", "lambda:InvokeFunction"], "Resource": "*"}
-        iam.put_role_policy(
-            RoleName=ROLE_NAME,
-            PolicyName="tasks",
-            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allowed]}),
-        )
+        create_states_role(sandbox, ROLE_NAME, ["sqs:*", "lambda:InvokeFunction"])
         yield sandbox
 
 

@@ -28,6 +28,7 @@ from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
 from sandbox.stepfunctions_jsonata import make_evaluator
+from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 ROLE_NAME = "jsonata-threads"
@@ -119,24 +120,7 @@ def sb() -> Iterator[Sandbox]:
     with Sandbox(
         TEMPLATE, simulators=False, background=False, clock=SandboxClock(speed=0, start=START), seed=5
     ) as sandbox:
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "states.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        iam = sandbox.client("iam")
-        iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))
-        allowed = {"Effect": "Allow", "Action": ["sqs:*"], "Resource": "*"}
-        iam.put_role_policy(
-            RoleName=ROLE_NAME,
-            PolicyName="tasks",
-            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allowed]}),
-        )
+        create_states_role(sandbox, ROLE_NAME, ["sqs:*"])
         yield sandbox
 
 

@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 from sandbox import stepfunctions_limits
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 ROLE_NAME = "quota-workflows"
@@ -32,24 +33,7 @@ LIMIT = 262_144
 def sb() -> Iterator[Sandbox]:
     clock = SandboxClock(speed=0, start=datetime(2030, 1, 1, tzinfo=UTC))
     with Sandbox(TEMPLATE, simulators=False, background=False, clock=clock, seed=11) as sandbox:
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "states.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        iam = sandbox.client("iam")
-        iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))
-        allowed = {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": "*"}
-        iam.put_role_policy(
-            RoleName=ROLE_NAME,
-            PolicyName="tasks",
-            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allowed]}),
-        )
+        create_states_role(sandbox, ROLE_NAME, ["lambda:InvokeFunction"])
         yield sandbox
 
 
