@@ -5,6 +5,8 @@ so an unknown type is a warning, not an error. tests/unit/validation/test_models
 when the installed botocore lists a different set; refresh this file from it then.
 """
 
+from collections.abc import Mapping
+
 BOTOCORE_VERSION = "1.44.8"
 
 CLUSTER_INSTANCE_TYPES: frozenset[str] = frozenset(
@@ -220,3 +222,83 @@ CLUSTER_INSTANCE_TYPES: frozenset[str] = frozenset(
         "ml.m8a.16xlarge",
     )
 )
+
+# NVIDIA GPUs per instance type (Slurm's gpu GRES count on a node). Sources: the EC2 accelerated
+# computing instance specifications (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and the
+# INSTANCE_RESOURCES table of aws/sagemaker-hyperpod-cli (src/sagemaker/hyperpod/training/constants.py),
+# which agree. Trainium and CPU-only types have 0 (Trainium chips are not NVIDIA GPUs).
+# tests/unit/test_instance_types.py fails when CLUSTER_INSTANCE_TYPES gains a type missing here.
+_GPU_SIZES: Mapping[str, Mapping[str, int]] = {
+    # family: {size: gpus}; the 1-GPU sizes of the g families are the small ones.
+    "g4dn": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 4, "16xlarge": 1},
+    **{
+        family: {
+            "xlarge": 1,
+            "2xlarge": 1,
+            "4xlarge": 1,
+            "8xlarge": 1,
+            "16xlarge": 1,
+            "12xlarge": 4,
+            "24xlarge": 4,
+            "48xlarge": 8,
+        }
+        for family in ("g5", "g6", "g6e")
+    },
+    "gr6": {"4xlarge": 1, "8xlarge": 1},
+    "g7": {"2xlarge": 1, "4xlarge": 1, "8xlarge": 2, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8},
+    "g7e": {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 2, "24xlarge": 4, "48xlarge": 8},
+    "p4d": {"24xlarge": 8},
+    "p4de": {"24xlarge": 8},
+    "p5": {"4xlarge": 1, "48xlarge": 8},
+    "p5e": {"48xlarge": 8},
+    "p5en": {"48xlarge": 8},
+    "p6-b200": {"48xlarge": 8},
+    "p6-b300": {"48xlarge": 8},
+    "p6e-gb200": {"36xlarge": 4},
+}
+
+# Families without NVIDIA GPUs. A family in neither table (a new one botocore lists) is left out of
+# GPUS_PER_INSTANCE_TYPE on purpose, so the unit test names it rather than guessing 0.
+_NO_GPU_FAMILIES = frozenset(
+    [
+        "trn1",
+        "trn1n",
+        "trn2",
+        "t3",
+        "i3en",
+        "r5d",
+        "c5",
+        "c5n",
+        "c6i",
+        "c6a",
+        "c6g",
+        "c7g",
+        "c8g",
+        "c8a",
+        "m5",
+        "m6i",
+        "m6a",
+        "m6g",
+        "m7i",
+        "m7g",
+        "m8g",
+        "m8a",
+        "r6i",
+        "r7i",
+    ]
+)
+
+
+def _gpus(instance_type: str) -> int | None:
+    _, family, size = instance_type.split(".")
+    return 0 if family in _NO_GPU_FAMILIES else _GPU_SIZES.get(family, {}).get(size)
+
+
+GPUS_PER_INSTANCE_TYPE: Mapping[str, int] = {
+    t: gpus for t in sorted(CLUSTER_INSTANCE_TYPES) if (gpus := _gpus(t)) is not None
+}
+
+
+def gpus_for(instance_type: str) -> int:
+    """NVIDIA GPUs of an instance type; 0 for a type this layer does not know (AWS added it since)."""
+    return GPUS_PER_INSTANCE_TYPE.get(instance_type, 0)
