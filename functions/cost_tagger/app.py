@@ -59,6 +59,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         repairs = TagRepairRecords(settings.state_table_name)
         counts = sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
         count(Count.CLUSTER_TAGS_REPAIRED, counts["repaired"])
+        count(Count.COST_TAG_CONFLICTS, counts["conflicts"])
         return counts
     request = WorkflowRequest.validate_python(event)
     if isinstance(request, ReleaseProjectBudgetRequest):
@@ -75,6 +76,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     return {
         "changes": len(report.changes),
         "shared": report.shared,
+        "conflicts": report.conflicts,
         "missing": report.missing,
         "warnings": report_warnings(report),
     }

@@ -335,6 +335,32 @@ def test_tag_cluster_tags_what_the_cluster_uses_and_the_project_gets_its_budget(
     assert project["CostFilters"] == {"TagKeyValue": ["user:project$llm-pretraining"]}
 
 
+def test_another_teams_security_group_keeps_its_owner_tag_and_the_create_warns(make_stack: Any) -> None:
+    # issue 20: a config naming finance's security group re-tagged it owner=<requester>, and the drift
+    # sweep kept it so. The group is left as it is; the operation says why.
+    stack = make_stack(clock_speed=0, FallbackPollSeconds=3600)
+    ec2 = stack.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="finance", Description="finance", VpcId=vpc)["GroupId"]
+    ec2.create_tags(Resources=[group], Tags=[{"Key": "owner", "Value": "finance"}])
+    body = create_body(budget=None)
+    body["clusterConfig"]["VpcConfig"] = {"SecurityGroupIds": [group], "Subnets": [subnet]}
+    operation_id = create_cluster(
+        dependencies(), CreateClusterBody.model_validate(body), requested_by="tester"
+    ).operation_id
+
+    execution = wait(stack, operation_id, advance=STEP)
+
+    assert execution["status"] == "SUCCEEDED"
+    [sg] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+    assert {t["Key"]: t["Value"] for t in sg["Tags"]} == {"owner": "finance"}
+    [warning] = get_operation(dependencies(), operation_id).warnings
+    group_arn = f"arn:aws:ec2:us-east-1:123456789012:security-group/{group}"
+    assert warning.startswith(f"cost tags not applied to {group_arn}")
+    assert "owner=finance" in warning
+
+
 def test_a_cluster_that_never_comes_up_times_out_and_is_rolled_back(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0, CreateTimeoutSeconds=120, FallbackPollSeconds=3600)
     operation_id = start()  # HyperPod takes 20 simulated minutes; the deadline is 2

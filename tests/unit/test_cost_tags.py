@@ -253,6 +253,48 @@ def test_a_resource_held_by_another_live_cluster_is_left_alone_and_taken_over_on
     assert world.tags(ResourceKind.SECURITY_GROUP, world.group)["ClusterName"] == "second"
 
 
+def test_a_resource_tagged_for_another_owner_keeps_its_tags_and_is_a_warning(world: World) -> None:
+    # A config may name another team's security group or bucket: tagging it owner=ann would move that
+    # team's costs, and the drift sweep would keep them moved.
+    cluster = world.create()
+    world.client("ec2").create_tags(Resources=[world.group], Tags=[{"Key": "owner", "Value": "finance"}])
+    world.client("s3").put_bucket_tagging(
+        Bucket=BUCKET,
+        Tagging={"TagSet": [{"Key": "project", "Value": "ledger"}, {"Key": "owner", "Value": "ann"}]},
+    )
+
+    report = tag_cluster(cluster, keys=KEYS, clients=world.clients, store=world.store)
+
+    group_arn = f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/{world.group}"
+    assert report.conflicts == [f"arn:aws:s3:::{BUCKET}: project=ledger", f"{group_arn}: owner=finance"]
+    # not even ClusterName: the group is not the cluster's to tag
+    assert world.tags(ResourceKind.SECURITY_GROUP, world.group) == {"owner": "finance"}
+    assert world.tags(ResourceKind.BUCKET, BUCKET) == {"project": "ledger", "owner": "ann"}
+    assert [c.kind for c in report.changes] == [ResourceKind.CLUSTER, ResourceKind.FILE_SYSTEM]
+    assert report_warnings(report) == [
+        f"cost tags not applied to arn:aws:s3:::{BUCKET}: project=ledger (tagged for another owner, project "
+        "or cost center: left as it is)",
+        f"cost tags not applied to {group_arn}: owner=finance (tagged for another owner, project or cost "
+        "center: left as it is)",
+    ]
+
+    counts = sweep(NOW, keys=KEYS, clients=world.clients, store=world.store, repairs=world.repairs)
+
+    assert counts == {"checked": 1, "repaired": 0, "failed": 0, "conflicts": 1}
+    assert world.tags(ResourceKind.SECURITY_GROUP, world.group) == {"owner": "finance"}
+    assert world.events.entries == []
+
+
+def test_a_resource_whose_cost_tags_agree_gets_the_ones_it_lacks(world: World) -> None:
+    cluster = world.create()
+    world.client("ec2").create_tags(Resources=[world.group], Tags=[{"Key": "owner", "Value": "ann"}])
+
+    report = tag_cluster(cluster, keys=KEYS, clients=world.clients, store=world.store)
+
+    assert report.conflicts == []
+    assert world.tags(ResourceKind.SECURITY_GROUP, world.group) == WANTED
+
+
 def test_resources_that_do_not_exist_are_reported_missing_not_failed(world: World) -> None:
     cluster = world.create().model_copy(update={"file_system_ids": ["fs-0123456789abcdef0"]})
     world.client("s3").delete_bucket_tagging(Bucket=BUCKET)
@@ -292,11 +334,15 @@ def test_the_sweep_puts_back_a_removed_and_a_changed_tag_and_records_what_it_cha
     tag_cluster(cluster, keys=KEYS, clients=world.clients, store=world.store)
     assert cluster.cluster_arn
     world.client("sagemaker").delete_tags(ResourceArn=cluster.cluster_arn, TagKeys=["owner"])
-    world.client("ec2").create_tags(Resources=[world.group], Tags=[{"Key": "project", "Value": "hand-made"}])
+    # the cluster's own ARN is Autopilot's: a tag changed there by hand is put back too
+    world.client("sagemaker").add_tags(
+        ResourceArn=cluster.cluster_arn, Tags=[{"Key": "project", "Value": "hand-made"}]
+    )
+    world.client("ec2").delete_tags(Resources=[world.group], Tags=[{"Key": "project"}])
 
     counts = sweep(NOW, keys=KEYS, clients=world.clients, store=world.store, repairs=world.repairs)
 
-    assert counts == {"checked": 1, "repaired": 1, "failed": 0}
+    assert counts == {"checked": 1, "repaired": 1, "failed": 0, "conflicts": 0}
     assert world.tags(ResourceKind.CLUSTER, cluster.cluster_arn)["owner"] == "ann"
     assert world.tags(ResourceKind.SECURITY_GROUP, world.group)["project"] == "llm"
     record = world.repairs.get("ml-cluster")
@@ -304,12 +350,17 @@ def test_the_sweep_puts_back_a_removed_and_a_changed_tag_and_records_what_it_cha
     assert record.repaired_at == NOW.isoformat()
     assert record.repairs == 1
     assert record.changes == [
-        {"resource": cluster.cluster_arn, "kind": "cluster", "set": {"owner": "ann"}, "previous": {}},
+        {
+            "resource": cluster.cluster_arn,
+            "kind": "cluster",
+            "set": {"owner": "ann", "project": "llm"},
+            "previous": {"project": "hand-made"},
+        },
         {
             "resource": f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/{world.group}",
             "kind": "security-group",
             "set": {"project": "llm"},
-            "previous": {"project": "hand-made"},
+            "previous": {},
         },
     ]
     [event] = world.events.entries
@@ -324,7 +375,7 @@ def test_a_sweep_with_nothing_to_repair_writes_nothing(world: World) -> None:
 
     counts = sweep(NOW, keys=KEYS, clients=world.clients, store=world.store, repairs=world.repairs)
 
-    assert counts == {"checked": 1, "repaired": 0, "failed": 0}
+    assert counts == {"checked": 1, "repaired": 0, "failed": 0, "conflicts": 0}
     assert world.repairs.get("ml-cluster") is None
     assert world.events.entries == []
 

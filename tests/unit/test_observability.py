@@ -89,11 +89,13 @@ def test_the_cost_tagger_counts_the_clusters_whose_tags_it_repaired(
     app = _handler_module("cost_tagger", monkeypatch)
     monkeypatch.setenv("STATE_TABLE_NAME", "state")
     monkeypatch.setenv("COST_TAG_KEYS", "owner=owner")
-    monkeypatch.setattr(app, "sweep", lambda *_, **__: {"checked": 4, "repaired": 3, "failed": 1})
+    monkeypatch.setattr(
+        app, "sweep", lambda *_, **__: {"checked": 4, "repaired": 3, "failed": 1, "conflicts": 2}
+    )
 
     app.lambda_handler(load_event("schedule/scheduled_event.json"), _context("CostTaggerFunction"))
 
-    assert _counts(capsys.readouterr().out) == {Count.CLUSTER_TAGS_REPAIRED: 3}
+    assert _counts(capsys.readouterr().out) == {Count.CLUSTER_TAGS_REPAIRED: 3, Count.COST_TAG_CONFLICTS: 2}
 
 
 def test_a_breaker_trip_is_counted_once_with_its_alert(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,8 @@ class Count(StrEnum):
     BREAKERS_TRIPPED = "BreakersTripped"
     SESSIONS_TERMINATED = "SessionsTerminated"
     CLUSTER_TAGS_REPAIRED = "ClusterTagsRepaired"
+    # Clusters whose resources carry another owner's / project's / cost center's tags (left untagged).
+    COST_TAG_CONFLICTS = "CostTagConflicts"
     BUDGET_ALERTS_FIRED = "BudgetAlertsFired"
     # Events and budget messages dropped because their origin or claim did not check out (issue 20).
     UNTRUSTED_EVENTS_DROPPED = "UntrustedEventsDropped"

@@ -9,6 +9,12 @@ Resources are often shared (one lifecycle bucket, one FSx file system, one secur
 clusters). A resource carries one ``ClusterName``: the first cluster to tag it keeps it while that
 cluster is registered and not deleted, and the others leave it alone (``shared``) rather than take it
 over on every sweep. Only the cost tags are written: a bucket's other tags are merged, never dropped.
+
+A resource a cluster names need not be its team's: a config may name another team's security group or
+bucket. A resource whose owner, project or cost-center tag already holds another value is left wholly
+alone (``conflicts``, a warning), at create and by the drift sweep alike: re-tagging it would move
+another team's costs, and the repair would keep them moved. Only the cluster's own ARN, which Autopilot
+created with these tags, is always put right.
 """
 
 from __future__ import annotations
@@ -89,11 +95,13 @@ class TagChange(_Model):
 
 
 class TagReport(_Model):
-    """What tagging a cluster's resources did: changed, left to another cluster, not found, failed."""
+    """What tagging a cluster's resources did: changed, left to another cluster, left to the owner its
+    tags name (``conflicts``: ``<ARN>: <key>=<value>, ...``), not found, failed."""
 
     cluster_name: str
     changes: list[TagChange] = Field(default_factory=list)
     shared: list[str] = Field(default_factory=list)
+    conflicts: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     failures: list[str] = Field(default_factory=list)
 
@@ -151,9 +159,12 @@ class _Target:
 class _Tagger:
     """One cluster's pass over its resources (``_live`` caches whether a holder cluster still runs)."""
 
-    def __init__(self, cluster: Cluster, desired: dict[str, str], store: StateStore) -> None:
+    def __init__(
+        self, cluster: Cluster, desired: dict[str, str], store: StateStore, *, keys: CostTagKeys
+    ) -> None:
         self.cluster = cluster
         self.desired = desired
+        self.owned_keys = (keys.owner, keys.project, keys.cost_center)
         self.store = store
         self.report = TagReport(cluster_name=cluster.cluster_name)
         self._live: dict[str, bool] = {}
@@ -166,6 +177,14 @@ class _Tagger:
             other = self.store.get_cluster(holder)
             self._live[holder] = other is not None and other.status in LIVE_STATUSES
         return self._live[holder]
+
+    def _foreign(self, current: Mapping[str, str]) -> dict[str, str]:
+        """The owner / project / cost-center tags the resource holds with another value than ours."""
+        return {
+            k: current[k]
+            for k in self.owned_keys
+            if k in current and k in self.desired and current[k] != self.desired[k]
+        }
 
     def reconcile(self, target: _Target) -> None:
         """Read the resource's tags, and write the cost tags that are missing or differ."""
@@ -182,6 +201,11 @@ class _Tagger:
             return
         if target.kind is not ResourceKind.CLUSTER and self._held_by_other(current):
             self.report.shared.append(target.resource)
+            return
+        if target.kind is not ResourceKind.CLUSTER and (foreign := self._foreign(current)):
+            self.report.conflicts.append(
+                f"{target.resource}: " + ", ".join(f"{k}={v}" for k, v in foreign.items())
+            )
             return
         wanted = {k: v for k, v in self.desired.items() if current.get(k) != v}
         if not wanted:
@@ -299,7 +323,7 @@ def tag_cluster(
         keys=keys,
     )
     description = clients.sagemaker.describe_cluster(ClusterName=cluster.cluster_name)
-    tagger = _Tagger(cluster, desired, store)
+    tagger = _Tagger(cluster, desired, store, keys=keys)
     for target in _targets(cluster, description, clients):
         tagger.reconcile(target)
     return tagger.report
@@ -345,8 +369,13 @@ def _create_tags(ec2: EC2Client, resource_id: str, wanted: dict[str, str], _: di
 
 
 def report_warnings(report: TagReport) -> list[str]:
-    """The operation warnings of a tagging step: each resource that could not be tagged."""
-    return [f"cost tags not applied to {failure}" for failure in report.failures]
+    """The operation warnings of a tagging step: each resource that could not be tagged, and each left
+    untagged because its tags name another owner, project or cost center."""
+    return [f"cost tags not applied to {failure}" for failure in report.failures] + [
+        f"cost tags not applied to {conflict} (tagged for another owner, project or cost center: "
+        "left as it is)"
+        for conflict in report.conflicts
+    ]
 
 
 # --- the drift sweep ---------------------------------------------------------------------------------
@@ -361,8 +390,8 @@ def sweep(
     repairs: TagRepairRecords,
 ) -> dict[str, int]:
     """Every ACTIVE cluster's tags checked and repaired (recorded, announced); how many clusters were
-    checked, repaired, and could not be (wholly) tagged."""
-    counts = {"checked": 0, "repaired": 0, "failed": 0}
+    checked, repaired, could not be (wholly) tagged, and named a resource tagged for another owner."""
+    counts = {"checked": 0, "repaired": 0, "failed": 0, "conflicts": 0}
     for cluster in every_cluster(store):
         if cluster.status is not ClusterStatus.ACTIVE:
             continue
@@ -376,6 +405,11 @@ def sweep(
         if report.failures:
             counts["failed"] += 1
             logger.warning("cost tags not applied", cluster=cluster.cluster_name, failures=report.failures)
+        if report.conflicts:
+            counts["conflicts"] += 1
+            logger.warning(
+                "cost tags left to another owner", cluster=cluster.cluster_name, conflicts=report.conflicts
+            )
         if report.changes:
             counts["repaired"] += 1
             _record_repair(report, now=now, clients=clients, repairs=repairs)
