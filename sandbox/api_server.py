@@ -9,7 +9,12 @@ prefix (as sam local does); a leading ``/<stage>`` is accepted too.
 AWS_IAM routes verify SigV4 (service ``execute-api``, the sandbox region) with ``sandbox.sigv4``:
 unsigned → 403 ``{"message":"Missing Authentication Token"}``, a wrong signature or a session token
 that is not the key's → 403 with API Gateway's message; a verified caller fills
-``requestContext.identity``. Like API Gateway (its MISSING_AUTHENTICATION_TOKEN gateway response:
+``requestContext.identity``. The verified caller must then be allowed ``execute-api:Invoke`` on the
+request's ARN by its own IAM policies (sandbox.api_authorization; the sandbox's own keys are the
+account root): else 403 ``AccessDeniedException`` ``{"Message": "User: <arn> is not authorized to
+perform: execute-api:Invoke on resource: <arn>"}``; and ``lambda:InvokeFunction`` on the function
+where SAM's integration invokes it with the caller's credentials: else 500 Internal server error.
+Like API Gateway (its MISSING_AUTHENTICATION_TOKEN gateway response:
 "an unsupported API method or resource"), an unknown path, and any method no route declares
 (TRACE, PROPFIND, QUERY... too: never the HTTP server's 501), answers 403 Missing Authentication
 Token; ``ANY`` stands for API Gateway's seven methods only. A body over API Gateway's 10 MB payload
@@ -41,6 +46,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from sandbox.api_authorization import Authorizer, invoke_arn
+from sandbox.aws_calls.policy import Decision, UnsupportedPolicy
 from sandbox.deploy import ApiRoute, ApiSpec, Stack, Throttle
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, FunctionThrottled, InvocationResult, LambdaRuntime
 from sandbox.sigv4 import AuthError, Caller, SigningKey, missing_token, moto_credentials, verify
@@ -186,7 +193,8 @@ class ApiServer:
         self._thread.join(5)
 
     # request handling --------------------------------------------------------------------------
-    def match(self, method: str, path: str) -> tuple[_CompiledRoute, dict[str, str]] | None:
+    def match(self, method: str, path: str) -> tuple[_CompiledRoute, dict[str, str], str] | None:
+        """The route, its path parameters, and the path it matched (``path`` without the stage)."""
         for candidate in (path, *self._without_stage(path)):
             for compiled in self.routes:
                 found = compiled.pattern.match(candidate)
@@ -195,7 +203,7 @@ class ApiServer:
                 )
                 if found and declared:
                     params = {_ungroup(k): unquote(v) for k, v in found.groupdict().items()}
-                    return compiled, params
+                    return compiled, params, candidate
         return None
 
     def _bucket(self, throttle: Throttle) -> TokenBucket:
@@ -244,7 +252,7 @@ class ApiServer:
                 error_type=missing_token().error_type,
             )
             return
-        compiled, path_parameters = matched
+        compiled, path_parameters, route_path = matched
         if not self.admit(compiled.route):
             self._reply(request, 429, _THROTTLED, request_id, error_type="TooManyRequestsException")
             return
@@ -265,6 +273,8 @@ class ApiServer:
                 self._reply(
                     request, error.status, {"message": error.message}, request_id, error_type=error.error_type
                 )
+                return
+            if not self._authorized(request, compiled, route_path, caller, request_id):
                 return
         event = self.proxy_event(
             request,
@@ -295,6 +305,43 @@ class ApiServer:
             self._reply(request, 502, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
             return
         self._proxy_reply(request, result.json(), request_id)
+
+    def _authorized(
+        self,
+        request: BaseHTTPRequestHandler,
+        compiled: _CompiledRoute,
+        route_path: str,
+        caller: Caller,
+        request_id: str,
+    ) -> bool:
+        """Whether the caller's IAM policies let the request through; if not, the answer is sent."""
+        api, route, region = compiled.api, compiled.route, self.stack.region
+        api_path = f"{region}:{self.stack.account_id}:{api.api_id}"
+        resource = invoke_arn(api_path, api.stage, request.command, route_path)
+        try:
+            authorizer = Authorizer(caller)
+            denied = authorizer.invoke_denied(resource, region)
+            function = self.stack.functions[route.function_logical_id].arn
+            lambda_denied = (
+                route.caller_credentials
+                and authorizer.decide("lambda:InvokeFunction", function, region) is not Decision.ALLOWED
+            )
+        except UnsupportedPolicy as error:  # neither allowed nor denied silently
+            sys.stderr.write(f"[api] {caller.user_arn}'s policies: {error}: 500\n")
+            self._reply(request, 500, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
+            return False
+        if denied is not None:
+            self._reply(request, 403, {"Message": denied}, request_id, error_type="AccessDeniedException")
+            return False
+        if lambda_denied:
+            # API Gateway's execution log; the caller sees only a 500
+            sys.stderr.write(
+                f"[api] {caller.user_arn} may not lambda:InvokeFunction {function}: Execution failed due to "
+                "configuration error: Invalid permissions on Lambda function: 500\n"
+            )
+            self._reply(request, 500, _INTERNAL_ERROR, request_id, error_type="InternalServerErrorException")
+            return False
+        return True
 
     def _invoke(self, function: str, event: dict[str, Any]) -> InvocationResult | None:
         """The function's result, or None when it has not answered within the integration timeout

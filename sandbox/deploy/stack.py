@@ -53,6 +53,9 @@ class ApiRoute:
     function_logical_id: str
     auth: str  # AWS_IAM or NONE
     resource_id: str = ""
+    # SAM's AWS_IAM default (InvokeRole CALLER_CREDENTIALS): Lambda is invoked as the caller, so the
+    # caller needs lambda:InvokeFunction too (sandbox.api_authorization); False: InvokeRole NONE
+    caller_credentials: bool = False
 
 
 @dataclass(frozen=True)

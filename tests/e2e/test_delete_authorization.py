@@ -7,6 +7,7 @@ requestContext.identity for each signer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,17 @@ from tests.e2e.conftest import E2E_SPEED
 ACCOUNT = "123456789012"  # moto's default account: the sandbox's
 ADMIN = f"arn:aws:iam::{ACCOUNT}:user/carol"
 OPERATION_TIMEOUT_S = 90.0
+API_USER_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Action": "execute-api:Invoke",
+            "Resource": "arn:aws:execute-api:*:*:*/*/*/clusters*",
+        },
+        {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": "*"},
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +46,8 @@ def signed_as(sandbox: Sandbox, api_url: str, user: str) -> AutopilotClient:
     """An API client signing with a new IAM user's own access key."""
     iam = sandbox.client("iam")
     iam.create_user(UserName=user)
+    # what API Gateway wants of a caller (SAM's AWS_IAM routes invoke the function as the caller)
+    iam.put_user_policy(UserName=user, PolicyName="autopilot-api", PolicyDocument=json.dumps(API_USER_POLICY))
     key = iam.create_access_key(UserName=user)["AccessKey"]
     return AutopilotClient(
         api_url, region=sandbox.region, credentials=Credentials(key["AccessKeyId"], key["SecretAccessKey"])

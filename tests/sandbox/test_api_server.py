@@ -51,6 +51,17 @@ def signed(
     return requests.request(method, prepared.url, headers=dict(prepared.headers), data=body, timeout=10)
 
 
+# What API Gateway wants of a caller that is not the account root (sandbox.api_authorization)
+INVOKE_POLICY = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["execute-api:Invoke", "lambda:InvokeFunction"], "Resource": "*"}
+        ],
+    }
+)
+
+
 def test_unsigned_request_is_missing_authentication_token(api: tuple[Sandbox, str]) -> None:
     _, url = api
     response = requests.get(f"{url}/items/42", timeout=10)
@@ -161,6 +172,7 @@ def test_iam_user_keys_from_moto_are_accepted(api: tuple[Sandbox, str]) -> None:
     sandbox, url = api
     iam = sandbox.client("iam")
     iam.create_user(UserName="alice")
+    iam.put_user_policy(UserName="alice", PolicyName="invoke", PolicyDocument=INVOKE_POLICY)
     key = iam.create_access_key(UserName="alice")["AccessKey"]
     response = signed(
         "GET", f"{url}/items/7", key=key["AccessKeyId"], secret=key["SecretAccessKey"], token=None
@@ -210,6 +222,7 @@ def test_a_session_token_that_is_not_the_keys_is_rejected(api: tuple[Sandbox, st
     user = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
     assert signed("GET", f"{url}/items/1", **user, token="testing").json() == invalid  # long-term key
     role = iam.create_role(RoleName="token-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    iam.put_role_policy(RoleName="token-role", PolicyName="invoke", PolicyDocument=INVOKE_POLICY)
     creds = sandbox.client("sts").assume_role(RoleArn=role, RoleSessionName="caller")["Credentials"]
     session = {"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"]}
     assert signed("GET", f"{url}/items/1", **session, token=creds["SessionToken"]).status_code == 200

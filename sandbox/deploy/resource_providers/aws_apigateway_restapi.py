@@ -11,9 +11,9 @@ from ..stack import ApiRoute, ApiSpec, Resource, TemplateError
 
 _BODY_KEYS: Final = names("swagger openapi info paths securityDefinitions")
 _METHOD_KEYS: Final = frozenset({"x-amazon-apigateway-integration", "security", "responses"})
-# SAM's integration for AWS_IAM routes: Lambda is invoked with the caller's credentials. The local
-# server's callers are the sandbox's keys (the account root), so that check always passes here.
-_CALLER_CREDENTIALS: Final = (None, "arn:aws:iam::*:user/*")
+# SAM's integration for AWS_IAM routes: Lambda is invoked with the caller's credentials (the local
+# server checks the caller's lambda:InvokeFunction, sandbox.api_authorization); None: API Gateway's own.
+_CALLER_CREDENTIALS: Final = "arn:aws:iam::*:user/*"
 _LAMBDA_URI: Final = re.compile(
     r"arn:[\w-]+:apigateway:[\w-]+:lambda:path/2015-03-31/functions/(.+)/invocations"
 )
@@ -43,14 +43,16 @@ def _routes(ctx: Context, logical_id: str, body: dict[str, Any]) -> list[ApiRout
             if (
                 set(method) - _METHOD_KEYS
                 or set(integration) - {"type", "uri", "httpMethod", "credentials"}
-                or integration.get("credentials") not in _CALLER_CREDENTIALS
+                or integration.get("credentials") not in (None, _CALLER_CREDENTIALS)
                 or integration.get("type") != "aws_proxy"
                 or not found
             ):
                 raise TemplateError(f"{where}: only Lambda proxy integrations are supported, got {method}")
             function = ctx.stack.function(found.group(1)).logical_id
             name = "ANY" if verb == "x-amazon-apigateway-any-method" else verb.upper()
-            routes.append(ApiRoute(logical_id, path, name, function, _auth(method, schemes, where)))
+            auth = _auth(method, schemes, where)
+            caller = integration.get("credentials") == _CALLER_CREDENTIALS
+            routes.append(ApiRoute(logical_id, path, name, function, auth, caller_credentials=caller))
     return routes
 
 
