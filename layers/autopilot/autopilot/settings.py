@@ -86,6 +86,10 @@ class ApiSettings(_Settings):
     default_monthly_budget_usd: Decimal = Field(alias="DEFAULT_MONTHLY_BUDGET_USD", default=Decimal(0), ge=0)
     # The template parameter PreflightChecks: Enabled adds validate --aws's checks to the API's validation.
     preflight_checks: Literal["Enabled", "Disabled"] = Field(alias="PREFLIGHT_CHECKS", default="Disabled")
+    # The template parameters MaxInstancesPerCluster and AllowedInstanceTypes (comma-separated; empty:
+    # every type): the request-time cost guardrail (autopilot.validation.caps).
+    max_instances_per_cluster: int = Field(alias="MAX_INSTANCES_PER_CLUSTER", default=2000, ge=1)
+    allowed_instance_types: str = Field(alias="ALLOWED_INSTANCE_TYPES", default="")
 
     @property
     def account(self) -> str:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import InstanceGroupScaled
+from autopilot.api.models import ErrorDetail, InstanceGroupScaled
 from autopilot.dal.budget_alerts import BudgetAlertTable
-from autopilot.errors import ConflictError, NotFoundError
+from autopilot.errors import ConflictError, InvalidRequestError, NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
 from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_count
 from autopilot.logic.instance_group_spec import group_spec
@@ -36,6 +36,23 @@ _REFUSALS = frozenset({"ValidationException", "ConflictException", "ResourceLimi
 
 class NotAWorkerGroupError(ConflictError):
     """The group is the Slurm controller's or the login nodes' (Autopilot scales worker groups only)."""
+
+
+def _ensure_within_cap(deps: Dependencies, name: str, total: int) -> None:
+    """A scale-up may not take the cluster past MaxInstancesPerCluster (the cap a create is held to)."""
+    cap = deps.settings.max_instances_per_cluster
+    if total > cap:
+        raise InvalidRequestError(
+            f"cluster {name!r} would have {total} instances",
+            [
+                ErrorDetail(
+                    path="instanceCount",
+                    location="body",
+                    message=f"would take cluster {name!r} to {total} instances; this Autopilot stack allows at "
+                    f"most {cap} per cluster (MaxInstancesPerCluster)",
+                )
+            ],
+        )
 
 
 def scale_instance_group(
@@ -66,9 +83,10 @@ def scale_instance_group(
         )
     previous = target_count(groups[group])
     now = deps.now()
+    counts = {g: target_count(spec) for g, spec in groups.items()}
     if instance_count > previous:
         ensure_growth_allowed(cluster, now)
-    counts = {g: target_count(spec) for g, spec in groups.items()}
+        _ensure_within_cap(deps, name, sum(counts.values()) - previous + instance_count)
     if instance_count == previous:
         return InstanceGroupScaled(
             cluster_name=name,

@@ -1,0 +1,218 @@
+"""The agent's loop: report, take the commands the answer carries, carry them out, report the results.
+
+One POST per poll is heartbeat + node report + results + the fetch of pending commands. A command is
+carried out once (deduplicated by commandId: the control plane lists it until its result arrives);
+await_idle and resume stay open across polls until done or their deadline. A command that fails, or
+that Slurm refuses, becomes a result with ok=false: nothing a command does can stop the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+
+from . import VERSION
+from .client import ApiError, ReportClient
+from .slurm import NODE_NAME, Slurm, SlurmError, UnknownNode, state_flags
+
+log = logging.getLogger(__name__)
+
+VERBS = ("drain", "await_idle", "requeue", "resume")
+MAX_REASON = 256
+REMEMBERED_COMMANDS = 4096
+RETRY_AFTER_FAILURE_SECONDS = 30.0
+
+
+class Command(NamedTuple):
+    command_id: str
+    verb: str
+    node: str
+    reason: str
+    deadline: datetime
+
+
+class BadCommand(Exception):
+    pass
+
+
+class Agent:
+    def __init__(self, client: ReportClient, slurm: Slurm, poll_seconds: float) -> None:
+        self.client = client
+        self.slurm = slurm
+        self.poll_seconds = poll_seconds
+        self.open: Dict[str, Command] = {}  # taken, not finished (await_idle / resume held open)
+        self.outbox: List[Dict[str, Any]] = []  # results not yet acknowledged by a 200
+        self.finished: OrderedDict[str, None] = OrderedDict()
+        self.delivered = False  # whether the last report got its 200
+
+    # one round ----------------------------------------------------------------------------------
+    def poll_once(self, *, take_commands: bool = True) -> float:
+        """One report (and, with ``take_commands``, the commands it brings, carried out); the seconds
+        until the next round: 0 when results wait to be sent."""
+        sending = list(self.outbox)
+        report = {
+            "agentVersion": VERSION,
+            "sentAt": _iso(self.client.signing_now()),
+            "nodes": self._node_views(),
+            "results": sending,
+        }
+        try:
+            answer = self.client.send(report)
+        except ApiError as error:
+            self.delivered = False
+            log.error("report refused or undelivered: %s", error)
+            if error.status in (400, 403, 404, 409):  # a refusal: asking again at once will not change it
+                return max(self.poll_seconds, RETRY_AFTER_FAILURE_SECONDS)
+            return self.poll_seconds
+        self.delivered = True
+        self.outbox = [result for result in self.outbox if result not in sending]
+        poll = answer.get("pollSeconds")
+        if isinstance(poll, (int, float)) and not isinstance(poll, bool) and 0 < poll <= 3600:
+            self.poll_seconds = float(poll)
+        if take_commands:
+            self._take(answer.get("commands"))
+            self._progress()
+        return 0.0 if self.outbox else self.poll_seconds
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until ``stop`` is set (SIGTERM)."""
+        while not stop.is_set():
+            wait = self.poll_once()
+            if wait:
+                stop.wait(wait)
+
+    # commands ------------------------------------------------------------------------------------
+    def _take(self, commands: Any) -> None:
+        if not isinstance(commands, list):
+            return
+        for raw in commands:
+            command_id = raw.get("commandId") if isinstance(raw, dict) else None
+            if not isinstance(command_id, str) or not command_id:
+                log.error("command without a commandId ignored: %.200r", raw)
+                continue
+            if command_id in self.finished or command_id in self.open:
+                continue
+            try:
+                self.open[command_id] = _parse(raw)
+            except BadCommand as error:
+                self._finish(command_id, ok=False, error=f"bad command: {error}")
+            else:
+                log.info("command %s: %s %s", command_id, raw.get("verb"), raw.get("node"))
+
+    def _progress(self) -> None:
+        for command in list(self.open.values()):
+            try:
+                detail = self._step(command)
+            except UnknownNode:
+                self._finish(command.command_id, ok=False, error="unknown node")
+            except SlurmError as error:
+                self._finish(command.command_id, ok=False, error=str(error) or "slurm command failed")
+            except Exception as error:
+                log.exception("command %s failed", command.command_id)
+                self._finish(command.command_id, ok=False, error=f"agent error: {error!r}")
+            else:
+                if detail is not None:
+                    self._finish(command.command_id, ok=True, detail=detail)
+
+    def _step(self, command: Command) -> Optional[Dict[str, Any]]:
+        """The command's detail once done; None to hold it open until the next poll."""
+        late = self.client.server_now() >= command.deadline
+        if command.verb == "resume":
+            return self._resume(command.node, late)
+        if late:
+            raise SlurmError("deadline")
+        self.slurm.check(command.node)
+        if command.verb == "drain":
+            self.slurm.drain(command.node, command.reason)
+            return {"node": self.slurm.node(command.node)}
+        if command.verb == "requeue":
+            requeued: List[str] = []
+            refused: List[Dict[str, str]] = []
+            for job in self.slurm.jobs_on(command.node):
+                try:
+                    self.slurm.requeue(job)
+                except SlurmError as error:
+                    refused.append({"job": job, "error": str(error)})
+                else:
+                    requeued.append(job)
+            return {"requeued": requeued, "notRequeued": refused, "node": self.slurm.node(command.node)}
+        # await_idle
+        if self.slurm.jobs_on(command.node):
+            return None
+        return {"node": self.slurm.node(command.node)}
+
+    def _resume(self, node: str, late: bool) -> Optional[Dict[str, Any]]:
+        # a replaced node joins Slurm some time after SageMaker says Running: wait for it to be listed
+        # and answering, then resume it only if Slurm holds it out (DOWN, DRAIN, FAIL)
+        if not NODE_NAME.match(node):
+            raise UnknownNode()
+        if node not in self.slurm.node_names():
+            if late:
+                raise UnknownNode()
+            return None
+        view = self.slurm.node(node)
+        flags = state_flags(view["state"])
+        if "NOT_RESPONDING" in flags:
+            if late:
+                raise SlurmError(f"deadline: the node is still {view['state']}")
+            return None
+        if flags[0] == "DOWN" or "DRAIN" in flags or "FAIL" in flags:
+            self.slurm.resume(node)
+            view = self.slurm.node(node)
+        return {"node": view}
+
+    def _finish(
+        self,
+        command_id: str,
+        *,
+        ok: bool,
+        error: Optional[str] = None,
+        detail: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self.open.pop(command_id, None)
+        self.finished[command_id] = None
+        while len(self.finished) > REMEMBERED_COMMANDS:
+            self.finished.popitem(last=False)
+        self.outbox.append({"commandId": command_id, "ok": ok, "error": error, "detail": detail or {}})
+        log.info("command %s done: ok=%s%s", command_id, ok, f" ({error})" if error else "")
+
+    def _node_views(self) -> List[Dict[str, Any]]:
+        try:
+            return self.slurm.nodes()
+        except SlurmError as error:
+            # still a heartbeat: the control plane sees the agent alive and Slurm silent
+            log.error("cannot read Slurm's nodes: %s", error)
+            return []
+
+
+def _parse(raw: Mapping[str, Any]) -> Command:
+    verb = raw.get("verb")
+    if verb not in VERBS:
+        raise BadCommand(f"verb {verb!r} is not one of {', '.join(VERBS)}")
+    node = raw.get("node")
+    if not isinstance(node, str):
+        raise BadCommand("node missing")
+    reason = raw.get("reason") or ""
+    if verb == "drain":
+        # Slurm requires a reason to drain; one line of printable text, passed as one argv element
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
+            raise BadCommand(f"drain needs a reason of 1-{MAX_REASON} characters")
+        if not reason.isprintable():
+            raise BadCommand("the reason has control characters")
+    deadline = raw.get("deadline")
+    try:
+        parsed = datetime.fromisoformat(str(deadline).replace("Z", "+00:00"))
+    except ValueError:
+        raise BadCommand(f"deadline {deadline!r} is not an ISO time") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return Command(raw["commandId"], verb, node, str(reason), parsed)
+
+
+def _iso(moment: datetime) -> str:
+    return (
+        moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
