@@ -14,9 +14,11 @@ import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from moto import mock_aws
 
 from sandbox.core import Sandbox
 from sandbox.deploy.template import load_template
+from sandbox.deploy.transform import transform
 
 FIXTURE = Path(__file__).parent / "fixtures" / "template.yaml"
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
@@ -179,3 +181,22 @@ def test_the_stack_api_has_no_resource_policy_the_local_server_would_ignore() ->
     properties = load_template(TEMPLATE)["Resources"]["AutopilotApi"]["Properties"]
     assert "Policy" not in properties
     assert "ResourcePolicy" not in properties.get("Auth", {})
+
+
+def test_the_stacks_api_invokes_its_functions_itself_so_callers_need_execute_api_invoke_only() -> None:
+    """InvokeRole NONE: no integration runs as the caller (the documented caller policies and the
+    agent's one permission hold no lambda:InvokeFunction)."""
+    template = load_template(TEMPLATE)
+    parameters = {name: spec.get("Default") for name, spec in template["Parameters"].items()}
+    with mock_aws():
+        translated, _ = transform(
+            template, parameters, region="us-east-1", account_id=ACCOUNT, stack_name="s"
+        )
+    (api,) = [r for r in translated["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
+    integrations = [
+        m["x-amazon-apigateway-integration"]
+        for ms in api["Properties"]["Body"]["paths"].values()
+        for m in ms.values()
+    ]
+    assert integrations
+    assert all("credentials" not in integration for integration in integrations)
