@@ -55,6 +55,9 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   ``States.ALL`` catch ``States.DataLimitExceeded``, accepts any StartExecution input and grows a
   history without end; the seam applies the 256 KiB payload and 25,000-event history quotas as AWS does
   (sandbox/stepfunctions_limits.py).
+- ``keep_task_failure_cause``: moto's SendTaskFailure handler drops the request's ``cause``, so a task
+  failed through its token ends with no cause (the Slurm agent's "node not back in Slurm: DOWN, 4 of 8
+  GPUs" would be lost); the seam passes it on to the executing backend, as Step Functions keeps it.
 - ``fail_tasks_on_read_timeouts``: moto's executor makes a task's non-service exception
   ``States.Runtime`` (no Retry or Catch matches it); a read timeout (the ``lost_response`` fault)
   fails the task as ``States.TaskFailed`` instead (sandbox/stepfunctions_task_timeouts.py).
@@ -112,6 +115,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.exceptions import JsonRESTError
 from moto.core.models import botocore_stubber
+from moto.core.responses import EmptyResult
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table as DynamoTable
 from moto.dynamodb.responses import DynamoHandler
@@ -132,6 +136,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 )
 from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+from moto.stepfunctions.responses import StepFunctionResponse
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
 from sandbox import (
@@ -638,6 +643,28 @@ def name_aws_sdk_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# seam: SendTaskFailure keeps its cause
+# --------------------------------------------------------------------------------------------------
+def keep_task_failure_cause() -> None:
+    seam = "keep_task_failure_cause"
+    expect_signature(StepFunctionResponse, "send_task_failure", ["self"], seam, exact=True)
+    expect_signature(
+        StepFunctionsParserBackend, "send_task_failure", ["self", "task_token", "error", "cause"], seam
+    )
+
+    def send_task_failure(self: StepFunctionResponse) -> Any:
+        backend = self.stepfunction_backend
+        token, error, cause = (self._get_param(p) for p in ("taskToken", "error", "cause"))
+        if isinstance(backend, StepFunctionsParserBackend):
+            backend.send_task_failure(token, error=error, cause=cause)
+        else:  # moto not executing state machines: its own no-op
+            backend.send_task_failure(token, error=error)
+        return EmptyResult()
+
+    _replace(StepFunctionResponse, "send_task_failure", send_task_failure)
+
+
+# --------------------------------------------------------------------------------------------------
 # seams: Step Functions JSONata, and its timers on the sandbox clock (each in its own module)
 # --------------------------------------------------------------------------------------------------
 def evaluate_stepfunctions_jsonata() -> None:
@@ -928,6 +955,7 @@ SEAMS: Final = (
     emit_execution_status_events,
     abort_stopped_executions,
     fail_tasks_on_read_timeouts,
+    keep_task_failure_cause,
     apply_stepfunctions_quotas,
     cache_stepfunctions_parse_trees,
     record_aws_calls,

@@ -44,6 +44,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             seams.bind_execution_role,
             seams.intercept_aws_calls,
             seams.fail_tasks_on_read_timeouts,
+            seams.keep_task_failure_cause,  # the Slurm agent's failures carry their cause
             seams.route_lambda_invoke,
             seams.serialize_dynamodb_writes,
             clock=stack.clock,

@@ -37,6 +37,8 @@ class Count(StrEnum):
     # Events and budget messages dropped because their origin or claim did not check out (issue 20).
     UNTRUSTED_EVENTS_DROPPED = "UntrustedEventsDropped"
     UNTRUSTED_BUDGET_MESSAGES = "UntrustedBudgetMessages"
+    # Slurm agent reports refused: not the cluster's controller role (issue 21).
+    UNTRUSTED_AGENT_REPORTS = "UntrustedAgentReports"
 
 
 def count(name: Count, value: int = 1) -> None:

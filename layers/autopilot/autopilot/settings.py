@@ -90,6 +90,9 @@ class ApiSettings(_Settings):
     # every type): the request-time cost guardrail (autopilot.validation.caps).
     max_instances_per_cluster: int = Field(alias="MAX_INSTANCES_PER_CLUSTER", default=2000, ge=1)
     allowed_instance_types: str = Field(alias="ALLOWED_INSTANCE_TYPES", default="")
+    # The template parameter AgentPollSeconds: GET /clusters/{name} judges the Slurm agent silent after
+    # max(60, 3 x it) seconds without a report (autopilot.logic.agent.status).
+    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=300)
 
     @property
     def account(self) -> str:
@@ -215,7 +218,18 @@ class HealingSweepSettings(_Settings):
     stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
 
 
+class AgentSettings(_Settings):
+    """What AgentFunction needs (env var names are the aliases)."""
+
+    reader = "AgentFunction"
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    # The template parameter AgentPollSeconds: how often the agent reports (the response tells it).
+    poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=300)
+
+
 # The loaders the functions call.
+agent_settings = _from_environment(AgentSettings)
 api_settings = _from_environment(ApiSettings)
 budget_alerts_settings = _from_environment(BudgetAlertsSettings)
 cluster_events_settings = _from_environment(ClusterEventsSettings)

@@ -1,0 +1,92 @@
+"""AgentFunction: the Slurm agent's reports (API Gateway, ``POST /agent/{name}/reports``, AWS_IAM) and
+ReplaceNodeStateMachine's direct invokes — ``{"command": {...}}`` (waitForTaskToken) and ``{"status":
+{...}}`` — over autopilot.logic.agent (docs/agent.md)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import cache
+from http import HTTPStatus
+from typing import Any
+
+from autopilot import aws, clock
+from autopilot.dal.agent import AgentTable
+from autopilot.errors import ConflictError, NotFoundError
+from autopilot.logic.agent.commands import enqueue_command
+from autopilot.logic.agent.reports import AgentDeps, InvalidReportError, handle_report
+from autopilot.logic.agent.status import workflow_status
+from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError
+from autopilot.models.agent import CommandRequest, StatusRequest
+from autopilot.observability import logger, metrics
+from autopilot.settings import agent_settings
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+_REFUSALS: tuple[tuple[type[Exception], HTTPStatus], ...] = (
+    (UntrustedReportError, HTTPStatus.FORBIDDEN),
+    (NotFoundError, HTTPStatus.NOT_FOUND),
+    (ConflictError, HTTPStatus.CONFLICT),
+    (InvalidReportError, HTTPStatus.BAD_REQUEST),
+)
+
+
+@cache
+def dependencies(account: str) -> AgentDeps:
+    settings = agent_settings()
+    return AgentDeps(
+        agents=AgentTable(settings.state_table_name),
+        controllers=ControllerReader(),
+        stepfunctions=aws.client("stepfunctions"),
+        poll_seconds=settings.poll_seconds,
+        account=account,
+        now=lambda: clock.now(),  # noqa: PLW0108  (read at each call: the sandbox sets it)
+    )
+
+
+def _answer(status: HTTPStatus, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "statusCode": int(status),
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(body),
+    }
+
+
+def _json_body(event: dict[str, Any]) -> Any:
+    raw = event.get("body") or ""
+    try:
+        return json.loads(base64.b64decode(raw) if event.get("isBase64Encoded") else raw)
+    except ValueError:
+        return None  # answered 400 once the caller is trusted
+
+
+def report(event: dict[str, Any], deps: AgentDeps) -> dict[str, Any]:
+    name = str((event.get("pathParameters") or {}).get("name", ""))
+    user_arn = ((event.get("requestContext") or {}).get("identity") or {}).get("userArn")
+    try:
+        return _answer(HTTPStatus.OK, handle_report(deps, name, user_arn, _json_body(event)))
+    except tuple(e for e, _ in _REFUSALS) as exc:
+        status = next(s for e, s in _REFUSALS if isinstance(exc, e))
+        if status is HTTPStatus.FORBIDDEN:  # the log holds why; the caller learns only that it may not
+            return _answer(status, {"message": f"not allowed to report for cluster {name!r}"})
+        return _answer(status, {"message": str(exc)})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # arn:aws:lambda:<region>:<account>:function:<name>: the stack's account, without an STS call
+    deps = dependencies(context.invoked_function_arn.split(":")[4])
+    if "command" in event:
+        return enqueue_command(deps.agents, CommandRequest.model_validate(event["command"]), now=deps.now())
+    if "status" in event:
+        request = StatusRequest.model_validate(event["status"])
+        return workflow_status(
+            deps.agents,
+            deps.controllers,
+            request.cluster_name,
+            now=deps.now(),
+            poll_seconds=deps.poll_seconds,
+            node=request.node,
+        )
+    return report(event, deps)

@@ -1,0 +1,133 @@
+"""The Slurm agent's items in the state table (docs/operations.md, "State table"):
+
+- ``CLUSTER#<name>`` / ``AGENT`` (kind ``AGENT``): the latest accepted report — ``lastSeen`` on the
+  product clock, ``agentVersion``, ``nodes`` (Slurm node name → its view).
+- ``CLUSTER#<name>`` / ``AGENTCMD#<commandId>``: a command for the cluster's agent with the task token
+  of the workflow state waiting on it, its ``deadline``, ``status`` pending | done and ``expiresAt`` (TTL).
+
+Commands live under their cluster's key, so a report can only ever see and complete its own cluster's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.aws import LazyClient
+from autopilot.dal.state_table import (
+    _from_attributes,
+    _is_condition_failure,
+    _key_attributes,
+    _to_attributes,
+    cluster_key,
+)
+from autopilot.models.agent import AgentRecord, CommandStatus, StoredCommand
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+AGENT_KIND = "AGENT"
+AGENT_SK = "AGENT"
+COMMAND_PREFIX = "AGENTCMD#"
+# A finished or expired command stays readable this long past its deadline (then DynamoDB's TTL removes it).
+COMMAND_RETENTION = timedelta(days=1)
+
+
+def agent_key(cluster_name: str) -> dict[str, str]:
+    return {"pk": cluster_key(cluster_name)["pk"], "sk": AGENT_SK}
+
+
+def command_key(cluster_name: str, command_id: str) -> dict[str, str]:
+    return {"pk": cluster_key(cluster_name)["pk"], "sk": f"{COMMAND_PREFIX}{command_id}"}
+
+
+class AgentTable:
+    dynamodb: LazyClient[DynamoDBClient] = LazyClient("dynamodb")
+
+    def __init__(self, table_name: str, *, dynamodb: DynamoDBClient | None = None) -> None:
+        self._table = table_name
+        self._dynamodb = dynamodb
+
+    def record_report(self, cluster_name: str, record: AgentRecord) -> None:
+        self.dynamodb.put_item(
+            TableName=self._table,
+            Item=_to_attributes(
+                {
+                    **agent_key(cluster_name),
+                    "kind": AGENT_KIND,
+                    **record.model_dump(by_alias=True, mode="json", exclude_none=True),
+                }
+            ),
+        )
+
+    def agent(self, cluster_name: str) -> AgentRecord | None:
+        item = self.dynamodb.get_item(
+            TableName=self._table, Key=_key_attributes(agent_key(cluster_name))
+        ).get("Item")
+        return AgentRecord.model_validate(_from_attributes(item)) if item else None
+
+    def add_command(self, cluster_name: str, command: StoredCommand, *, deadline: datetime) -> None:
+        """Store the command once: a retried invoke of the same task (same commandId) changes nothing."""
+        try:
+            self.dynamodb.put_item(
+                TableName=self._table,
+                Item=_to_attributes(
+                    {
+                        **command_key(cluster_name, command.command_id),
+                        **command.model_dump(by_alias=True, mode="json", exclude_none=True),
+                        "expiresAt": int((deadline + COMMAND_RETENTION).timestamp()),
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+
+    def command(self, cluster_name: str, command_id: str) -> StoredCommand | None:
+        item = self.dynamodb.get_item(
+            TableName=self._table,
+            Key=_key_attributes(command_key(cluster_name, command_id)),
+            ConsistentRead=True,
+        ).get("Item")
+        return StoredCommand.model_validate(_from_attributes(item)) if item else None
+
+    def pending_commands(self, cluster_name: str, *, after: str) -> list[StoredCommand]:
+        """The cluster's commands still pending whose deadline is later than ``after`` (ISO, as stored)."""
+        found: list[StoredCommand] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "FilterExpression": "#status = :pending AND deadline > :after",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": cluster_key(cluster_name)["pk"]},
+                ":prefix": {"S": COMMAND_PREFIX},
+                ":pending": {"S": CommandStatus.PENDING.value},
+                ":after": {"S": after},
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.dynamodb.query(**kwargs)
+            found += [StoredCommand.model_validate(_from_attributes(i)) for i in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return found
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def finish_command(self, cluster_name: str, command_id: str) -> None:
+        """Mark the command done: it is no longer handed to the agent."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self._table,
+                Key=_key_attributes(command_key(cluster_name, command_id)),
+                UpdateExpression="SET #status = :done",
+                ConditionExpression="attribute_exists(sk)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":done": {"S": CommandStatus.DONE.value}},
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):  # removed by its TTL meanwhile: nothing left to finish
+                raise

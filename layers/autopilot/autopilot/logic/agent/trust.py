@@ -1,0 +1,167 @@
+"""Who may report for a cluster: its Slurm controller, as the controller group's execution role.
+
+API Gateway (AWS_IAM) has already verified the signature and that the caller may invoke the route;
+``requestContext.identity.userArn`` is then the caller's own ARN, which nobody can forge. A report for
+cluster ``name`` is accepted only when that ARN is
+
+    arn:<partition>:sts::<account>:assumed-role/<RoleName>/<session>
+
+with the stack's account, ``RoleName`` the name of the ExecutionRole of the cluster's controller
+instance group (DescribeCluster), and — when the session name is an instance id, as EC2 names an
+instance profile's sessions — one of the controller group's instances. Why the controller only: on a
+worker any user's job can read the instance's credentials from IMDS, and could then forge a report
+that starts, ends or skips a repair (docs/agent.md, "Trust").
+
+The controller group is the one whose ``SlurmConfig.NodeType`` is Controller; else ``controller_group``
+of the lifecycle scripts' provisioning_parameters.json under a group's ``SourceS3Uri``. Unlike healing's
+topology (which errs towards "controller" in a group's name to avoid replacing one), nothing is guessed
+here: no controller group found is a 409 naming why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from autopilot.aws import LazyClient, error_code
+from autopilot.errors import ConflictError, NotFoundError
+from autopilot.logic.healing.topology import PROVISIONING_PARAMETERS
+from autopilot.models.agent import CLUSTER_NAME
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+
+_NOT_FOUND = frozenset({"ResourceNotFound", "ResourceNotFoundException"})
+_UNREADABLE = frozenset({"NoSuchKey", "NoSuchBucket", "AccessDenied", "403", "404"})
+_ASSUMED_ROLE = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/(?P<session>.+)$"
+)
+# EC2's session name for an instance profile's credentials (HyperPod's: unverified, docs/sandbox.md).
+_INSTANCE_ID = re.compile(r"^i-[0-9a-f]+$")
+_CLUSTER_NAME = re.compile(CLUSTER_NAME)
+
+
+class UntrustedReportError(Exception):
+    """The caller is not the cluster's controller (answered 403, counted, nothing stored)."""
+
+
+@dataclass(frozen=True)
+class Controller:
+    group: str
+    role_arn: str
+
+    @property
+    def role_name(self) -> str:
+        # arn:aws:iam::<account>:role[/<path>]/<name>: an assumed-role ARN carries the name alone
+        return self.role_arn.rsplit("/", 1)[-1]
+
+
+class ControllerReader:
+    """DescribeCluster, ListClusterNodes and provisioning_parameters.json (read once per cluster)."""
+
+    sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
+    s3: LazyClient[S3Client] = LazyClient("s3")
+
+    def __init__(self, *, sagemaker: SageMakerClient | None = None, s3: S3Client | None = None) -> None:
+        self._sagemaker = sagemaker
+        self._s3 = s3
+        # cluster ARN -> controller_group of its provisioning parameters (they do not change while it runs)
+        self._provisioned: dict[str, str | None] = {}
+
+    def describe(self, cluster_name: str) -> dict[str, Any]:
+        """DescribeCluster; NotFoundError when SageMaker has no such cluster."""
+        if not _CLUSTER_NAME.match(
+            cluster_name
+        ):  # no cluster has it: not worth SageMaker's ValidationException
+            raise NotFoundError(f"cluster {cluster_name!r} not found")
+        try:
+            return dict(self.sagemaker.describe_cluster(ClusterName=cluster_name))
+        except ClientError as exc:
+            if error_code(exc) in _NOT_FOUND:
+                raise NotFoundError(f"cluster {cluster_name!r} not found") from exc
+            raise
+
+    def controller(self, cluster_name: str) -> Controller:
+        """The cluster's controller group and its role; ConflictError when it has none Autopilot can name."""
+        described = self.describe(cluster_name)
+        if "Eks" in (described.get("Orchestrator") or {}):
+            raise ConflictError(f"cluster {cluster_name!r} is orchestrated by EKS: it has no Slurm agent")
+        groups: list[dict[str, Any]] = [dict(g) for g in described.get("InstanceGroups", [])]
+        by_type = [g for g in groups if (g.get("SlurmConfig") or {}).get("NodeType") == "Controller"]
+        if by_type:
+            group = by_type[0]
+        else:
+            name = self._provisioned_controller(str(described["ClusterArn"]), groups)
+            named = [g for g in groups if g["InstanceGroupName"] == name]
+            if not named:
+                raise ConflictError(
+                    f"cluster {cluster_name!r} has no controller group: no instance group's "
+                    f"SlurmConfig.NodeType is Controller and no readable {PROVISIONING_PARAMETERS} "
+                    "names one of its groups"
+                )
+            group = named[0]
+        if not group.get("ExecutionRole"):
+            raise ConflictError(f"the controller group {group['InstanceGroupName']!r} has no ExecutionRole")
+        return Controller(group=str(group["InstanceGroupName"]), role_arn=str(group["ExecutionRole"]))
+
+    def instances(self, cluster_name: str, group: str) -> frozenset[str]:
+        """The instance ids of the group's nodes."""
+        found: set[str] = set()
+        paginator = self.sagemaker.get_paginator("list_cluster_nodes")
+        for page in paginator.paginate(ClusterName=cluster_name, InstanceGroupNameContains=group):
+            found |= {
+                n["InstanceId"] for n in page["ClusterNodeSummaries"] if n["InstanceGroupName"] == group
+            }
+        return frozenset(found)
+
+    def _provisioned_controller(self, cluster_arn: str, groups: list[dict[str, Any]]) -> str | None:
+        if cluster_arn not in self._provisioned:
+            self._provisioned[cluster_arn] = self._read_controller_group(groups)
+        return self._provisioned[cluster_arn]
+
+    def _read_controller_group(self, groups: list[dict[str, Any]]) -> str | None:
+        for uri in dict.fromkeys(
+            str((g.get("LifeCycleConfig") or {}).get("SourceS3Uri", "")) for g in groups
+        ):
+            if not uri.startswith("s3://"):
+                continue
+            bucket, _, prefix = uri[len("s3://") :].partition("/")
+            key = f"{prefix.rstrip('/')}/{PROVISIONING_PARAMETERS}".lstrip("/")
+            try:
+                body = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+                parameters = json.loads(body)
+            except ClientError as exc:
+                if error_code(exc) in _UNREADABLE:
+                    continue
+                raise
+            except ValueError:
+                continue
+            if isinstance(parameters, dict) and isinstance(parameters.get("controller_group"), str):
+                return str(parameters["controller_group"])
+        return None
+
+
+def check_reporter(reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str) -> str:
+    """Raise unless ``user_arn`` may report for the cluster (see the module); returns the session name.
+    NotFoundError / ConflictError (the cluster) come before UntrustedReportError (the caller)."""
+    controller = reader.controller(cluster_name)
+    caller = _ASSUMED_ROLE.match(user_arn or "")
+    if caller is None:
+        raise UntrustedReportError(
+            f"{user_arn} is not an assumed role: only the controller's role may report"
+        )
+    if caller["account"] != account:
+        raise UntrustedReportError(f"{user_arn} is of another account")
+    if caller["role"] != controller.role_name or controller.role_arn.split(":")[4] != account:
+        raise UntrustedReportError(
+            f"{user_arn} is not the execution role of the controller group {controller.group!r}"
+        )
+    session = caller["session"]
+    if _INSTANCE_ID.match(session) and session not in reader.instances(cluster_name, controller.group):
+        raise UntrustedReportError(f"{user_arn}: {session} is not an instance of the controller group")
+    return session

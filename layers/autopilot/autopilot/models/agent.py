@@ -1,0 +1,186 @@
+"""The Slurm agent's wire shapes (docs/agent.md; the agent itself is agent/autopilot_agent) and the
+workflow's requests to AgentFunction.
+
+The agent speaks camelCase JSON over ``POST /agent/{name}/reports``; ReplaceNodeStateMachine invokes
+AgentFunction directly with ``{"command": {...}}`` (lambda:invoke.waitForTaskToken) or ``{"status":
+{...}}``. Everything arriving is validated here, field by field, before anything is stored or sent.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from autopilot.models.constraints import NAME_PATTERN
+
+# SageMaker's ClusterName, anchored (pydantic's pattern matches anywhere in the string).
+CLUSTER_NAME = f"^{NAME_PATTERN}$"
+
+# A Slurm node name as HyperPod names them (``ip-10-1-2-3``) or any other hostname label: never a
+# character a shell or scontrol's key=value syntax would read (the agent checks it against Slurm's list too).
+SLURM_NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+# What one report may carry: a Slurm cluster of thousands of nodes, kept under API Gateway's 10 MB.
+MAX_NODES = 10_000
+MAX_JOBS_PER_NODE = 1_000
+MAX_DETAIL_BYTES = 64 * 1024
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Verb(StrEnum):
+    """The agent's whole vocabulary (docs/agent.md, "Verbs")."""
+
+    DRAIN = "drain"
+    AWAIT_IDLE = "await_idle"
+    REQUEUE = "requeue"
+    RESUME = "resume"
+
+
+class SlurmNode(_Wire):
+    """One node as Slurm shows it: ``state`` is scontrol's State= text (base state, then +FLAGS)."""
+
+    # The agent's own views carry no extra keys, but a newer agent may add some: keep them out of the
+    # table rather than refusing the whole report.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    name: str = Field(pattern=SLURM_NODE_NAME)
+    state: str = Field(min_length=1, max_length=200)
+    reason: str = Field(default="", max_length=1000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    jobs: list[str] = Field(default_factory=list, max_length=MAX_JOBS_PER_NODE)
+
+    @property
+    def base_state(self) -> str:
+        return self.state.split("+", 1)[0].rstrip("*~#!%$@^-").upper()
+
+    @property
+    def flags(self) -> frozenset[str]:
+        return frozenset(flag.upper() for flag in self.state.split("+")[1:])
+
+
+class CommandResult(_Wire):
+    command_id: str = Field(min_length=1, max_length=64)
+    ok: bool
+    error: str | None = Field(default=None, max_length=2000)
+    # Per verb (docs/agent.md): {"node": ...}, and for requeue {"requeued", "notRequeued"} too.
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("detail")
+    @classmethod
+    def _fits_a_task_output(cls, detail: dict[str, Any]) -> dict[str, Any]:
+        # It becomes the waiting state's output (Step Functions: 256 KiB per state).
+        if len(json.dumps(detail)) > MAX_DETAIL_BYTES:
+            raise ValueError(f"detail is over {MAX_DETAIL_BYTES} bytes")
+        return detail
+
+
+class AgentReport(_Wire):
+    """The body of ``POST /agent/{name}/reports``."""
+
+    agent_version: str = Field(min_length=1, max_length=64)
+    sent_at: str = Field(min_length=1, max_length=40)
+    nodes: list[SlurmNode] = Field(default_factory=list, max_length=MAX_NODES)
+    results: list[CommandResult] = Field(default_factory=list, max_length=1000)
+
+
+class CommandView(_Wire):
+    """A command as the agent receives it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    command_id: str
+    verb: Verb
+    node: str
+    reason: str | None = None
+    deadline: str
+
+    def wire(self) -> dict[str, Any]:
+        # "reason" is drain's alone
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class CommandRequest(_Wire):
+    """``{"command": {...}}`` from ReplaceNodeStateMachine (lambda:invoke.waitForTaskToken)."""
+
+    cluster_name: str = Field(pattern=CLUSTER_NAME, max_length=63)
+    node: str = Field(pattern=SLURM_NODE_NAME)
+    verb: Verb
+    reason: str | None = Field(default=None, min_length=1, max_length=1000)
+    operation_id: str = Field(min_length=1, max_length=128)
+    # The state's own TimeoutSeconds: past it the command is never handed out again.
+    timeout_seconds: int = Field(ge=1, le=7 * 24 * 3600)
+    task_token: str = Field(min_length=1, max_length=8192)
+    # resume: the node's instance type, whose GPU count Slurm must show again (models/instance_types.py).
+    instance_type: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _verb_arguments(self) -> Self:
+        if self.verb is Verb.DRAIN and not self.reason:
+            raise ValueError("drain needs a reason (it names the operation in Slurm)")
+        if self.verb is not Verb.DRAIN and self.reason is not None:
+            raise ValueError(f"{self.verb.value} takes no reason")
+        if self.verb is Verb.RESUME and self.instance_type is None:
+            raise ValueError("resume needs instanceType (the GPU count Slurm must show)")
+        return self
+
+
+class StatusRequest(_Wire):
+    """``{"status": {...}}`` from ReplaceNodeStateMachine (lambda:invoke)."""
+
+    cluster_name: str = Field(pattern=CLUSTER_NAME, max_length=63)
+    # Only this Slurm node's view in the answer's ``nodes`` (else every node's).
+    node: str | None = Field(default=None, pattern=SLURM_NODE_NAME)
+
+
+AgentState = Literal["connected", "silent", "absent"]
+
+
+class _Item(BaseModel):
+    """A state-table item (camelCase attribute names, docs/operations.md "State table")."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class AgentRecord(_Item):
+    """``CLUSTER#<name>`` / ``AGENT``: the agent's latest report."""
+
+    # On the product clock (autopilot.clock), when Autopilot accepted it: the agent's own sentAt is
+    # its host's clock and is not trusted for liveness.
+    last_seen: str
+    agent_version: str
+    nodes: dict[str, SlurmNode] = Field(default_factory=dict)
+
+
+class CommandStatus(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+
+
+class StoredCommand(_Item):
+    """``CLUSTER#<name>`` / ``AGENTCMD#<commandId>``: a command waiting for the agent's result."""
+
+    command_id: str
+    verb: Verb
+    node: str
+    reason: str | None = None
+    deadline: str
+    task_token: str
+    operation_id: str
+    status: CommandStatus = CommandStatus.PENDING
+    # resume: the GPU count Slurm must show for the node to count as back (gpus_for(instanceType)).
+    expected_gpus: int | None = None
+
+    def view(self) -> CommandView:
+        return CommandView(
+            command_id=self.command_id,
+            verb=self.verb,
+            node=self.node,
+            reason=self.reason,
+            deadline=self.deadline,
+        )
