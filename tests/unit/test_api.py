@@ -412,7 +412,8 @@ def test_list_rejects_a_limit_out_of_range(stack: Deployed) -> None:
     assert problems(answer) == {("query", "limit")}
 
 
-def test_get_cluster_adds_the_live_sagemaker_status(stack: Deployed) -> None:
+def test_get_cluster_adds_the_live_sagemaker_status(stack: Deployed, monkeypatch: pytest.MonkeyPatch) -> None:
+    as_admin(monkeypatch, USER_ARN)  # a cluster Autopilot does not manage is the admins' to read
     config = {k: v for k, v in create_body("live")["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
 
@@ -442,7 +443,10 @@ def test_invalid_cluster_name_is_400_naming_the_path_parameter(stack: Deployed) 
     assert problems(answer) == {("path", "name")}
 
 
-def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> None:
+def test_nodes_come_from_list_cluster_nodes_page_by_page(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_admin(monkeypatch, USER_ARN)  # a cluster Autopilot does not manage is the admins' to read
     config = {k: v for k, v in create_body("nodes")["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
     stack.clock.advance(3 * 3600)  # the create, then the workers' deep health checks (about 2 h)
@@ -469,7 +473,10 @@ def test_nodes_come_from_list_cluster_nodes_page_by_page(stack: Deployed) -> Non
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", cluster["sagemaker"]["CreationTime"])
 
 
-def test_a_node_page_token_sagemaker_did_not_issue_is_400(stack: Deployed) -> None:
+def test_a_node_page_token_sagemaker_did_not_issue_is_400(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_admin(monkeypatch, USER_ARN)  # a cluster Autopilot does not manage is the admins' to read
     config = {k: v for k, v in create_body("nodes")["clusterConfig"].items() if k != "Tags"}
     stack.client("sagemaker").create_cluster(**config)
 

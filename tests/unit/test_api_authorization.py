@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.logic.authorize_delete import NotAllowedError, authorize_delete, principal
+from autopilot.logic.authorize_delete import NotAllowedError, authorize_delete
+from autopilot.logic.callers import principal
 
 from tests.events import api_event, create_body
 from tests.events.stack import Deployed

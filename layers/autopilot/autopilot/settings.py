@@ -78,6 +78,11 @@ class ApiSettings(_Settings):
     # Comma-separated, as the template parameters ExecutionRoleNamePatterns / AdminPrincipalArns spell them.
     execution_role_name_patterns: str = Field(alias="EXECUTION_ROLE_NAME_PATTERNS", min_length=1)
     admin_principal_arns: str = Field(alias="ADMIN_PRINCIPAL_ARNS")
+    # The template parameter OwnerMatching: whether a plain role session is held to its session name
+    # ("session") or is its role ("role"), when Autopilot decides ownership (logic/callers.py).
+    owner_matching: Literal["role", "session"] = Field(alias="OWNER_MATCHING", default="role")
+    # The template parameter ReadAccess: who reads a managed cluster (logic/read_access.py).
+    read_access: Literal["all", "owners"] = Field(alias="READ_ACCESS", default="all")
     # Autopilot's own stack, which DELETE /clusters/{name}?stackName= must never delete.
     stack_name: str = Field(alias="AUTOPILOT_STACK_NAME", min_length=1)
     # The template parameters CostTagKeys and DefaultMonthlyBudgetUsd (the template always sets both;

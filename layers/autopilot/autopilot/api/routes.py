@@ -285,7 +285,11 @@ def list_clusters(
     ] = False,
 ) -> ClusterList:
     return read_clusters.list_clusters(
-        get_dependencies(), limit=limit, next_token=next_token, include_deleted=include_deleted
+        get_dependencies(),
+        limit=limit,
+        next_token=next_token,
+        include_deleted=include_deleted,
+        caller=_caller(),
     )
 
 
@@ -298,7 +302,7 @@ def list_clusters(
     responses=_responses(HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster(name: CLUSTER_NAME) -> ClusterView:
-    return read_clusters.get_cluster(get_dependencies(), name)
+    return read_clusters.get_cluster(get_dependencies(), name, caller=_caller())
 
 
 @app.get(
@@ -321,7 +325,9 @@ def list_nodes(
     ] = None,
 ) -> NodeList:
     try:
-        return node_health.list_nodes(get_dependencies(), name, limit=limit, next_token=next_token)
+        return node_health.list_nodes(
+            get_dependencies(), name, limit=limit, next_token=next_token, caller=_caller()
+        )
     except ClientError as exc:
         # SageMaker refuses a token it did not issue with a ValidationException.
         if next_token and exc.response.get("Error", {}).get("Code") == "ValidationException":
@@ -341,7 +347,7 @@ def list_nodes(
     responses=_responses(HTTPStatus.OK, CostView, "The cluster's spend.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster_cost(name: CLUSTER_NAME) -> CostView:
-    return read_cost(get_dependencies(), name)
+    return read_cost(get_dependencies(), name, caller=_caller())
 
 
 @app.delete(
@@ -542,7 +548,7 @@ def list_operations(
     ] = None,
 ) -> OperationList:
     return read_operations.list_operations(
-        get_dependencies(), name, kind=kind, limit=limit, next_token=next_token
+        get_dependencies(), name, kind=kind, limit=limit, next_token=next_token, caller=_caller()
     )
 
 
@@ -556,7 +562,7 @@ def list_operations(
     responses=_responses(HTTPStatus.OK, HealingView, "The cluster's healing state.", HTTPStatus.NOT_FOUND),
 )
 def get_healing(name: CLUSTER_NAME) -> HealingView:
-    return healing_control.get_healing(get_dependencies(), name)
+    return healing_control.get_healing(get_dependencies(), name, caller=_caller())
 
 
 @app.put(
@@ -599,7 +605,7 @@ def set_healing(name: CLUSTER_NAME, body: Annotated[HealingBody, Body()]) -> Hea
 def get_operation(
     operationId: Annotated[str, Path(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_-]+$")],
 ) -> OperationView:
-    return read_clusters.get_operation(get_dependencies(), operationId)
+    return read_clusters.get_operation(get_dependencies(), operationId, caller=_caller())
 
 
 @app.post(

@@ -1,26 +1,24 @@
 """Who may delete a cluster, and which stack a delete may take with it (DELETE /clusters/{name}).
 
-A cluster may be deleted by the principal that created it and by the stack's AdminPrincipalArns; a
-role's sessions are one principal (``assumed-role/R/any-session`` is role ``R``). ``?stackName=`` may
+A cluster may be deleted by the identity that created it, its ``owners`` and the stack's
+AdminPrincipalArns, each matched as logic/callers.py says: an IAM user or an Identity Center session
+is one person, any other role's sessions are one principal (``assumed-role/R/any-session`` is role
+``R``) unless OwnerMatching=session. ``?stackName=`` may
 name only a CloudFormation stack tagged ``ClusterName`` = the cluster, and never Autopilot's own.
 The same principals may act on the cluster's nodes and its healing switch (``action``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
+from autopilot.logic.callers import OwnerMatching, acts_as_any
+
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
-
-_ASSUMED_ROLE = re.compile(
-    r"arn:(?P<partition>[^:]+):sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/.+"
-)
-_ROLE = re.compile(r"arn:(?P<partition>[^:]+):iam::(?P<account>\d{12}):role/(?:.*/)?(?P<role>[^/]+)")
 
 
 class NotAllowedError(Exception):
@@ -29,15 +27,6 @@ class NotAllowedError(Exception):
 
 class StackRefusedError(Exception):
     """The stack named by ``stackName`` may not be deleted with the cluster."""
-
-
-def principal(arn: str) -> str:
-    """The IAM principal an identity ARN acts as: a role for its sessions and its ARN with a path
-    (an assumed-role ARN carries no path), else the ARN itself."""
-    match = _ASSUMED_ROLE.fullmatch(arn) or _ROLE.fullmatch(arn)
-    if match is None:
-        return arn
-    return f"arn:{match['partition']}:iam::{match['account']}:role/{match['role']}"
 
 
 def split_arns(value: str) -> list[str]:
@@ -52,21 +41,17 @@ def authorize_delete(
     admins: Iterable[str],
     *,
     action: str = "delete",
+    matching: OwnerMatching = "role",
 ) -> None:
     """Raise NotAllowedError unless ``caller`` created the cluster or is an admin. A cluster with no
     recorded creator (created outside Autopilot, or before creators were recorded) is the admins'.
     ``action`` words the refusal ("may not <action> cluster 'c'")."""
-    if caller is not None:
-        acting = principal(caller)
-        allowed = {principal(arn) for arn in admins}
-        if created_by is not None:
-            allowed.add(principal(created_by))
-        if acting in allowed:
-            return
-    raise NotAllowedError(
-        f"{caller or 'an unidentified caller'} may not {action} cluster {cluster_name!r}: only the principal "
-        "that created it and the stack's AdminPrincipalArns may"
-    )
+    allowed = [*admins, *([created_by] if created_by is not None else [])]
+    if not acts_as_any(caller, allowed, matching=matching):
+        raise NotAllowedError(
+            f"{caller or 'an unidentified caller'} may not {action} cluster {cluster_name!r}: only the "
+            "identity that created it and the stack's AdminPrincipalArns may"
+        )
 
 
 def check_stack(

@@ -58,7 +58,13 @@ def _delete_cluster(
         raise NotFoundError(f"cluster {name!r} not found")
     live_record = registered is not None and registered.status is not ClusterStatus.DELETED
     creator = registered.created_by if registered is not None and live_record else None
-    authorize_delete(name, requested_by, creator, split_arns(deps.settings.admin_principal_arns))
+    authorize_delete(
+        name,
+        requested_by,
+        creator,
+        split_arns(deps.settings.admin_principal_arns),
+        matching=deps.settings.owner_matching,
+    )
     if registered is not None and registered.status in (ClusterStatus.CREATING, ClusterStatus.DELETING):
         raise ConflictError(
             f"cluster {name!r} is {registered.status.value} (operation {registered.last_operation_id}); "

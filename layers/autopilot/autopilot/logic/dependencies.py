@@ -33,17 +33,21 @@ Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationR
 
 def _stack_validator(settings: ApiSettings) -> Validator:
     """The API's validation: `autopilot validate --region <stack region>` with the stack's
-    ExecutionRoleNamePatterns and account (docs/validation.md), and `--aws` when the stack's
+    ExecutionRoleNamePatterns and account, MaxInstancesPerCluster and AllowedInstanceTypes
+    (docs/validation.md), and `--aws` when the stack's
     PreflightChecks is Enabled."""
     # only the API's write paths need validation
     from autopilot.validation import (  # noqa: PLC0415
+        ClusterCaps,
         ExecutionRolePolicy,
         OnlineChecker,
         split_patterns,
+        split_types,
         validate_config,
     )
 
     policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
+    caps = ClusterCaps(settings.max_instances_per_cluster, split_types(settings.allowed_instance_types))
     preflight = settings.preflight_checks == "Enabled"
 
     def validate(
@@ -54,6 +58,7 @@ def _stack_validator(settings: ApiSettings) -> Validator:
             provisioning_parameters,
             region=settings.region,
             execution_roles=policy,
+            caps=caps,
             online=OnlineChecker(region=settings.region) if preflight else None,
         )
 

@@ -19,6 +19,7 @@ from autopilot.api.models import BreakerView, HealingView
 from autopilot.errors import NotFoundError
 from autopilot.events import HealingResumedEventDetail, emit_healing_resumed
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.records import ClusterStatus, iso
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
 PAUSED_BY_OPERATOR = "paused through the API"
 
 
-def get_healing(deps: Dependencies, name: str) -> HealingView:
+def get_healing(deps: Dependencies, name: str, *, caller: str | None = None) -> HealingView:
     cluster = deps.store.get_cluster(name)
-    if cluster is None or cluster.status is ClusterStatus.DELETED:
+    if cluster is None or cluster.status is ClusterStatus.DELETED or not may_read(deps, caller, cluster):
         raise NotFoundError(f"cluster {name!r} not found")
     return _view(deps, name)
 
@@ -52,6 +53,7 @@ def set_healing(
         cluster.created_by,
         split_arns(deps.settings.admin_principal_arns),
         action="pause or resume healing of",
+        matching=deps.settings.owner_matching,
     )
     by = str(requested_by)  # authorize_delete refuses an unidentified caller
     now = deps.now()

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from autopilot.api.models import GrowthBlockLifted
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import NotFoundError
-from autopilot.logic.authorize_delete import NotAllowedError, principal, split_arns
+from autopilot.logic.authorize_delete import NotAllowedError, split_arns
 from autopilot.logic.budget_enforcement import growth_blocked
+from autopilot.logic.callers import acts_as_any
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
@@ -26,8 +27,8 @@ def lift_growth_block(
     cluster = deps.store.get_cluster(name)
     if cluster is None:
         raise NotFoundError(f"cluster {name!r} not found")
-    admins = {principal(arn) for arn in split_arns(deps.settings.admin_principal_arns)}
-    if caller is None or principal(caller) not in admins:
+    admins = split_arns(deps.settings.admin_principal_arns)
+    if not acts_as_any(caller, admins, matching=deps.settings.owner_matching):
         raise NotAllowedError(
             f"{caller or 'an unidentified caller'} may not lift the growth block of cluster {name!r}: "
             "only the stack's AdminPrincipalArns may"

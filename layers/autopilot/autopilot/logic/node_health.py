@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView
 from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
+from autopilot.logic.read_access import may_read_live
 from autopilot.models.records import NodeHealth, NodeRecord
 
 if TYPE_CHECKING:
@@ -23,7 +24,11 @@ _NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
 _HEALTHY = NodeHealthView(status=NodeHealth.HEALTHY)
 
 
-def list_nodes(deps: Dependencies, name: str, *, limit: int, next_token: str | None) -> NodeList:
+def list_nodes(
+    deps: Dependencies, name: str, *, limit: int, next_token: str | None, caller: str | None = None
+) -> NodeList:
+    if not may_read_live(deps, caller, deps.store.get_cluster(name)):
+        raise NotFoundError(f"cluster {name!r} not found")
     kwargs: dict[str, Any] = {"ClusterName": name, "MaxResults": limit}
     if next_token:
         kwargs["NextToken"] = next_token

@@ -17,6 +17,7 @@ from autopilot.api.models import (
 from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
 from autopilot.logic.budget_enforcement import growth_blocked
+from autopilot.logic.read_access import is_admin, is_managed, may_read, readable_cluster
 from autopilot.logic.read_operations import operation_view
 
 if TYPE_CHECKING:
@@ -36,9 +37,13 @@ def describe_cluster(deps: Dependencies, name: str) -> LiveClusterView | None:
     return LiveClusterView.model_validate(described)
 
 
-def get_cluster(deps: Dependencies, name: str) -> ClusterView:
+def get_cluster(deps: Dependencies, name: str, *, caller: str | None = None) -> ClusterView:
     registered = deps.store.get_cluster(name)
-    live = describe_cluster(deps, name)
+    if registered is not None and not may_read(deps, caller, registered):
+        raise NotFoundError(f"cluster {name!r} not found")
+    # SageMaker's view of a cluster Autopilot does not manage is the admins' (logic/read_access.py).
+    readable_live = is_managed(registered) or is_admin(deps, caller)
+    live = describe_cluster(deps, name) if readable_live else None
     if registered is None and live is None:
         raise NotFoundError(f"cluster {name!r} not found")
     return ClusterView(
@@ -57,19 +62,31 @@ def get_cluster(deps: Dependencies, name: str) -> ClusterView:
 
 
 def list_clusters(
-    deps: Dependencies, *, limit: int, next_token: str | None, include_deleted: bool
+    deps: Dependencies,
+    *,
+    limit: int,
+    next_token: str | None,
+    include_deleted: bool,
+    caller: str | None = None,
 ) -> ClusterList:
     page = deps.store.list_clusters(limit=limit, next_token=next_token, include_deleted=include_deleted)
-    # The record holds more than the summary shows (enforcement, worker groups, ...).
+    # The record holds more than the summary shows (enforcement, worker groups, ...). Under
+    # ReadAccess=owners a page may hold fewer than ``limit`` (as a DynamoDB filter's page does).
     clusters = [
         ClusterSummary.model_validate(c.model_dump(include=set(ClusterSummary.model_fields)))
         for c in page.items
+        if may_read(deps, caller, c)
     ]
     return ClusterList(clusters=clusters, next_token=page.next_token)
 
 
-def get_operation(deps: Dependencies, operation_id: str) -> OperationView:
+def get_operation(deps: Dependencies, operation_id: str, *, caller: str | None = None) -> OperationView:
     operation = deps.store.get_operation(operation_id)
+    if operation is not None and deps.settings.read_access == "owners":
+        try:
+            readable_cluster(deps, operation.cluster_name, caller)
+        except NotFoundError:
+            operation = None
     if operation is None:
         raise NotFoundError(f"operation {operation_id!r} not found")
     return operation_view(operation)

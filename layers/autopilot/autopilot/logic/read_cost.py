@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from autopilot.api.models import CostView
 from autopilot.dal.spend import SpendTable, iso
-from autopilot.errors import NotFoundError
+from autopilot.logic.read_access import readable_cluster
 from autopilot.logic.spend_meter import forecast, month_of
 
 if TYPE_CHECKING:
@@ -25,10 +25,10 @@ def _cents(amount: Decimal) -> float:
     return float(amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
-def read_cost(deps: Dependencies, name: str, *, spend: SpendStore | None = None) -> CostView:
-    cluster = deps.store.get_cluster(name)
-    if cluster is None:
-        raise NotFoundError(f"cluster {name!r} not found")
+def read_cost(
+    deps: Dependencies, name: str, *, caller: str | None = None, spend: SpendStore | None = None
+) -> CostView:
+    cluster = readable_cluster(deps, name, caller)
     meter = (spend or SpendTable(deps.settings.state_table_name)).latest_meter(name)
     budget = Decimal(cluster.budget_limit_usd) if cluster.budget_limit_usd else None
     if meter is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autopilot.api.models import OperationErrorView, OperationList, OperationView
-from autopilot.errors import NotFoundError
+from autopilot.logic.read_access import readable_cluster
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
@@ -40,11 +40,16 @@ def operation_view(operation: Operation) -> OperationView:
 
 
 def list_operations(
-    deps: Dependencies, name: str, *, kind: OperationType | None, limit: int, next_token: str | None
+    deps: Dependencies,
+    name: str,
+    *,
+    kind: OperationType | None,
+    limit: int,
+    next_token: str | None,
+    caller: str | None = None,
 ) -> OperationList:
     """The cluster's operations newest first; 404 for a cluster Autopilot never registered (a cluster
     it did not create has no operations until it is adopted)."""
-    if deps.store.get_cluster(name) is None:
-        raise NotFoundError(f"cluster {name!r} not found")
+    readable_cluster(deps, name, caller)
     page = deps.history.list_operations(name, kind=kind, limit=limit, next_token=next_token)
     return OperationList(operations=[operation_view(o) for o in page.items], next_token=page.next_token)

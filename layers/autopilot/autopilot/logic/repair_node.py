@@ -88,6 +88,7 @@ def _repair_node(
         cluster.created_by,
         split_arns(deps.settings.admin_principal_arns),
         action=f"{action.value} nodes of",
+        matching=deps.settings.owner_matching,
     )
     topology = TopologyReader(sagemaker=deps.sagemaker)
     group = topology.node_group(name, node_id)

@@ -48,8 +48,8 @@ def _ensure_within_cap(deps: Dependencies, name: str, total: int) -> None:
                 ErrorDetail(
                     path="instanceCount",
                     location="body",
-                    message=f"would take cluster {name!r} to {total} instances; this Autopilot stack allows at "
-                    f"most {cap} per cluster (MaxInstancesPerCluster)",
+                    message=f"would take cluster {name!r} to {total} instances; this Autopilot stack "
+                    f"allows at most {cap} per cluster (MaxInstancesPerCluster)",
                 )
             ],
         )

@@ -6,6 +6,7 @@ Used by ``autopilot validate``, the REST API and the create-cluster workflow::
     report.valid, report.errors, report.warnings, report.to_dict()
 """
 
+from autopilot.validation.caps import ClusterCaps, split_types
 from autopilot.validation.engine import validate_config
 from autopilot.validation.execution_roles import ExecutionRolePolicy, split_patterns
 from autopilot.validation.online import OnlineChecker
@@ -20,11 +21,13 @@ from autopilot.validation.schema import load_document
 __all__ = [
     "CLUSTER_CONFIG",
     "PROVISIONING_PARAMETERS",
+    "ClusterCaps",
     "ExecutionRolePolicy",
     "OnlineChecker",
     "Problem",
     "ValidationReport",
     "load_document",
     "split_patterns",
+    "split_types",
     "validate_config",
 ]

@@ -14,6 +14,7 @@ from autopilot.validation.rules import run_checks
 from autopilot.validation.schema import schema_problems
 
 if TYPE_CHECKING:
+    from autopilot.validation.caps import ClusterCaps
     from autopilot.validation.execution_roles import ExecutionRolePolicy
     from autopilot.validation.online import OnlineChecker
 
@@ -25,12 +26,14 @@ def validate_config(
     online: OnlineChecker | None = None,
     region: str | None = None,
     execution_roles: ExecutionRolePolicy | None = None,
+    caps: ClusterCaps | None = None,
 ) -> ValidationReport:
     """Check a CreateCluster request (and its Slurm provisioning parameters) and report every problem.
 
     ``region`` is the region the cluster will be created in; it defaults to ``online.region``.
     Without either, regions are only checked against each other. ``execution_roles`` is the
-    stack's policy on ExecutionRole (names, account). ``online`` adds the checks that ask AWS (see
+    stack's policy on ExecutionRole (names, account); ``caps`` its instance count and type limits.
+    ``online`` adds the checks that ask AWS (see
     OnlineChecker). The REST API calls this with its stack's region and policy: it reports exactly
     what ``autopilot validate --region <stack region>`` reports.
     """
@@ -46,6 +49,8 @@ def validate_config(
     run_checks(documents, findings, region or (online.region if online is not None else None))
     if execution_roles is not None:
         execution_roles.check(documents, findings)
+    if caps is not None:
+        caps.check(documents, findings)
     if online is not None:
         online.check(documents, findings)
     return findings.report()
