@@ -71,6 +71,8 @@ lint: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/mypy --python-version 3.10 cli/src/autopilot_cli $$($(BIN)/python cli/layer_sources.py)
 	# every handler is a module named app: one mypy run per function folder
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
+	# the controller-node agent (its Python 3.8 syntax and stdlib-only imports: tests/unit/test_agent_portable.py)
+	$(BIN)/mypy agent/autopilot_agent
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1
 	# serverless best practices (cfn-lint-serverless); the rules that do not fit are ignored in the template
 	$(BIN)/cfn-lint template.yaml -a cfn_lint_serverless.rules

@@ -80,7 +80,11 @@ class Agent:
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set (SIGTERM)."""
         while not stop.is_set():
-            wait = self.poll_once()
+            try:
+                wait = self.poll_once()
+            except Exception:
+                log.exception("poll failed")
+                wait = self.poll_seconds
             if wait:
                 stop.wait(wait)
 
@@ -182,8 +186,7 @@ class Agent:
     def _node_views(self) -> List[Dict[str, Any]]:
         try:
             return self.slurm.nodes()
-        except SlurmError as error:
-            # still a heartbeat: the control plane sees the agent alive and Slurm silent
+        except Exception as error:  # noqa: BLE001 (still a heartbeat: the agent alive, Slurm silent)
             log.error("cannot read Slurm's nodes: %s", error)
             return []
 

@@ -46,12 +46,10 @@ def sign(
         signed["X-Amz-Security-Token"] = session_token
     canonical_headers = {name.lower(): " ".join(value.split()) for name, value in signed.items()}
     names = sorted(canonical_headers)
+    # the query as sent (already percent-encoded), pairs sorted: botocore's canonical query string
     query = "&".join(
-        sorted(
-            "=".join(quote(piece, safe="-_.~") for piece in [*pair.split("=", 1), ""][:2])
-            for pair in parts.query.split("&")
-            if pair
-        )
+        "=".join(pair)
+        for pair in sorted(piece.partition("=")[::2] for piece in parts.query.split("&") if piece)
     )
     canonical_request = "\n".join(
         [

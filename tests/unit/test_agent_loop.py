@@ -1,0 +1,296 @@
+"""The agent's loop: the report it sends, the verbs it runs (argv exact, names checked against Slurm's list),
+commands held open across polls, deadlines, and nothing a command does stopping it."""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import timedelta
+
+import pytest
+from autopilot_agent.client import Response
+from autopilot_agent.slurm import SlurmError
+
+from tests.unit.agent_fakes import FakeApi, FakeJob, FakeNode, FakeSlurmCommands, make_agent
+
+A, B, C = "ip-10-1-2-3", "ip-10-1-2-4", "ip-10-1-9-9"
+
+
+@pytest.fixture
+def slurm() -> FakeSlurmCommands:
+    return FakeSlurmCommands(
+        nodes={A: FakeNode(), B: FakeNode("MIXED"), C: FakeNode("DOWN+NOT_RESPONDING", "Not responding")},
+        jobs={"41": FakeJob("RUNNING", [A, B]), "42": FakeJob("RUNNING", [B]), "43": FakeJob("PENDING", [])},
+    )
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+def test_the_report_is_the_designs_shape(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    assert make_agent(api, slurm).poll_once() == 10.0
+
+    (report,) = api.reports
+    assert report["agentVersion"] == "1.0.0"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", report["sentAt"])
+    assert report["results"] == []
+    assert report["nodes"] == [
+        {"name": A, "state": "IDLE", "reason": "", "gpus": 8, "jobs": ["41"]},
+        {"name": B, "state": "MIXED", "reason": "", "gpus": 8, "jobs": ["41", "42"]},
+        {"name": C, "state": "DOWN+NOT_RESPONDING", "reason": "Not responding", "gpus": 8, "jobs": []},
+    ]
+    assert api.requests[0]["Authorization"].startswith(
+        "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20261127/us-west-2/"
+    )
+
+
+def test_drain_runs_scontrol_with_the_reason_as_one_argument(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    agent = make_agent(api, slurm)
+    api.command("drain", A, "c1", reason="autopilot op-123: replace; $(reboot)")
+
+    assert agent.poll_once() == 0.0  # a result waits: sent at once
+    agent.poll_once()
+
+    assert slurm.actions() == [
+        ["scontrol", "update", f"NodeName={A}", "State=DRAIN", "Reason=autopilot op-123: replace; $(reboot)"]
+    ]
+    assert api.results()["c1"] == {
+        "commandId": "c1",
+        "ok": True,
+        "error": None,
+        "detail": {
+            "node": {
+                "name": A,
+                "state": "IDLE+DRAIN",
+                "reason": "autopilot op-123: replace; $(reboot)",
+                "gpus": 8,
+                "jobs": ["41"],
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize("verb", ["drain", "await_idle", "requeue", "resume"])
+@pytest.mark.parametrize(
+    "node", ["ip-1;rm -rf /", "ip-10-9-9-9", f"{A},{B}", f"{A} ", "ip-10-1-2-[3-4]", "-h"]
+)
+def test_a_node_outside_slurms_list_is_refused_before_any_action(
+    api: FakeApi, slurm: FakeSlurmCommands, verb: str, node: str
+) -> None:
+    agent = make_agent(api, slurm)
+    api.command(verb, node, "c1", minutes=-1 if verb == "resume" else 60, reason="r")
+
+    agent.poll_once()
+    agent.poll_once()
+
+    assert api.results()["c1"]["ok"] is False
+    assert api.results()["c1"]["error"] == "unknown node"
+    assert slurm.actions() == []
+    # not even read with it: only the whole-cluster reads ran
+    assert {tuple(call) for call in slurm.calls} <= {
+        ("sinfo", "-h", "-N", "-o", "%N"),
+        ("scontrol", "show", "node", "-o"),
+        ("squeue", "-h", "-o", "%i|%T|%N"),
+        ("scontrol", "show", "hostnames", "ip-10-1-2-[3,4]"),
+    }
+
+
+def test_await_idle_is_held_open_across_polls_until_the_node_has_no_running_job(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    api.keep_done = True  # the control plane keeps listing it: the agent must not run it twice
+    agent = make_agent(api, slurm)
+    api.command("await_idle", B, "c1")
+    slurm.jobs["44"] = FakeJob("PENDING", [B])  # pending jobs do not count
+
+    for _ in range(3):
+        assert agent.poll_once() == 10.0
+    assert api.results() == {}
+
+    slurm.jobs["41"].state = "COMPLETING"  # still on the node
+    agent.poll_once()
+    assert api.results() == {}
+
+    del slurm.jobs["41"], slurm.jobs["42"]
+    assert agent.poll_once() == 0.0
+    agent.poll_once()
+    agent.poll_once()
+
+    assert [r["commandId"] for report in api.reports for r in report["results"]] == ["c1"]
+    assert api.results()["c1"]["ok"] is True
+    assert api.results()["c1"]["detail"]["node"]["jobs"] == []
+    assert slurm.actions() == []
+
+
+def test_await_idle_fails_at_its_deadline_on_the_apis_clock(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    agent = make_agent(api, slurm)
+    api.command("await_idle", B, "c1", minutes=30)
+    agent.poll_once()
+
+    api.now += timedelta(minutes=31)  # the API's Date header: the agent's own clock is not asked
+    agent.poll_once()
+    agent.poll_once()
+
+    assert api.results()["c1"] == {"commandId": "c1", "ok": False, "error": "deadline", "detail": {}}
+
+
+def test_requeue_requeues_every_job_on_the_node_and_reports_those_slurm_refused(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    slurm.jobs["42"].requeue = False
+    agent = make_agent(api, slurm)
+    api.command("requeue", B, "c1")
+
+    agent.poll_once()
+    agent.poll_once()
+
+    assert slurm.actions() == [["scontrol", "requeue", "41"], ["scontrol", "requeue", "42"]]
+    detail = api.results()["c1"]["detail"]
+    assert detail["requeued"] == ["41"]
+    assert detail["notRequeued"] == [
+        {"job": "42", "error": "Requested operation is presently disabled for job 42"}
+    ]
+    assert detail["node"]["jobs"] == ["42"]
+    assert not any(call[0] == "scancel" for call in slurm.calls)
+
+
+def test_resume_waits_for_the_node_to_join_and_answer_then_resumes_it(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    successor = "ip-10-1-7-7"
+    agent = make_agent(api, slurm)
+    api.command("resume", successor, "c1")
+
+    agent.poll_once()  # not in Slurm's list yet: held
+    slurm.nodes[successor] = FakeNode("DOWN+NOT_RESPONDING", "Node unexpectedly rebooted")
+    agent.poll_once()  # listed but not answering: held
+    assert api.results() == {}
+    assert slurm.actions() == []
+
+    slurm.nodes[successor] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    agent.poll_once()
+    agent.poll_once()
+
+    assert slurm.actions() == [["scontrol", "update", f"NodeName={successor}", "State=RESUME"]]
+    assert api.results()["c1"]["ok"] is True
+    assert api.results()["c1"]["detail"]["node"]["state"] == "IDLE"
+
+
+def test_resume_of_a_node_slurm_already_schedules_changes_nothing(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    agent = make_agent(api, slurm)
+    api.command("resume", B, "c1")
+
+    agent.poll_once()
+    agent.poll_once()
+
+    assert slurm.actions() == []
+    assert api.results()["c1"]["detail"]["node"]["state"] == "MIXED"
+
+
+def test_resume_of_a_node_never_answering_fails_at_the_deadline(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    agent = make_agent(api, slurm)
+    api.command("resume", C, "c1", minutes=5)
+    agent.poll_once()
+    api.now += timedelta(minutes=6)
+    agent.poll_once()
+    agent.poll_once()
+
+    assert api.results()["c1"]["ok"] is False
+    assert api.results()["c1"]["error"] == "deadline: the node is still DOWN+NOT_RESPONDING"
+    assert slurm.actions() == []
+
+
+def test_bad_or_failing_commands_become_results_and_the_loop_goes_on(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    agent = make_agent(api, slurm)
+    api.command("shell", A, "c1", script="rm -rf /")
+    api.command("drain", A, "c2")  # no reason
+    api.command("drain", A, "c3", reason="two\nlines")
+    api.command("drain", A, "c4", reason="r", deadline="tomorrow")
+    api.commands.append("not an object")  # type: ignore[arg-type]
+    api.command("drain", A, "c5", reason="late", minutes=-1)
+
+    agent.poll_once()
+    agent.poll_once()
+
+    results = api.results()
+    assert {k: (v["ok"], v["error"]) for k, v in results.items()} == {
+        "c1": (False, "bad command: verb 'shell' is not one of drain, await_idle, requeue, resume"),
+        "c2": (False, "bad command: drain needs a reason of 1-256 characters"),
+        "c3": (False, "bad command: the reason has control characters"),
+        "c4": (False, "bad command: deadline 'tomorrow' is not an ISO time"),
+        "c5": (False, "deadline"),
+    }
+    assert slurm.actions() == []
+
+    api.command("drain", A, "c6", reason="ok")
+    slurm.broken = "boom"  # an error the agent did not plan for
+    agent.poll_once()
+    slurm.broken = None
+    api.command("drain", B, "c7", reason="ok")
+    agent.poll_once()
+    agent.poll_once()
+
+    assert (api.results()["c6"]["ok"], api.results()["c6"]["error"]) == (
+        False,
+        "agent error: RuntimeError('boom')",
+    )
+    assert api.results()["c7"]["ok"] is True
+
+
+def test_results_are_sent_again_until_the_api_takes_them_and_commands_run_once(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    agent = make_agent(api, slurm)
+    api.command("drain", A, "c1", reason="r")
+    agent.poll_once()  # drained; the result waits
+    api.failures = [Response(503, {}, b'{"message": "Service Unavailable"}')] * 5
+
+    assert agent.poll_once() == 10.0  # undelivered after the client's retries
+    assert [result["commandId"] for result in agent.outbox] == ["c1"]
+    agent.poll_once()
+
+    assert [r["commandId"] for report in api.reports for r in report["results"]] == ["c1"]
+    assert len(slurm.actions()) == 1
+
+
+def test_a_refused_report_is_retried_on_a_slower_beat(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    agent = make_agent(api, slurm)
+    api.failures = [Response(403, {}, b'{"message": "report refused: not the controller group\'s role"}')]
+
+    assert agent.poll_once() == 30.0
+    assert agent.delivered is False
+
+
+def test_slurm_down_still_sends_a_heartbeat(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    slurm.nodes.clear()
+    slurm.broken = None
+
+    def unreachable(argv: list[str]) -> str:
+        raise SlurmError("slurm_load_node error: Unable to contact slurm controller (connect failure)")
+
+    agent = make_agent(api, slurm)
+    agent.slurm.run = unreachable
+    agent.poll_once()
+
+    assert api.reports[0]["nodes"] == []
+
+
+def test_run_stops_when_told(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    agent = make_agent(api, slurm)
+    api.poll_seconds = 3600
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,))
+    thread.start()
+    stop.set()
+    thread.join(5)
+
+    assert not thread.is_alive()
+    assert len(api.reports) == 1
