@@ -71,6 +71,7 @@ def scale_instance_group(
         cluster.created_by,
         split_arns(deps.settings.admin_principal_arns),
         action="scale instance groups of",
+        matching=deps.settings.owner_matching,
     )
     described = deps.sagemaker.describe_cluster(ClusterName=name)
     groups: dict[str, Any] = {g["InstanceGroupName"]: g for g in described.get("InstanceGroups") or []}
