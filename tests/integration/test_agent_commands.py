@@ -110,7 +110,12 @@ class World:
         return str(enqueue_command(self.deps.agents, request, now=self.now)["commandId"])
 
     def report(self, *results: dict[str, Any], caller: str = CALLER) -> dict[str, Any]:
-        body = {"agentVersion": "1.0.0", "sentAt": "2026-11-27T21:00:00.000Z", "nodes": [], "results": list(results)}
+        body = {
+            "agentVersion": "1.0.0",
+            "sentAt": "2026-11-27T21:00:00.000Z",
+            "nodes": [],
+            "results": list(results),
+        }
         return handle_report(self.deps, CLUSTER, caller, body)
 
     def ended(self, execution: str) -> dict[str, Any]:
@@ -247,23 +252,33 @@ def test_a_report_stores_the_latest_view_for_the_status(world: World) -> None:
     status = workflow_status(
         world.deps.agents, world.deps.controllers, CLUSTER, now=T0 + timedelta(seconds=60), poll_seconds=10
     )
-    assert (status["status"], status["lastSeen"], status["version"]) == ("connected", "2026-11-27T21:00:00.000Z", "1.0.0")
+    assert (status["status"], status["lastSeen"], status["version"]) == (
+        "connected",
+        "2026-11-27T21:00:00.000Z",
+        "1.0.0",
+    )
     assert status["nodes"]["ip-10-1-2-3"] == node_view("MIXED")
     one = workflow_status(
         world.deps.agents, world.deps.controllers, CLUSTER, now=T0, poll_seconds=10, node="ip-10-1-2-4"
     )
     assert list(one["nodes"]) == ["ip-10-1-2-4"]
     later = T0 + timedelta(seconds=61)  # AgentSilentSeconds = max(60, 3 x 10)
-    assert workflow_status(world.deps.agents, world.deps.controllers, CLUSTER, now=later, poll_seconds=10)[
-        "status"
-    ] == "silent"
+    assert (
+        workflow_status(world.deps.agents, world.deps.controllers, CLUSTER, now=later, poll_seconds=10)[
+            "status"
+        ]
+        == "silent"
+    )
 
 
 @pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"sentAt": "x"}, "agentVersion"),
-        ({"agentVersion": "1", "sentAt": "x", "nodes": [{"name": "ip-1;rm -rf /", "state": "IDLE"}]}, "nodes.0.name"),
+        (
+            {"agentVersion": "1", "sentAt": "x", "nodes": [{"name": "ip-1;rm -rf /", "state": "IDLE"}]},
+            "nodes.0.name",
+        ),
         ({"agentVersion": "1", "sentAt": "x", "results": [{"commandId": "c"}]}, "results.0.ok"),
         ({"agentVersion": "1", "sentAt": "x", "extra": 1}, "extra"),
         (["not", "an", "object"], "JSON object"),

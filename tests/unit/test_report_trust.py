@@ -120,7 +120,10 @@ def test_a_session_not_named_as_an_instance_is_judged_by_its_role(stubs: Stubs) 
 @pytest.mark.parametrize(
     ("caller", "why"),
     [
-        (session(f"arn:aws:iam::{ACCOUNT}:role/other-cluster-controller", CONTROLLER_INSTANCE), "not the execution role"),
+        (
+            session(f"arn:aws:iam::{ACCOUNT}:role/other-cluster-controller", CONTROLLER_INSTANCE),
+            "not the execution role",
+        ),
         (session(WORKER_ROLE, WORKER_INSTANCE), "not the execution role"),
         (session(CONTROLLER_ROLE, CONTROLLER_INSTANCE, account="999988887777"), "another account"),
         (f"arn:aws:iam::{ACCOUNT}:user/alice", "not an assumed role"),
@@ -130,7 +133,14 @@ def test_a_session_not_named_as_an_instance_is_judged_by_its_role(stubs: Stubs) 
         # the same: only the account tells them apart, and it is the stack's (accepted by name, as AWS
         # does; docs/agent.md)
     ],
-    ids=["another clusters role", "a worker-only role", "another account", "an IAM user", "root", "no caller"],
+    ids=[
+        "another clusters role",
+        "a worker-only role",
+        "another account",
+        "an IAM user",
+        "root",
+        "no caller",
+    ],
 )
 def test_every_other_caller_is_refused(stubs: Stubs, caller: str | None, why: str) -> None:
     stubs.cluster(described(*SLURM_GROUPS))
@@ -173,8 +183,8 @@ def test_the_controller_group_is_read_from_the_provisioning_parameters_once(stub
     caller = session(CONTROLLER_ROLE, "agent")
     assert check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT) == "agent"
     assert check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT) == "agent"
+    stubs.cluster(described(*groups))
     with pytest.raises(UntrustedReportError):
-        stubs.cluster(described(*groups))
         check_reporter(stubs.reader, CLUSTER, session(WORKER_ROLE, "agent"), account=ACCOUNT)
 
 
