@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from . import VERSION
 from .client import ApiError, ReportClient
@@ -47,6 +47,7 @@ class Agent:
         self.outbox: List[Dict[str, Any]] = []  # results not yet acknowledged by a 200
         self.finished: OrderedDict[str, None] = OrderedDict()
         self.delivered = False  # whether the last report got its 200
+        self._resumed: Set[str] = set()  # resume commands whose scontrol update ran
 
     # one round ----------------------------------------------------------------------------------
     def poll_once(self, *, take_commands: bool = True) -> float:
@@ -125,7 +126,7 @@ class Agent:
         """The command's detail once done; None to hold it open until the next poll."""
         late = self.client.server_now() >= command.deadline
         if command.verb == "resume":
-            return self._resume(command.node, late)
+            return self._resume(command, late)
         if late:
             raise SlurmError("deadline")
         self.slurm.check(command.node)
@@ -148,9 +149,11 @@ class Agent:
             return None
         return {"node": self.slurm.node(command.node)}
 
-    def _resume(self, node: str, late: bool) -> Optional[Dict[str, Any]]:
+    def _resume(self, command: Command, late: bool) -> Optional[Dict[str, Any]]:
         # a replaced node joins Slurm some time after SageMaker says Running: wait for it to be listed
-        # and answering, then resume it only if Slurm holds it out (DOWN, DRAIN, FAIL)
+        # and answering, then resume it only if Slurm holds it out (DOWN, DRAIN, FAIL), once. Slurm marks
+        # a resumed node NOT_RESPONDING until its next ping: the result waits for that answer too.
+        node = command.node
         if not NODE_NAME.match(node):
             raise UnknownNode()
         if node not in self.slurm.node_names():
@@ -159,13 +162,16 @@ class Agent:
             return None
         view = self.slurm.node(node)
         flags = state_flags(view["state"])
+        held_out = flags[0] == "DOWN" or "DRAIN" in flags or "FAIL" in flags
+        if held_out and "NOT_RESPONDING" not in flags and command.command_id not in self._resumed:
+            self.slurm.resume(node)
+            self._resumed.add(command.command_id)
+            view = self.slurm.node(node)
+            flags = state_flags(view["state"])
         if "NOT_RESPONDING" in flags:
             if late:
                 raise SlurmError(f"deadline: the node is still {view['state']}")
             return None
-        if flags[0] == "DOWN" or "DRAIN" in flags or "FAIL" in flags:
-            self.slurm.resume(node)
-            view = self.slurm.node(node)
         return {"node": view}
 
     def _finish(
@@ -177,6 +183,7 @@ class Agent:
         detail: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.open.pop(command_id, None)
+        self._resumed.discard(command_id)
         self.finished[command_id] = None
         while len(self.finished) > REMEMBERED_COMMANDS:
             self.finished.popitem(last=False)

@@ -65,7 +65,8 @@ class FakeSlurmCommands:
                 )
                 return ""
             case ["scontrol", "update", node, "State=RESUME"]:
-                self.nodes[node.removeprefix("NodeName=")] = FakeNode("IDLE")
+                # as 22.05 does: not responding until slurmctld's next ping of the node
+                self.nodes[node.removeprefix("NodeName=")] = FakeNode("IDLE+NOT_RESPONDING")
                 return ""
             case ["scontrol", "requeue", job_id]:
                 job = self.jobs[job_id]

@@ -170,10 +170,14 @@ def test_resume_waits_for_the_node_to_join_and_answer_then_resumes_it(
     assert slurm.actions() == []
 
     slurm.nodes[successor] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    agent.poll_once()  # resumed; Slurm marks it not responding until it pings the node: held
+    agent.poll_once()
+    assert api.results() == {}
+    slurm.nodes[successor] = FakeNode("IDLE")  # the ping answered
     agent.poll_once()
     agent.poll_once()
 
-    assert slurm.actions() == [["scontrol", "update", f"NodeName={successor}", "State=RESUME"]]
+    assert slurm.actions() == [["scontrol", "update", f"NodeName={successor}", "State=RESUME"]]  # once
     assert api.results()["c1"]["ok"] is True
     assert api.results()["c1"]["detail"]["node"]["state"] == "IDLE"
 
