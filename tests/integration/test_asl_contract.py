@@ -11,6 +11,7 @@ from typing import Any
 import botocore.session
 import pytest
 from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
+from autopilot.logic.healing.start_repair import AGENT_COMMAND_SECONDS, RESUME_SECONDS
 from autopilot.models.hyperpod_events import DETAIL_TYPES as DETAIL_TYPES_HYPERPOD
 from autopilot.models.hyperpod_events import AwaitCluster, AwaitNode
 from autopilot.settings import ClusterEventsSettings
@@ -42,13 +43,19 @@ WAIT_REQUESTS: dict[str, type[BaseModel]] = {
 DEADLINE_PARAMETERS: dict[str, tuple[tuple[str, int], ...]] = {
     "create_cluster": (("CreateTimeoutSeconds", 1),),
     "cleanup_cluster": (("DeleteTimeoutSeconds", 1),),
-    # a slot (at most the replace deadline), then a reboot or HyperPod's repair, then a replace
+    # a slot (at most the replace deadline), then a reboot or HyperPod's repair, then a replace; on
+    # Slurm the wait for the jobs, and drain and requeue (5 minutes and three polls each)
     "replace_node": (
         ("ReplaceDeadlineMinutes", 60),
         ("HyperPodRepairDeadlineMinutes", 60),
         ("ReplaceDeadlineMinutes", 60),
+        ("DrainTimeoutMinutes", 60),
+        ("AgentPollSeconds", 2 * 3),
     ),
 }
+# What each workflow waits beyond its parameters: ReplaceNode's drain and requeue (300 s each) and
+# Resume In Slurm (1800 s).
+DEADLINE_SECONDS = {"create_cluster": 0, "cleanup_cluster": 0, "replace_node": 2 * 300 + 1800}
 SDK = re.compile(r"^arn:\$\{Partition\}:states:::aws-sdk:(?P<service>[a-z0-9]+):(?P<action>[a-zA-Z]+)$")
 OPTIMIZED = {
     "arn:${Partition}:states:::dynamodb:updateItem": ("dynamodb", "UpdateItem"),
@@ -56,6 +63,7 @@ OPTIMIZED = {
     "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "SendMessage"),
     "arn:${Partition}:states:::sns:publish": ("sns", "Publish"),
     "arn:${Partition}:states:::lambda:invoke": ("lambda", "Invoke"),
+    "arn:${Partition}:states:::lambda:invoke.waitForTaskToken": ("lambda", "Invoke"),
 }
 CALLBACK = "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken"
 TITLE_CASE = re.compile(r"^[A-Z][a-z]*( [A-Z][a-z]*)*$")
@@ -99,6 +107,18 @@ RETRY_POLICIES: dict[str, list[dict[str, Any]]] = {
     "cloudformation": [_backoff("CloudFormation.CloudFormationException")],
     "optimized": [_backoff("States.TaskFailed")],
 }
+# The Slurm agent's tasks (AgentFunction): only the invoke's own transient errors, as Step Functions
+# names them for lambda:invoke (AWS's "Handle transient Lambda service exceptions"); States.TaskFailed
+# would also match the agent's answer (Autopilot.AgentCommandFailed: a drain refused, a job left) and
+# repeat a command that was carried out.
+AGENT_TASK = [
+    _backoff(
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.TooManyRequestsException",
+    )
+]
 # A conditional write whose condition failing is an answer (the lease is taken, the repair is not this
 # one's): never retried, although States.TaskFailed would match it.
 CONDITIONAL_WRITE = [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "MaxAttempts": 0}]
@@ -244,6 +264,8 @@ def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state
         policy = DELETE_CONFLICT + policy
     if (machine, state_name) == ("replace_node", "Replace Node"):
         policy = REPLACE_NOT_RETRIED
+    if "${AgentFunctionArn}" in json.dumps(state["Arguments"]):
+        policy = AGENT_TASK
     assert state["Retry"] == policy
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
@@ -263,6 +285,10 @@ def raisable(resource: str) -> set[str]:
     match = SDK.match(resource)
     if resource == "arn:${Partition}:states:::dynamodb:updateItem":
         return {f"DynamoDB.{shape.name}" for shape in operation_model(resource).error_shapes}
+    if resource.startswith("arn:${Partition}:states:::lambda:invoke"):
+        # Invoke's modelled errors, and the AWS SDK for Java's own two (AWS's Lambda retry guidance)
+        modelled = {f"Lambda.{shape.name}" for shape in operation_model(resource).error_shapes}
+        return modelled | {"Lambda.AWSLambdaException", "Lambda.SdkClientException"}
     if not match:
         return set()
     service = match["service"]
@@ -368,6 +394,7 @@ def test_workflows_are_jsonata_with_a_timeout_beyond_their_deadlines(machine: st
     document = definition(machine)
     parameters = load_template(ROOT / "template.yaml")["Parameters"]
     longest = sum(parameters[p]["MaxValue"] * unit for p, unit in DEADLINE_PARAMETERS[machine])
+    longest += DEADLINE_SECONDS[machine]
     assert document["QueryLanguage"] == "JSONata"
     assert longest + 3600 <= document["TimeoutSeconds"], "the workflow must reach its own deadline first"
 
@@ -465,3 +492,28 @@ def test_cluster_events_function_gets_every_setting_it_needs() -> None:
     environment |= set(function.get("Environment", {}).get("Variables", {}))
     needed = {field.alias for field in ClusterEventsSettings.model_fields.values()}
     assert needed <= environment, needed - environment
+
+
+def test_each_agent_command_carries_its_states_own_deadline_and_the_healing_code_knows_them() -> None:
+    """The agent drops a command at the deadline it was given, and the task times out at its own: the
+    two are one expression. The sweep and the deep-health allowance bound a repair by the same limits
+    (autopilot.logic.healing.start_repair)."""
+    states = definition("replace_node")["States"]
+    commands = {
+        name: state
+        for name, state in states.items()
+        if state.get("Resource") == "arn:${Partition}:states:::lambda:invoke.waitForTaskToken"
+    }
+    assert set(commands) == {"Drain Node", "Await Jobs", "Requeue Jobs", "Resume In Slurm"}
+    for name, state in commands.items():
+        command = state["Arguments"]["Payload"]["command"]
+        assert command["timeoutSeconds"] == state["TimeoutSeconds"], name
+        assert command["taskToken"] == "{% $states.context.Task.Token %}", name
+        assert state["Arguments"]["FunctionName"] == "${AgentFunctionArn}", name
+    poll = load_template(ROOT / "template.yaml")["Parameters"]["AgentPollSeconds"]["MaxValue"]
+    for name in ("Drain Node", "Requeue Jobs"):
+        assert commands[name]["TimeoutSeconds"] == "{% 300 + 3 * ${AgentPollSeconds} %}"
+    assert poll * 3 + 300 == AGENT_COMMAND_SECONDS
+    assert commands["Await Jobs"]["TimeoutSeconds"] == "{% ${DrainTimeoutMinutes} * 60 %}"
+    assert commands["Resume In Slurm"]["TimeoutSeconds"] == RESUME_SECONDS
+    assert DEADLINE_SECONDS["replace_node"] == 2 * 300 + RESUME_SECONDS

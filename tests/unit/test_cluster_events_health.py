@@ -18,7 +18,11 @@ from autopilot.dal.state_table import StateTable
 from autopilot.errors import WorkflowStartError
 from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.healing.node_health import NodeHealing
-from autopilot.logic.healing.start_repair import WORKFLOW_DEADLINE_SECONDS, repair_deadlines
+from autopilot.logic.healing.start_repair import (
+    WORKFLOW_DEADLINE_SECONDS,
+    repair_deadlines,
+    slurm_steps_seconds,
+)
 from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
 from autopilot.models.records import (
     Cluster,
@@ -61,6 +65,7 @@ SETTINGS_ENVIRON = {
     "REPLACE_DEADLINE_MINUTES": "60",
     "DEEP_HEALTH_CHECK_MINUTES": "120",
     "ALLOW_LOGIN_REPLACE": "false",
+    "DRAIN_TIMEOUT_MINUTES": "60",
 }
 
 
@@ -412,6 +417,18 @@ def test_on_a_manual_cluster_autopilot_repairs_even_when_repair_action_names_one
     assert env.operation(started["operationId"]).actor.value == "autopilot"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("fault_type", "lost"), [("NvidiaErrorTerminate", True), ("NvidiaErrorReboot", False)]
+)
+def test_the_workflow_is_told_whether_the_fault_took_the_gpus(
+    env: Healing, fault_type: str, lost: bool
+) -> None:
+    # a Slurm-aware repair waits DrainTimeoutMinutes for the jobs only where they can still run
+    env.deliver(node_health(fault_type=fault_type))
+    [started] = env.started()
+    assert started["gpusLost"] is lost
+
+
 def test_the_deep_health_allowance_never_takes_a_repair_past_the_workflows_own_timeout() -> None:
     # every deadline parameter at its template MaxValue: the allowance shrinks so that a slot wait,
     # HyperPod's repair (or a reboot) and a replace still end before the workflow's 24 h TimeoutSeconds
@@ -421,10 +438,13 @@ def test_the_deep_health_allowance_never_takes_a_repair_past_the_workflows_own_t
         "REPLACE_DEADLINE_MINUTES": "ReplaceDeadlineMinutes",
         "HYPERPOD_REPAIR_DEADLINE_MINUTES": "HyperPodRepairDeadlineMinutes",
         "DEEP_HEALTH_CHECK_MINUTES": "DeepHealthCheckMinutes",
+        "DRAIN_TIMEOUT_MINUTES": "DrainTimeoutMinutes",
     }
     environ = {**SETTINGS_ENVIRON, **{var: str(parameters[name]["MaxValue"]) for var, name in names.items()}}
-    deadlines = repair_deadlines(HealingSettings.model_validate(environ), deep_health_checks=True)
+    settings = HealingSettings.model_validate(environ)
+    deadlines = repair_deadlines(settings, deep_health_checks=True)
     longest = 2 * deadlines.replace_seconds + max(deadlines.reboot_seconds, deadlines.hyperpod_seconds)
+    longest += slurm_steps_seconds(settings)  # drain, the wait for the jobs, requeue, resume
     assert longest <= WORKFLOW_DEADLINE_SECONDS
     assert deadlines.replace_seconds > parameters["ReplaceDeadlineMinutes"]["MaxValue"] * 60
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from autopilot.logic.healing.breaker import breaker_trips
-from autopilot.logic.healing.decide import NodeRole, decide, fault_type_of
+from autopilot.logic.healing.decide import NodeRole, decide, fault_type_of, gpus_lost
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.records import Fault, NodeAction, RepairActor
 from botocore.exceptions import ClientError
@@ -56,6 +56,23 @@ def test_the_fault_type_is_read_from_aws_sample_reason() -> None:
 def test_known_fault_types_on_a_worker(fault_type: str, action: NodeAction) -> None:
     decision = decide(fault(fault_type), NodeRole.WORKER, hyperpod_repairs=False, allow_login_replace=False)
     assert (decision.action, decision.actor, decision.allow_replace) == (action, RepairActor.AUTOPILOT, True)
+
+
+@pytest.mark.parametrize(
+    ("fault_type", "lost"),
+    [
+        ("NvidiaErrorTerminate", True),
+        ("NeuronErrorTerminate", True),
+        ("NvidiaGpuCountMismatch", True),
+        ("NvidiaErrorReboot", False),
+        ("NeuronErrorReboot", False),
+        (None, False),
+    ],
+)
+def test_which_faults_took_the_nodes_gpus(fault_type: str | None, lost: bool) -> None:
+    # read from the HealthStatusReason as the event carries it (fault_type unset, as in the event path)
+    assert gpus_lost(fault(fault_type)) is lost
+    assert gpus_lost(None) is False  # an operator's repair: the jobs get the drain wait
 
 
 def test_the_fault_type_outranks_the_recommendation() -> None:

@@ -125,6 +125,7 @@ def test_a_breaker_trip_is_counted_once_with_its_alert(capsys: pytest.CaptureFix
             "REPLACE_DEADLINE_MINUTES": "60",
             "DEEP_HEALTH_CHECK_MINUTES": "120",
             "ALLOW_LOGIN_REPLACE": "false",
+            "DRAIN_TIMEOUT_MINUTES": "60",
         }
     )
 

@@ -184,6 +184,8 @@ class HealingSettings(_Settings):
     deep_health_check_minutes: int = Field(alias="DEEP_HEALTH_CHECK_MINUTES", ge=0)
     # "true" | "false", as the template parameter AllowLoginReplace spells it
     allow_login_replace: bool = Field(alias="ALLOW_LOGIN_REPLACE")
+    # How long a Slurm-aware repair waits for the drained node's jobs to end (part of its deadlines).
+    drain_timeout_minutes: int = Field(alias="DRAIN_TIMEOUT_MINUTES", ge=0)
 
 
 class SpendMeterSettings(_Settings):

@@ -116,6 +116,12 @@ class NodeAction(StrEnum):
     OBSERVE = "observe"
     # Nothing may be done to the node (a Slurm controller): recorded and announced on the alerts topic.
     ALERT = "alert"
+    # The steps around a reboot / replace on a Slurm cluster whose agent is connected (never a decision
+    # of the healing policy: the ReplaceNode workflow records them in the operation's actions).
+    DRAIN = "drain"
+    AWAIT_JOBS = "await-jobs"
+    REQUEUE = "requeue"
+    RESUME = "resume"
 
 
 class ActionResult(StrEnum):

@@ -77,3 +77,6 @@ class ReplaceNodeWorkflowInput(WorkflowModel):
     # False for a node that may only be rebooted (a login node without AllowLoginReplace): a reboot
     # that does not heal it is alerted instead of escalated to a replace.
     allow_replace: bool = True
+    # The fault already took the node's GPUs (autopilot.logic.healing.decide.gpus_lost): a Slurm-aware
+    # repair does not wait for the node's jobs to end (they cannot run on), it requeues them at once.
+    gpus_lost: bool = False

@@ -11,6 +11,10 @@ The policy (docs/operations.md, "Healing policy", holds the same table), the fir
 6. nothing known → ``replace``;
 then a login node's ``replace`` becomes ``reboot`` with no escalation, unless AllowLoginReplace=true.
 
+On a Slurm cluster whose agent is connected the repair drains the node first and waits up to
+DrainTimeoutMinutes for its jobs to end, except after a fault that already took the node's GPUs
+(``GPU_LOST_FAULTS``, ``gpus_lost``): its jobs are requeued at once, since they cannot run on.
+
 Sources:
 - Fault types: HMA names its node conditions after the action they need. AWS's Node Health Event
   sample ("Events that Amazon SageMaker AI sends to Amazon EventBridge") pairs ``NvidiaErrorTerminate``
@@ -24,6 +28,13 @@ Sources:
   a reboot interrupts every job of the cluster, so a person decides.
 - Login: a replace destroys the instance's root and secondary volumes (API reference), where users of
   a login node keep their work; a reboot does not.
+- GPUs lost: a ``...Terminate`` fault is one the GPU (Neuron device) does not survive (HMA asks for
+  new hardware: uncorrectable memory errors, a device fallen off the bus), and a count mismatch means
+  the driver no longer sees a GPU the instance type has; a job's CUDA / Neuron context on it is gone
+  either way, so waiting for the job to end only holds the node. ``NvidiaErrorReboot`` (an NVLink
+  Xid) and ``NeuronErrorReboot`` leave the devices in place until the reboot: the jobs get the wait.
+  Assumed from the fault names and HMA's reboot / replace split; AWS does not say what a fault leaves
+  running (docs/operations.md, "Slurm-aware repair").
 - Who repairs: the cluster's NodeRecovery (DescribeCluster), never the event's RepairAction. The API
   reference says Automatic "will automatically reboot or replace faulty nodes"; AWS's only published
   Node Health sample says ``"RepairAction": "None"`` beside "Please Replace the Faulty Node." and does
@@ -43,6 +54,8 @@ from autopilot.models.records import Fault, NodeAction, RepairActor
 # HMA fault types a reboot clears, and those that need new hardware.
 REBOOT_FAULTS = frozenset({"NvidiaErrorReboot", "NvidiaGpuCountMismatch", "NeuronErrorReboot"})
 REPLACE_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate"})
+# HMA fault types after which the node's accelerators are gone: its jobs cannot run on (no drain wait).
+GPU_LOST_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate", "NvidiaGpuCountMismatch"})
 # RepairAction values that name a repair (a hint of what the fault needs, not of who acts).
 REPAIR_ACTIONS = frozenset({"Reboot", "Replace"})
 _FAULT_TYPE = re.compile(r"\bfault type (\w+)")
@@ -71,6 +84,14 @@ def fault_type_of(reason: str | None) -> str | None:
     """The HMA fault type named in a HealthStatusReason ("... detected fault type X on this node ...")."""
     found = _FAULT_TYPE.search(reason or "")
     return found.group(1) if found else None
+
+
+def gpus_lost(fault: Fault | None) -> bool:
+    """Whether ``fault`` already took the node's GPUs (``GPU_LOST_FAULTS``; an operator's request or
+    an unknown fault: no, its jobs get the drain wait)."""
+    if fault is None:
+        return False
+    return (fault.fault_type or fault_type_of(fault.reason)) in GPU_LOST_FAULTS
 
 
 def decide(fault: Fault, role: NodeRole, *, hyperpod_repairs: bool, allow_login_replace: bool) -> Decision:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from autopilot.aws import error_code
 from autopilot.errors import WorkflowStartError
 from autopilot.events import emit_operation_failed
+from autopilot.logic.healing.decide import gpus_lost
 from autopilot.models.records import (
     Fault,
     NodeAction,
@@ -42,6 +43,16 @@ if TYPE_CHECKING:
 # The ReplaceNode workflow reaches its own deadlines an hour before its 24 h TimeoutSeconds, so it
 # records and alerts itself (tests/integration/test_asl_contract.py holds the template's maxima to it).
 WORKFLOW_DEADLINE_SECONDS = 82800
+# The limits of a Slurm-aware repair's agent steps (statemachines/replace_node.asl.json): Drain Node and
+# Requeue Jobs 5 minutes and three polls (here at AgentPollSeconds' MaxValue, 300), Resume In Slurm 30
+# minutes, Await Jobs DrainTimeoutMinutes; test_asl_contract holds them to the ASL and the template.
+AGENT_COMMAND_SECONDS = 300 + 3 * 300
+RESUME_SECONDS = 1800
+
+
+def slurm_steps_seconds(settings: HealingSettings) -> int:
+    """The longest a repair spends on Slurm (drain, the wait for the jobs, requeue, resume)."""
+    return settings.drain_timeout_minutes * 60 + 2 * AGENT_COMMAND_SECONDS + RESUME_SECONDS
 
 
 class RepairRequest(BaseModel):
@@ -77,12 +88,14 @@ def repair_deadlines(settings: HealingSettings, *, deep_health_checks: bool) -> 
     observes) of a deep-health group spends DeepHealthCheckMinutes in DeepHealthCheckInProgress before it
     is Running: without the allowance a node working as designed would be escalated or replaced twice.
     A reboot keeps its instance: no allowance. The allowance shrinks where it would take the longest
-    path (a slot, HyperPod's repair or a reboot, a replace) past WORKFLOW_DEADLINE_SECONDS."""
+    path (a slot, HyperPod's repair or a reboot, a replace, the Slurm steps) past
+    WORKFLOW_DEADLINE_SECONDS."""
     reboot, replace = settings.reboot_deadline_minutes * 60, settings.replace_deadline_minutes * 60
     hyperpod = settings.hyperpod_repair_deadline_minutes * 60
     allowance = settings.deep_health_check_minutes * 60 if deep_health_checks else 0
     # the slot wait and the replace each carry it once, HyperPod's repair once more
-    allowance = min(allowance, max(0, (WORKFLOW_DEADLINE_SECONDS - 2 * replace - max(reboot, hyperpod)) // 3))
+    spare = WORKFLOW_DEADLINE_SECONDS - slurm_steps_seconds(settings) - 2 * replace - max(reboot, hyperpod)
+    allowance = min(allowance, max(0, spare // 3))
     return RepairDeadlines(
         reboot_seconds=reboot, replace_seconds=replace + allowance, hyperpod_seconds=hyperpod + allowance
     )
@@ -143,6 +156,7 @@ def start_repair(
         fault=request.fault,
         deadlines=repair_deadlines(settings, deep_health_checks=request.deep_health_checks),
         allow_replace=request.allow_replace,
+        gpus_lost=gpus_lost(request.fault),
     )
     state_machine = settings.replace_node_state_machine_arn
     try:

@@ -38,7 +38,7 @@ from autopilot.errors import WorkflowStartError
 from autopilot.events import emit_operation_failed
 from autopilot.logic.healing.breaker import BreakerContentionError, announce_trip, record_unhealthy
 from autopilot.logic.healing.decide import decide, fault_type_of
-from autopilot.logic.healing.start_repair import RepairRequest, start_repair
+from autopilot.logic.healing.start_repair import RepairRequest, slurm_steps_seconds, start_repair
 from autopilot.models.records import (
     ClusterStatus,
     Fault,
@@ -86,15 +86,17 @@ class SweepIncompleteError(RuntimeError):
 
 def repair_deadline(settings: HealingSettings, *, deep_health_checks: bool = False) -> timedelta:
     """How long a repair may hold its slot: the longest path (HyperPod's own repair, or a reboot,
-    then a replace) fits in the three deadlines together (the wait for the slot is not counted); on a
-    deep-health group both the observed repair and the replace wait for a new instance's checks
+    then a replace) fits in the three deadlines together, with a Slurm-aware repair's drain, wait for
+    the jobs, requeue and resume (the wait for the slot is not counted); on a deep-health group both
+    the observed repair and the replace wait for a new instance's checks
     (logic/healing/start_repair.py, ``repair_deadlines``)."""
     allowance = 2 * settings.deep_health_check_minutes if deep_health_checks else 0
     return timedelta(
         minutes=settings.reboot_deadline_minutes
         + settings.replace_deadline_minutes
         + settings.hyperpod_repair_deadline_minutes
-        + allowance
+        + allowance,
+        seconds=slurm_steps_seconds(settings),
     )
 
 
@@ -394,7 +396,8 @@ class HealingSweep:
             cause=(
                 f"the repair of node {operation.node_id} was still running {minutes} "
                 "minutes after the sweep first saw it (RebootDeadlineMinutes + ReplaceDeadlineMinutes + "
-                "HyperPodRepairDeadlineMinutes, + twice DeepHealthCheckMinutes for a deep-health group); "
+                "HyperPodRepairDeadlineMinutes + DrainTimeoutMinutes + 70 for the Slurm steps, + twice "
+                "DeepHealthCheckMinutes for a deep-health group); "
                 "the healing sweep stopped it"
             ),
         )

@@ -1,0 +1,414 @@
+"""The Slurm-aware ReplaceNode workflow (issue 21): drain → wait for the jobs → requeue → reboot /
+replace → resume, on moto's Step Functions executor against the HyperPod simulator.
+
+The workflow calls the real AgentFunction (in-process, through Lambda's invoke). The cluster's agent
+is played through AgentFunction's own report path (``autopilot.logic.agent.reports.handle_report``,
+signed as the controller group's execution role, as API Gateway passes it on): each round it reports
+the nodes as the test's Slurm holds them, runs the commands the answer carries the way the agent's
+verbs do (docs/agent.md), and sends their results, which complete the workflow's tasks. Only Slurm
+itself is a model here (a dict per node); tests/sandbox runs the agent against real Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from autopilot.dal.agent import AgentTable
+from autopilot.logic.agent.reports import AgentDeps, handle_report
+from autopilot.logic.agent.trust import ControllerReader
+from autopilot.logic.healing.decide import gpus_lost
+from autopilot.models.records import (
+    Fault,
+    NodeAction,
+    Operation,
+    OperationStatus,
+    OperationType,
+    RepairTrigger,
+    iso,
+    new_operation_id,
+)
+from autopilot.workflows.inputs import ReplaceNodeWorkflowInput
+
+from tests.events import create_body
+from tests.events.stack import ACCOUNT, Deployed
+from tests.integration.test_asl_replace_node import (
+    CLUSTER,
+    CONTROLLER,
+    DEADLINES,
+    WORKERS,
+    assert_released,
+    fault,
+    healing_table,
+    make_cluster,
+    operation_of,
+    run,
+)
+from tests.integration.workflows import entered, history
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+DRAIN_MINUTES = 5  # DrainTimeoutMinutes of these stacks: the wait for the jobs in five rounds
+SHORT_DRAIN = {"DrainTimeoutMinutes": DRAIN_MINUTES}
+# ml.p5.48xlarge, the workers' instance type (models/instance_types.py)
+GPUS = 8
+JOB = "1234"
+
+
+def slurm_name(hostname: str) -> str:
+    """HyperPod's Slurm node name: the first label of the node's PrivateDnsHostname."""
+    return hostname.split(".", 1)[0]
+
+
+@dataclass
+class SlurmNode:
+    state: str = "IDLE"
+    reason: str = ""
+    gpus: int = GPUS
+    jobs: list[str] = field(default_factory=list)
+
+    def view(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "state": self.state,
+            "reason": self.reason,
+            "gpus": self.gpus,
+            "jobs": self.jobs,
+        }
+
+
+class PlayedAgent:
+    """The cluster's agent, through AgentFunction's real report path (see the module's docstring)."""
+
+    def __init__(self, stack: Deployed, controller_id: str) -> None:
+        self.stack = stack
+        self.deps = AgentDeps(
+            agents=AgentTable(stack.stack.physical_id("StateTable"), dynamodb=stack.client("dynamodb")),
+            controllers=ControllerReader(sagemaker=stack.client("sagemaker"), s3=stack.client("s3")),
+            stepfunctions=stack.client("stepfunctions"),
+            poll_seconds=10,
+            account=ACCOUNT,
+            now=stack.clock.now,
+        )
+        role = create_body()["clusterConfig"]["InstanceGroups"][0]["ExecutionRole"].rsplit("/", 1)[1]
+        # EC2 names an instance profile's session after the instance
+        self.user_arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{controller_id}"
+        self.slurm: dict[str, SlurmNode] = {}
+        self.results: list[dict[str, Any]] = []
+        self.commands: dict[str, dict[str, Any]] = {}  # every command received, by id
+        self.silent = False
+        self.jobs_end_at: datetime | None = None  # when the jobs on a drained node finish by themselves
+        self.successor_gpus = GPUS  # what a new node's slurmd registers with
+        self.registers = True  # whether a new node's slurmd joins at all
+
+    def verbs(self) -> list[tuple[str, str]]:
+        return [(c["verb"], c["node"]) for c in self.commands.values()]
+
+    def poll(self) -> None:
+        """One round trip: the report (heartbeat, nodes, results), then the commands it answers with."""
+        if self.silent:
+            return
+        self._follow_hyperpod()
+        now = self.stack.clock.now()
+        if self.jobs_end_at is not None and now >= self.jobs_end_at:
+            for node in self.slurm.values():
+                node.jobs = []
+        body = {
+            "agentVersion": "1.0.0",
+            "sentAt": iso(now),
+            "nodes": [node.view(name) for name, node in self.slurm.items()],
+            "results": self.results,
+        }
+        answer = handle_report(self.deps, CLUSTER, self.user_arn, body)
+        self.results = []
+        for command in answer["commands"]:
+            self.commands.setdefault(command["commandId"], command)
+            result = self._run(command, now)
+            if result is not None:
+                self.results.append({"commandId": command["commandId"], **result})
+
+    def _follow_hyperpod(self) -> None:
+        """A new worker's slurmd registers once it is Running (unless ``registers`` is off)."""
+        summaries = self.stack.client("sagemaker").list_cluster_nodes(ClusterName=CLUSTER, MaxResults=100)
+        for node in summaries["ClusterNodeSummaries"]:
+            name = slurm_name(node["PrivateDnsHostname"])
+            running = node["InstanceStatus"]["Status"] == "Running"
+            if node["InstanceGroupName"] == WORKERS and running and name not in self.slurm and self.registers:
+                self.slurm[name] = SlurmNode(gpus=self.successor_gpus)
+
+    def _run(self, command: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+        """The agent's verbs (docs/agent.md); None while a command is held open across polls."""
+        node = self.slurm.get(command["node"])
+        past_deadline = iso(now) >= command["deadline"]
+        if node is None:
+            if command["verb"] == "resume" and not past_deadline:
+                return None  # resume waits until the node is in Slurm's list
+            return {"ok": False, "error": "unknown node" if command["verb"] != "resume" else "deadline"}
+        name = command["node"]
+        if command["verb"] == "drain":
+            node.state, node.reason = node.state.split("+")[0] + "+DRAIN", command["reason"]
+        elif command["verb"] == "await_idle":
+            if node.jobs:
+                return {"ok": False, "error": "deadline"} if past_deadline else None
+        elif command["verb"] == "requeue":
+            requeued, node.jobs = node.jobs, []
+            return {"ok": True, "detail": {"requeued": requeued, "notRequeued": [], "node": node.view(name)}}
+        elif command["verb"] == "resume":
+            node.state, node.reason = "IDLE", ""
+        return {"ok": True, "detail": {"node": node.view(name)}}
+
+
+# --------------------------------------------------------------------------------------------------
+# the cluster, the agent, the repair
+# --------------------------------------------------------------------------------------------------
+
+
+def slurm_cluster(stack: Deployed, *, agent: bool = True) -> tuple[str, PlayedAgent]:
+    """The simulator's InService Slurm cluster, its lifecycle scripts naming the controller group
+    (provisioning_parameters.json, as AWS's samples write it: the trust rule reads it), and its agent,
+    which has reported once when ``agent``; a worker running a job, the node to repair."""
+    s3 = stack.client("s3")
+    s3.create_bucket(Bucket="sagemaker-lifecycle-123456789012")
+    s3.put_object(
+        Bucket="sagemaker-lifecycle-123456789012",
+        Key="src/provisioning_parameters.json",
+        Body=json.dumps({"version": "1.0.0", "workload_manager": "slurm", "controller_group": CONTROLLER}),
+    )
+    groups = make_cluster(stack)
+    played = PlayedAgent(stack, groups[CONTROLLER][0])
+    node = groups[WORKERS][0]
+    if agent:
+        played.poll()  # the workers' slurmd registered
+        played.slurm[slurm_name(hostname(stack, node))] = SlurmNode(state="ALLOCATED", jobs=[JOB])
+        played.poll()
+    return node, played
+
+
+def hostname(stack: Deployed, node_id: str) -> str:
+    described = stack.client("sagemaker").describe_cluster_node(ClusterName=CLUSTER, NodeId=node_id)
+    return str(described["NodeDetails"]["PrivateDnsHostname"])
+
+
+def start(stack: Deployed, node_id: str, action: NodeAction, found: Fault) -> str:
+    """Claim the repair and start its execution as start_repair does (gpusLost from the policy table);
+    the execution ARN."""
+    now = iso(stack.clock.now())
+    operation = Operation(
+        operation_id=new_operation_id(stack.clock.now()),
+        operation_type=OperationType.REPLACE_NODE,
+        cluster_name=CLUSTER,
+        status=OperationStatus.RUNNING,
+        created_at=now,
+        updated_at=now,
+        node_id=node_id,
+        trigger=RepairTrigger.EVENT,
+        fault=found,
+        actions=[],
+    )
+    table = healing_table(stack)
+    assert table.claim_repair(operation, fault_at=found.detected_at)
+    workflow_input = ReplaceNodeWorkflowInput(
+        operation_id=operation.operation_id,
+        cluster_name=CLUSTER,
+        node_id=node_id,
+        action=action,
+        trigger=RepairTrigger.EVENT,
+        fault=found,
+        deadlines=DEADLINES,
+        gpus_lost=gpus_lost(found),
+    )
+    arn = str(
+        stack.client("stepfunctions").start_execution(
+            stateMachineArn=stack.stack.arn("ReplaceNodeStateMachine"),
+            name=operation.operation_id,
+            input=workflow_input.model_dump_json(by_alias=True),
+        )["executionArn"]
+    )
+    table.set_execution_arn(operation.operation_id, arn)
+    return arn
+
+
+def actions(execution: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(a.action.value, a.result.value) for a in operation_of(execution).actions or []]
+
+
+# --------------------------------------------------------------------------------------------------
+# the paths
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_connected_agent_drains_requeues_replaces_and_resumes_the_successor(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    name = slurm_name(hostname(stack, node))
+    arn = start(stack, node, NodeAction.REPLACE, fault(stack, node, "NvidiaErrorReboot"))
+
+    [execution] = run(stack, arn, each_round=agent.poll)  # the job never ends by itself
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [
+        ("drain", "succeeded"),
+        ("await-jobs", "timed-out"),  # past DrainTimeoutMinutes
+        ("requeue", "succeeded"),
+        ("replace", "succeeded"),
+        ("resume", "succeeded"),
+    ]
+    operation = operation_of(execution)
+    successor = operation.successor_node_id
+    assert successor is not None
+    successor_name = slurm_name(hostname(stack, successor))
+    assert successor_name != name  # a new instance: a new Slurm name
+    assert agent.verbs() == [
+        ("drain", name),
+        ("await_idle", name),
+        ("requeue", name),
+        ("resume", successor_name),
+    ]
+    [drain] = [c for c in agent.commands.values() if c["verb"] == "drain"]
+    assert drain["reason"] == f"autopilot {operation.operation_id}: replace (NvidiaErrorReboot)"
+    assert agent.slurm[name].jobs == []  # requeued before the replace
+    assert agent.slurm[successor_name].state == "IDLE"
+    assert not operation.warnings
+    # the order of the states: drained and requeued before HyperPod is called, resumed after it
+    states = entered(history(stack, arn))
+    assert states.index("Requeue Jobs") < states.index("Replace Node") < states.index("Resume In Slurm")
+    assert_released(stack, execution, node)
+
+
+def test_jobs_that_end_within_the_drain_timeout_are_not_requeued(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    name = slurm_name(hostname(stack, node))
+    found = fault(stack, node, "NvidiaErrorReboot")
+    agent.jobs_end_at = stack.clock.now() + timedelta(minutes=DRAIN_MINUTES / 2)
+    arn = start(stack, node, NodeAction.REBOOT, found)
+
+    [execution] = run(stack, arn, each_round=agent.poll)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [
+        ("drain", "succeeded"),
+        ("await-jobs", "succeeded"),
+        ("reboot", "succeeded"),
+        ("resume", "succeeded"),
+    ]
+    assert agent.verbs() == [("drain", name), ("await_idle", name), ("resume", name)]
+    assert agent.slurm[name].state == "IDLE"
+
+
+def test_a_fault_that_took_the_gpus_requeues_without_waiting(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    name = slurm_name(hostname(stack, node))
+    found = fault(stack, node, "NvidiaErrorTerminate")  # the policy table: its GPUs are gone
+
+    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [
+        ("drain", "succeeded"),
+        ("requeue", "succeeded"),
+        ("replace", "succeeded"),
+        ("resume", "succeeded"),
+    ]
+    assert "await_idle" not in [verb for verb, _ in agent.verbs()]
+    assert ("requeue", name) in agent.verbs()
+
+
+def test_requeue_jobs_on_repair_false_leaves_the_jobs_to_the_repair_with_a_warning(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, RequeueJobsOnRepair="false", **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    name = slurm_name(hostname(stack, node))
+
+    [execution] = run(
+        stack,
+        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
+        each_round=agent.poll,
+    )
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [
+        ("drain", "succeeded"),
+        ("await-jobs", "timed-out"),
+        ("reboot", "succeeded"),
+        ("resume", "succeeded"),
+    ]
+    assert "requeue" not in [verb for verb, _ in agent.verbs()]
+    [warning] = operation_of(execution).warnings or []
+    assert "RequeueJobsOnRepair is false" in warning
+    assert JOB in warning
+    assert name in warning
+
+
+@pytest.mark.parametrize("agent_state", ["absent", "silent"])
+def test_without_a_connected_agent_the_repair_is_todays_with_a_warning(
+    make_stack: Any, agent_state: str
+) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack, agent=agent_state == "silent")
+    agent.silent = True  # absent: it never reported; silent: its last report is older than 60 s
+    found = fault(stack, node, "NvidiaErrorReboot")
+    stack.clock.advance(120)
+
+    [execution] = run(stack, start(stack, node, NodeAction.REBOOT, found))
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [("reboot", "succeeded")]
+    [warning] = operation_of(execution).warnings or []
+    assert f"the Slurm agent of the cluster is {agent_state}" in warning
+    assert "without a drain" in warning
+    assert "Drain Node" not in entered(history(stack, execution["executionArn"]))
+
+
+def test_an_agent_that_goes_silent_mid_drain_falls_back_to_todays_repair(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    arn = start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot"))
+
+    def quiet_once_commanded() -> None:
+        if agent.commands:
+            agent.silent = True  # it took the drain and was never heard of again
+        agent.poll()
+
+    [execution] = run(stack, arn, each_round=quiet_once_commanded)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [("drain", "timed-out"), ("reboot", "succeeded")]
+    [warning] = operation_of(execution).warnings or []
+    assert "was not drained (States.Timeout)" in warning
+    assert "Resume In Slurm" not in entered(history(stack, arn))  # nothing waits for it again
+
+
+@pytest.mark.parametrize("back", ["wrong-gpu-count", "never-registers"])
+def test_a_node_that_does_not_come_back_into_slurm_fails_the_repair(make_stack: Any, back: str) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    if back == "wrong-gpu-count":
+        agent.successor_gpus = 4  # GRES came back wrong
+    else:
+        agent.registers = False  # slurmd of the new instance never joins
+    found = fault(stack, node, "NvidiaErrorTerminate")
+
+    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+
+    assert execution["status"] == "FAILED"
+    operation = operation_of(execution)
+    assert operation.status is OperationStatus.FAILED
+    replaced, resumed = actions(execution)[-2:]
+    assert replaced == ("replace", "succeeded")
+    # the agent gives up at the command's deadline, the moment the task times out: either comes first
+    assert resumed in {("resume", "failed"), ("resume", "timed-out")}
+    assert operation.error is not None
+    assert operation.error.error == "Autopilot.NodeNotBackInSlurm"
+    successor = operation.successor_node_id
+    assert successor is not None
+    assert slurm_name(hostname(stack, successor)) in operation.error.cause
+    if back == "wrong-gpu-count":
+        assert "4 GPUs in Slurm, 8 expected" in operation.error.cause
+    else:
+        assert "deadline" in operation.error.cause or "no result within 30 minutes" in operation.error.cause
+    assert_released(stack, execution, node)
+    [event] = [e for e in stack.operation_events() if e["detail"].get("operationType") == "ReplaceNode"]
+    assert event["detail-type"] == "Node Repair Failed"
