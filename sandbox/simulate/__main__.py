@@ -79,6 +79,12 @@ def parser() -> argparse.ArgumentParser:
         help="job restart once it has its nodes",
     )
     p.add_argument(
+        "--drain-timeout-minutes",
+        type=float,
+        default=DEFAULTS.drain_timeout_minutes,
+        help="DrainTimeoutMinutes of the autopilot policy's drain-first repair (the repair-kill accounting)",
+    )
+    p.add_argument(
         "--reboot-minutes", type=float, default=DEFAULTS.reboot_minutes, help="a node reboot (HyperPod)"
     )
     p.add_argument(
@@ -145,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate_scale=args.rate_scale,
         seed=args.seed,
         max_concurrent_repairs=args.max_concurrent_repairs,
+        drain_timeout_minutes=args.drain_timeout_minutes,
         max_unhealthy_percent=args.max_unhealthy_percent,
         fallback_poll_seconds=args.fallback_poll_seconds,
         sweep_schedule=args.sweep_schedule,

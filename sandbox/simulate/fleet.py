@@ -48,6 +48,7 @@ from sandbox.demo.runner import DEMO_PARAMETERS, SandboxEnvironment
 from sandbox.demo.scenarios_lifecycle import create_body
 from sandbox.simulate.failures import REBOOT, Failure, failure_trace
 from sandbox.simulate.job import JobSettings, TrainingJob
+from sandbox.simulate.repair_kills import JobOnNode, gpus_lost, killed_work_s
 
 POLICIES: Final = {"hyperpod": "Automatic", "autopilot": "None"}
 WORKERS: Final = "worker-group-1"
@@ -75,6 +76,9 @@ class SimulationOptions:
     rate_scale: float = 1.0
     seed: int = 7
     max_concurrent_repairs: int = 4
+    # A Slurm-aware repair's wait for the drained node's jobs (the template's DrainTimeoutMinutes
+    # default): the repair-kill accounting of the autopilot policy (repair_kills.py)
+    drain_timeout_minutes: float = 60.0
     max_unhealthy_percent: int = 20
     fallback_poll_seconds: int = 300
     # The sweep is the safety net for missed events; the simulation loses none, and each run costs
@@ -108,6 +112,10 @@ class JobRun:
     replace_faults: int = 0  # of which HMA asks for a replace (or a reboot will not heal)
     job_faults: int = 0  # job-level failures
     absorbed: int = 0  # faults on a worker already down (not injected again)
+    # faults after which a repair, not the fault, ends the job (repair_kills.py), and the job's
+    # seconds of work that repair kills under the run's policy
+    repair_kills: int = 0
+    repair_killed_s: float = 0.0
     # filled at the end from the control plane's records of its workers
     reboots: int = 0
     replacements: int = 0
@@ -409,7 +417,25 @@ class FleetSimulation:
             job_run.node_faults += 1
             job_run.replace_faults += failure.fault_type != REBOOT or not failure.reboot_heals
             if job_run.job.hits(failure.slot):
+                self._count_repair_kill(run.policy, job_run, failure, now)
                 job_run.job.interrupt(now)
+
+    def _count_repair_kill(self, policy: str, job_run: JobRun, failure: Failure, now: float) -> None:
+        """The work a repair of the job's node kills, by the policy's rule (repair_kills.py). The job
+        model itself still stops the job at the fault under both policies: these clusters have no Slurm
+        agent, so the control plane runs today's repair (docs/fleet-sim.md, "Repair kills")."""
+        job = job_run.job
+        run_s = job.run_s(now)
+        if run_s is None or gpus_lost(failure.fault_type):
+            return
+        on_node = JobOnNode(run_s, job.settings.checkpoint_s)
+        job_run.repair_kills += 1
+        job_run.repair_killed_s += killed_work_s(
+            policy,
+            on_node,
+            fault_type=failure.fault_type,
+            drain_timeout_s=self.options.drain_timeout_minutes * 60,
+        )
 
     def _observe(self, sandbox: Sandbox, run: ClusterRun, now: float) -> None:
         """Down slots whose node (or its successor) serves again are back; waiting jobs restart."""

@@ -63,6 +63,16 @@ class TrainingJob:
         self.state = JobState.WAITING
         return True
 
+    def run_s(self, now_s: float) -> float | None:
+        """Seconds since its current run began at ``now_s`` (negative: still restarting, for that long);
+        None while it waits for nodes (nothing of it runs)."""
+        self.at(now_s)
+        if self.state is JobState.RUNNING:
+            return now_s - self.segment_start_s
+        if self.state is JobState.RESTARTING:
+            return now_s - self.restart_done_s
+        return None
+
     def hits(self, slot: int) -> bool:
         return slot in self.slots
 

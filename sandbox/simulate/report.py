@@ -52,6 +52,10 @@ def entries(outcome: Outcome, options: SimulationOptions) -> list[dict[str, Any]
                     "ettr": round(job.ettr(outcome.end_s), 5),
                     "lost_gpu_hours": round(lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
                     "lost_work_gpu_hours": round(job.lost_s / 3600 * options.nodes * GPUS_PER_NODE, 1),
+                    "repair_kills": job_run.repair_kills,
+                    "repair_killed_gpu_hours": round(
+                        job_run.repair_killed_s / 3600 * options.nodes * GPUS_PER_NODE, 1
+                    ),
                     "interruptions": job.interruptions,
                     "reboots": job_run.reboots,
                     "replacements": job_run.replacements,
@@ -148,14 +152,15 @@ def write_json(path: Path, rows: list[dict[str, Any]], outcome: Outcome, options
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     header = (
-        f"{'policy':<10} {'spares':>6} {'ETTR':>7} {'lost GPU-h':>11} {'interrupts':>10} "
-        f"{'reboots':>7} {'replaces':>8} {'spares $/month':>15} {'control plane $':>15}"
+        f"{'policy':<10} {'spares':>6} {'ETTR':>7} {'lost GPU-h':>11} {'repair-killed GPU-h':>19} "
+        f"{'interrupts':>10} {'reboots':>7} {'replaces':>8} {'spares $/month':>15} {'control plane $':>15}"
     )
     lines = [header, "-" * len(header)]
     for r in rows:
         lines.append(
             f"{r['policy']:<10} {r['spares']:>6} {r['ettr'] * 100:>6.2f}% {r['lost_gpu_hours']:>11,.0f} "
-            f"{r['interruptions']:>10} {r['reboots']:>7} {r['replacements']:>8} "
+            f"{r['repair_killed_gpu_hours']:>19,.0f} {r['interruptions']:>10} {r['reboots']:>7} "
+            f"{r['replacements']:>8} "
             f"{r['spare_cost_usd_per_month']:>15,.0f} {r['control_plane_cost_usd']:>15.4f}"
         )
     return "\n".join(lines)

@@ -198,6 +198,10 @@ def test_the_report_has_one_entry_per_policy_and_spare_count_and_a_chart(report:
     for e in report["entries"]:
         assert 0 < e["ettr"] <= 1
         assert e["lost_gpu_hours"] >= 0
+        # a repair kills the job only at a fault that interrupted it (repair_kills.py)
+        assert 0 <= e["repair_kills"] <= e["interruptions"]
+        if e["policy"] == "hyperpod":  # no drain: the kill is the job model's own loss at the fault
+            assert e["repair_killed_gpu_hours"] <= e["lost_work_gpu_hours"]
         assert e["control_plane_cost_usd"] > 0
         assert (e["spare_cost_usd"] > 0) == (e["spares"] > 0)
 
