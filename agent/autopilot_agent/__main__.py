@@ -24,6 +24,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument(
         "--once", action="store_true", help="one report, the commands it brings, their results; then exit"
     )
+    parser.add_argument("--check", action="store_true", help="check the configuration and exit (install.sh)")
     parser.add_argument("--version", action="version", version=VERSION)
     args = parser.parse_args(argv)
     # journald timestamps each line itself
@@ -33,6 +34,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except config.ConfigError as error:
         log.error("configuration: %s", error)
         return 2
+    if args.check:
+        log.info("configuration ok: cluster %s, %s", settings.cluster_name, settings.reports_url)
+        return 0
     agent = Agent(ReportClient(settings, CredentialSource()), Slurm(), settings.poll_seconds)
     log.info(
         "autopilot agent %s for cluster %s, reporting to %s every %.0f s",
