@@ -13,9 +13,10 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: help venv test test-slow test-fast lint build deploy deploy-guided delete demo bench simulate sandbox docs lock clean
+.PHONY: help venv slurm test test-slow test-fast lint build deploy deploy-guided delete demo bench simulate sandbox docs lock clean
 
 help:
+	@echo "make slurm   install real Slurm for the sandbox (Debian's slurmctld slurmd slurm-client; as root, when missing)"
 	@echo "make test    set up .venv and run the fast tier on every core, with the coverage gate (tests/README.md)"
 	@echo "make test-slow  the slow tier: whole sandboxes on a running clock, the demo, fuzz, sam build, CLI install"
 	@echo "make test-fast  the fast tier without coverage, serially: PYTEST_ARGS=tests/unit/test_state.py for one module"
@@ -48,15 +49,29 @@ $(CHECKOV_STAMP): requirements/checkov.lock
 
 venv: $(STAMP)
 
+# Real Slurm for the sandbox's Slurm clusters (docs/sandbox.md, "Real Slurm"): Debian's packages, installed
+# when missing and we are root (a no-op when present). Not root: one line says how; the Slurm tests then
+# skip with the same line (under CI=... they fail instead). The sandbox starts its own daemons per cluster:
+# the packages' system services are not wanted, so they are stopped and disabled where systemd runs them.
+SLURM_PROGRAMS := slurmctld slurmd sinfo squeue sbatch scontrol
+slurm:
+	@if (for p in $(SLURM_PROGRAMS); do command -v $$p >/dev/null || exit 1; done); then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Slurm (slurmctld slurmd slurm-client) with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    slurmctld slurmd slurm-client >/dev/null && \
+	  { systemctl disable --now slurmctld slurmd >/dev/null 2>&1 || true; }; \
+	else echo "make slurm: real Slurm is missing and this is not root with apt-get: run 'sudo make slurm' (the Slurm tests skip until then)"; fi
+
 # Two tiers (tests/README.md): `slow` marks what needs a whole sandbox on a running clock or an external
 # tool; everything else runs here, one worker process per core (each worker deploys its own sandboxes).
 # --dist loadfile: a module runs whole, in order, on one worker, as in a serial run (its module-scoped
 # sandbox is started once, and a test reading what an earlier one of its module did still sees it).
-test: $(STAMP)
+test: $(STAMP) slurm
 	$(BIN)/pytest -m "not slow" -n auto --dist loadfile --cov --cov-report=term \
 	  --cov-report=xml:build/coverage.xml --durations=10 $(PYTEST_ARGS)
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) slurm
 	$(BIN)/pytest -m slow -n auto --dist loadfile --durations=10 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -97,7 +112,7 @@ deploy-guided: build
 delete: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam delete
 
-demo: $(STAMP)
+demo: $(STAMP) slurm
 	$(BIN)/python -m sandbox demo
 
 bench: $(STAMP)
@@ -110,7 +125,7 @@ simulate: $(STAMP)
 # SPEED: simulated seconds per wall second while the control plane waits (600: a create in seconds;
 # 10: slow enough to watch a node repair step by step, docs/sandbox.md "Watch a node heal")
 SPEED ?= 600
-sandbox: $(STAMP)
+sandbox: $(STAMP) slurm
 	$(BIN)/python -m sandbox up --speed $(SPEED)
 
 # generated docs; tests/unit/test_workflow_diagrams.py and test_docs.py fail when they are stale

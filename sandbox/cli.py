@@ -124,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RATE",
         help="share (0-1) of HyperPod events delivered twice, as EventBridge may",
     )
+    up.add_argument(
+        "--no-slurm",
+        dest="slurm",
+        action="store_false",
+        help="no real Slurm (slurmctld / slurmd per Slurm cluster, the agent where installed; `make slurm`)",
+    )
 
     invoke = commands.add_parser(
         "invoke",
@@ -268,7 +274,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         # resolved before the sandbox starts: it sets AWS_REGION in this process to what it runs in
         region, region_source = resolve_region(args.region, args.template)
-        with _sandbox(args, region, duplicate_events=args.duplicate_events) as sandbox:
+        with _sandbox(args, region, duplicate_events=args.duplicate_events, slurm=args.slurm) as sandbox:
             api_url = sandbox.serve_api(args.api_port)
             aws_url = sandbox.serve_aws(args.aws_port)
             announce_stack(sandbox, api_url)
@@ -289,6 +295,11 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"    export AWS_DEFAULT_REGION={sandbox.region}")
             print(f"  e.g. aws --endpoint-url {aws_url} sagemaker list-clusters")
             print(f"  the CLI: AWS_ENDPOINT_URL={aws_url} autopilot configure --stack {sandbox.stack.name}")
+            if sandbox.slurm is not None:
+                print(
+                    f"  Slurm: real, per Slurm cluster: curl {aws_url}/_sandbox/slurm/<cluster> gives its "
+                    "slurmConf; SLURM_CONF=<slurmConf> sinfo"
+                )
             shown = (
                 "everything (--verbose)" if args.verbose else f"warnings, errors, changes; all in {args.log}"
             )

@@ -93,6 +93,7 @@ class Sandbox:
         iam: bool = True,
         duplicate_events: float = 0.0,
         repair_action_none: float = 0.0,
+        slurm: bool = False,
     ) -> None:
         self.template = Path(template).resolve()
         self.parameters = dict(parameters or {})
@@ -110,6 +111,11 @@ class Sandbox:
         self.duplicate_events = duplicate_events  # share of HyperPod events EventBridge delivers twice
         # share of faults on NodeRecovery Automatic clusters whose Node Health events say RepairAction None
         self.repair_action_none = repair_action_none
+        # real Slurm (sandbox/slurm/) for the HyperPod simulator's Slurm clusters, and the agent where a
+        # cluster installs it; off by default (hundreds of simulated nodes would be hundreds of slurmd)
+        self.slurm_enabled = slurm
+        self.slurm: Any = None
+        self._agent_api_lock = threading.Lock()
         self.hyperpod: Any = None
         self.ssm: Any = None
         self.budgets: Any = None
@@ -246,6 +252,8 @@ class Sandbox:
             )
             self.hyperpod.install()
             self._undo.append(self.hyperpod.uninstall)
+            if self.slurm_enabled:
+                self._install_slurm()
         ssm = _optional_module("sandbox.ssm_sessions")
         if ssm is not None:
             self.ssm = ssm.SsmSessionsSimulator(self.clock, region=self.region, account_id=self.account_id)
@@ -266,6 +274,36 @@ class Sandbox:
             self.pricing = pricing.PricingSimulator()
             self.pricing.install()
             self._undo.append(self.pricing.uninstall)
+
+    def _install_slurm(self) -> None:
+        from sandbox.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415 - only with Slurm on
+        from sandbox.slurm.hyperpod import HyperPodSlurm  # noqa: PLC0415
+
+        missing = missing_slurm()
+        if missing:
+            raise RuntimeError(
+                f"Sandbox(slurm=True) needs Slurm ({', '.join(missing)} missing): {INSTALL_HINT}"
+            )
+        self.slurm = HyperPodSlurm(api_url=self._agent_api_url, credentials=self._controller_credentials)
+        self.hyperpod.hooks = self.slurm
+        self._undo.append(self.slurm.stop)
+
+    def _agent_api_url(self) -> str:
+        """The local API an agent reports to: the one being served, else one started on a free port."""
+        with self._agent_api_lock:
+            served = next((s for s in self._servers if isinstance(s, ApiServer)), None)
+            return served.url if served is not None else self.serve_api(0)
+
+    def _controller_credentials(self, role_arn: str, session_name: str) -> dict[str, str]:
+        """STS AssumeRole of a controller group's ExecutionRole, named after the controller instance (as
+        EC2 names an instance profile's sessions; what HyperPod names them is unverified)."""
+        assumed = self.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=session_name)
+        credentials = assumed["Credentials"]
+        return {
+            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        }
 
     def _wall_seconds(self, simulated: float) -> float:
         """A simulated delay in wall seconds, never longer than the real one (frozen clock: real time)."""
@@ -482,6 +520,11 @@ class Sandbox:
             except (ValueError, KeyError) as error:
                 return 400, {"error": str(error)}
             return 200, {"fault": body["fault"], "result": result}
+        if route.startswith("slurm/") and method == "GET":
+            view = self.slurm.view(route.removeprefix("slurm/")) if self.slurm is not None else None
+            if view is None:
+                return 404, {"error": f"no Slurm for cluster {route.removeprefix('slurm/')!r}"}
+            return 200, view
         if route == "schedules" and method == "POST":
             try:
                 self.fire_schedule(str((body or {}).get("logical_id")))

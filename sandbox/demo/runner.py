@@ -404,6 +404,7 @@ def embedded_environment(*, speed: float, log_path: Path | None) -> Iterator[San
                 parameters=DEMO_RUN_PARAMETERS,
                 clock=SandboxClock(speed=speed, start=DEMO_CLOCK_START),
                 duplicate_events=DEMO_DUPLICATES,
+                slurm=True,  # real Slurm for the Slurm clusters (make demo installs it: make slurm)
             )
         )
         if sandbox.budgets is not None:

@@ -39,6 +39,7 @@ from sandbox.hyperpod.faults import (
     insufficient_capacity_message,
     no_capacity_event_message,
 )
+from sandbox.hyperpod.hooks import InstanceHooks
 from sandbox.hyperpod.model import Cluster, HyperPodTimings, InstanceGroup, Node, epoch_millis, utc
 from sandbox.hyperpod.registry import SIMULATORS
 from sandbox.hyperpod.responses import install_sagemaker_seam, uninstall_sagemaker_seam
@@ -156,6 +157,8 @@ class HyperPodSimulator:
         # (cluster name, instance id, "reboot" | "replace") → repairs started on that node, by a Batch*
         # call or by HyperPod itself (NodeRecovery Automatic): what a fleet simulation counts.
         self.node_repairs: Counter[tuple[str, str, str]] = Counter()
+        # An orchestrator on the instances (sandbox/slurm/: real Slurm), told of every instance change
+        self.hooks: InstanceHooks | None = None
         self._operations: dict[str, Callable[[Params], dict[str, Any]]] = {
             "CreateCluster": self._create_cluster,
             "DescribeCluster": self._describe_cluster,
@@ -935,6 +938,8 @@ class HyperPodSimulator:
             group.status = "Deleting"
         for node in cluster.nodes.values():
             node.status, node.operation = "ShuttingDown", "shutdown"
+        if self.hooks is not None:
+            self.hooks.cluster_deleted(cluster)
         self._after(at, self.timings.delete_cluster, lambda t: self._remove_cluster(cluster, token))
         self._state_change(cluster, at)
         return {"ClusterArn": cluster.arn}
@@ -1177,6 +1182,8 @@ class HyperPodSimulator:
         self.node_repairs[(cluster.name, node.instance_id, "reboot")] += 1
         node.status, node.operation, node.message = "Pending", "reboot", "Rebooting the instance."
         self._instance_event(cluster, node, at, _REBOOTING)
+        if self.hooks is not None:
+            self.hooks.instance_stopped(cluster, node)
         self._after(at, self.timings.reboot_node, lambda t: self._finish_reboot(cluster, node, t))
 
     def _finish_reboot(self, cluster: Cluster, node: Node, at: datetime) -> None:
@@ -1191,12 +1198,16 @@ class HyperPodSimulator:
             node.recommendation = "Please Replace the Faulty Node."
             node.status = node.resting_status
             node.message = node.health_reason if node.resting_status == "Failure" else ""
+            if self.hooks is not None and node.status == "Running":  # back up, still unhealthy
+                self.hooks.instance_running(cluster, node, rebooted=True)
             self._health_event(cluster, node, at)
             if node.auto_repair:
                 self._schedule_auto_repair(cluster, node, at)
             return
         _heal(node)
         node.status = "Running"
+        if self.hooks is not None:
+            self.hooks.instance_running(cluster, node, rebooted=True)
         if was_unhealthy:
             self._health_event(cluster, node, at)
 
@@ -1207,6 +1218,8 @@ class HyperPodSimulator:
         node.status, node.operation, node.replaced_by = "ShuttingDown", "replace", successor.instance_id
         node.message = f"Replaced by {successor.instance_id}."
         self._instance_event(cluster, node, at, _TERMINATING)
+        if self.hooks is not None:
+            self.hooks.instance_stopped(cluster, node)
         self._instance_event(cluster, successor, at, _REPLACING)
         self._after(at, self.timings.shutdown_node, lambda t: self._remove_node(cluster, node, "replace"))
         self._after(at, self.timings.replace_node, lambda t: self._finish_launch(cluster, successor, t))
@@ -1234,6 +1247,8 @@ class HyperPodSimulator:
             )
         else:
             node.status, node.operation = "Running", None
+            if self.hooks is not None:
+                self.hooks.instance_running(cluster, node, rebooted=False)
 
     def _waiting_for_deep_health_checks(self, cluster: Cluster, at: datetime, then: Action) -> bool:
         """Deep health checks run as part of a create / scale-up (AWS's docs): while new instances
@@ -1246,10 +1261,14 @@ class HyperPodSimulator:
     def _finish_deep_health_check(self, cluster: Cluster, node: Node) -> None:
         if self._node_alive(cluster, node, "deep_health_check"):
             node.status, node.operation = "Running", None
+            if self.hooks is not None:
+                self.hooks.instance_running(cluster, node, rebooted=False)
 
     def _remove_node(self, cluster: Cluster, node: Node, operation: str) -> None:
         if self._node_alive(cluster, node, operation):
             del cluster.nodes[node.instance_id]
+            if self.hooks is not None:
+                self.hooks.instance_terminated(cluster, node)
 
     def _schedule_removal(self, cluster: Cluster, node: Node, at: datetime) -> None:
         self._after(at, self.timings.scale_down, lambda t: self._remove_node(cluster, node, "shutdown"))
@@ -1437,6 +1456,8 @@ class HyperPodSimulator:
                     target.repair_action_override = "None"
                 target.status = target.resting_status = instance_status
                 target.message = fault.reason if instance_status == "Failure" else ""
+                if self.hooks is not None and instance_status == "Failure":  # the instance went down
+                    self.hooks.instance_stopped(target_cluster, target)
                 self._health_event(target_cluster, target, at)
                 if target.auto_repair:
                     self._schedule_auto_repair(target_cluster, target, at)

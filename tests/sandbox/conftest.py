@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -202,3 +203,17 @@ def create_states_role(sandbox: Any, name: str, actions: list[str]) -> None:
         PolicyName="tasks",
         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [allowed]}),
     )
+
+
+@pytest.fixture(scope="session")
+def slurm_required() -> None:
+    """Real Slurm (``make slurm``): a test that needs it skips where it is not installed, with one line
+    saying how to install it; under CI (env ``CI`` set) it fails instead: CI never skips them."""
+    from sandbox.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415
+
+    missing = missing_slurm()
+    if missing:
+        message = f"real Slurm is not installed ({', '.join(missing)} missing): {INSTALL_HINT}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)

@@ -1,0 +1,397 @@
+"""One real Slurm cluster on this machine: a slurmctld and one ``slurmd -N <node>`` per worker node.
+
+Debian's Slurm 22.05 (``make slurm``). Everything lives under one work directory the caller owns
+(slurm.conf, state, spool, logs, the fake GPU devices) and is removed by ``stop()``. Every daemon is
+our child (``-D``, its own session), and ``stop()`` also kills what they spawned (slurmstepd, job
+tasks, slurmscriptd), found by their open files under the work directory; an ``atexit`` hook stops
+any cluster still running when the process ends.
+
+Why these choices (docs/sandbox.md, "Real Slurm"):
+- Static nodes in slurm.conf, and a slurmctld restart (state saved, jobs kept) to add or remove one.
+  22.05's dynamic nodes (``scontrol create`` / ``slurmd -Z``) ignore a node's ``Port`` (the controller
+  dials SlurmdPort), so many slurmd on one address cannot be dynamic; and they show ``DYNAMIC_NORM`` in
+  the node's state, which HyperPod's static nodes never do.
+- Each slurmd has its own ``Port`` on 127.0.0.1 (``CommunicationParameters=NoInAddrAny`` binds it to
+  loopback); slurmctld binds every interface (22.05 has no setting for it) with ``AuthType=auth/none``:
+  a development machine's firewall is what keeps it local.
+- Fake GPUs: ``gres.conf`` needs a ``File`` per GPU (22.05 drops a file-less gpu GRES), and the file must
+  be a character device: symlinks to /dev/null under the work directory.
+- A reboot restarts slurmd with ``-b`` ("report node rebooted when daemon restarted", meant for testing):
+  on one shared kernel the boot time never changes, so without it Slurm could not see a reboot; with it
+  slurmctld itself sets DOWN "Node unexpectedly rebooted" as it does for a real reboot (ReturnToService=1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+SLURMCTLD: Final = "slurmctld"
+SLURMD: Final = "slurmd"
+CLIENT_TOOLS: Final = ("sinfo", "squeue", "sbatch", "scontrol")
+INSTALL_HINT: Final = "install it with `sudo make slurm` (Debian's slurmctld, slurmd and slurm-client)"
+DEFAULT_PARTITION: Final = "dev"
+_START_SECONDS: Final = 10.0  # a daemon that is not answering by then failed to start
+_STOP_SECONDS: Final = 5.0  # slurmctld saves its state on SIGTERM; then SIGKILL
+
+
+class SlurmError(RuntimeError):
+    """A Slurm daemon did not start or a command failed; the message names its log."""
+
+
+def missing_slurm() -> list[str]:
+    """The Slurm programs this machine lacks (empty: real Slurm can run here)."""
+    return [tool for tool in (SLURMCTLD, SLURMD, *CLIENT_TOOLS) if shutil.which(tool) is None]
+
+
+@dataclass
+class SlurmNode:
+    name: str  # HyperPod's Slurm node name: the first label of PrivateDnsHostname (ip-10-1-2-3)
+    gpus: int
+    partitions: tuple[str, ...] = (DEFAULT_PARTITION,)
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    stopped_at: float = field(default=0.0)  # monotonic time slurmd last stopped (reboot detection)
+
+
+class SlurmCluster:
+    """A real Slurm cluster under ``workdir``: ``start()``, then add / stop / reboot / remove nodes."""
+
+    def __init__(self, name: str, workdir: Path | str, *, slurmd_timeout: int = 10) -> None:
+        self.name = name
+        self.workdir = Path(workdir).resolve()
+        # Slurm's own timers run on wall time, not the sandbox clock: a slurmd that stopped answering is
+        # DOWN* after about this many seconds (HyperPod's value is not published; Slurm's default is 300)
+        self.slurmd_timeout = slurmd_timeout
+        self.nodes: dict[str, SlurmNode] = {}
+        self._controller: subprocess.Popen[bytes] | None = None
+        self._controller_port = 0
+        self._lock = threading.RLock()
+        self._started = False
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def conf(self) -> Path:
+        """slurm.conf: ``SLURM_CONF=<this> sinfo`` talks to this cluster."""
+        return self.workdir / "slurm.conf"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def _log(self, daemon: str) -> Path:
+        return self.workdir / "log" / f"{daemon}.log"
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> SlurmCluster:
+        """Write the configuration and start slurmctld (no nodes yet)."""
+        missing = missing_slurm()
+        if missing:
+            raise SlurmError(f"Slurm is not installed ({', '.join(missing)} missing): {INSTALL_HINT}")
+        with self._lock:
+            if self._started:
+                return self
+            for sub in ("state", "spool", "log", "dev"):
+                (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+            self._controller_port = _free_port("0.0.0.0")
+            _LIVE.add(self)
+            self._started = True
+            self._write_conf()
+            self._start_controller()
+        return self
+
+    def stop(self) -> None:
+        """Stop every daemon and what it spawned, and remove the work directory. Idempotent."""
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False
+            processes = [n.process for n in self.nodes.values()] + [self._controller]
+            for process in processes:
+                if process is not None and process.poll() is None:
+                    process.kill()
+            for process in processes:
+                if process is not None:
+                    process.wait(_STOP_SECONDS)
+            _kill(_processes_using(str(self.workdir)))
+            self._controller = None
+            for node in self.nodes.values():
+                node.process = None
+            _LIVE.discard(self)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self._started
+
+    # ------------------------------------------------------------------ nodes
+    def add_nodes(
+        self, nodes: Mapping[str, int], partitions: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """Add worker nodes (name → GPU count) and start their slurmd. One controller restart for all."""
+        with self._lock:
+            new = {name: gpus for name, gpus in nodes.items() if name not in self.nodes}
+            for name, gpus in new.items():
+                names = tuple((partitions or {}).get(name) or (DEFAULT_PARTITION,))
+                self.nodes[name] = SlurmNode(name, gpus, names, port=_free_port("127.0.0.1"))
+                self._fake_gpus(name, gpus)
+            if new:
+                self._reconfigure()
+            for name in new:
+                self.start_node(name)
+
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        """Take nodes out of Slurm (their slurmd stops, their entries go; one controller restart)."""
+        with self._lock:
+            gone = [name for name in names if name in self.nodes]
+            for name in gone:
+                self.stop_node(name)
+                del self.nodes[name]
+                shutil.rmtree(self.workdir / "dev" / name, ignore_errors=True)
+            if gone:
+                self._reconfigure()
+
+    def stop_node(self, name: str) -> None:
+        """The instance is gone or unreachable: its slurmd and its jobs' processes die at once
+        (SIGKILL, as a crash); Slurm marks the node DOWN* once SlurmdTimeout passes."""
+        with self._lock:
+            node = self.nodes[name]
+            if node.process is not None and node.process.poll() is None:
+                node.process.kill()
+                node.process.wait(_STOP_SECONDS)
+            node.process = None
+            _kill(_processes_using(str(self._log(f"slurmd-{name}"))))
+            node.stopped_at = time.monotonic()
+
+    def start_node(self, name: str, *, rebooted: bool = False) -> None:
+        """Start the node's slurmd; ``rebooted``: it reports a reboot (``-b``) as after an instance's."""
+        with self._lock:
+            node = self.nodes[name]
+            if node.process is not None and node.process.poll() is None:
+                return
+            if rebooted:
+                # slurmctld sees a reboot when the boot time (whole seconds) is later than the node's last
+                # message: never start in the second the old slurmd last answered in
+                time.sleep(max(0.0, node.stopped_at + 1.1 - time.monotonic()))
+            (self.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
+            argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name, *(["-b"] if rebooted else [])]
+            node.process = _spawn(argv, self.env())
+
+    def reboot_node(self, name: str) -> None:
+        """An instance reboot: slurmd (and the jobs on the node) stop, then slurmd starts again and
+        reports the reboot, which slurmctld answers with DOWN "Node unexpectedly rebooted"."""
+        self.stop_node(name)
+        self.start_node(name, rebooted=True)
+
+    def node_names(self) -> list[str]:
+        with self._lock:
+            return list(self.nodes)
+
+    # ------------------------------------------------------------------ commands
+    def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> str:
+        """Run a Slurm client command against this cluster (argv, no shell); its stdout."""
+        result = subprocess.run(
+            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise SlurmError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result.stdout
+
+    def node_state(self, name: str) -> dict[str, str]:
+        """``scontrol show node``'s fields of one node (State, Reason, Gres…); {} when Slurm lacks it."""
+        text = self.run("scontrol", "-o", "show", "node", name, check=False)
+        fields: dict[str, str] = {}
+        for word in text.split():
+            key, sep, value = word.partition("=")
+            if sep:
+                fields[key] = value
+        if "Reason" in fields:  # the reason holds spaces: everything up to " [user@time]"
+            reason = text.split("Reason=", 1)[1]
+            fields["Reason"] = reason.split(" [", 1)[0].strip()
+        return fields if fields.get("NodeName") == name else {}
+
+    def wait_for(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Poll ``check()`` until true (a deadline: Slurm's state changes on its own time)."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise SlurmError(f"{self.name}: timed out waiting for {what} (logs: {self.workdir / 'log'})")
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------------ internals
+    def _fake_gpus(self, name: str, gpus: int) -> None:
+        devices = self.workdir / "dev" / name
+        devices.mkdir(parents=True, exist_ok=True)
+        for index in range(gpus):
+            link = devices / f"nvidia{index}"
+            if not link.is_symlink():
+                link.symlink_to("/dev/null")
+
+    def _write_conf(self) -> None:
+        work = self.workdir
+        lines = [
+            f"ClusterName={_cluster_name(self.name)}",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={self._controller_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/none",
+            "CredType=cred/none",
+            "CommunicationParameters=NoInAddrAny",
+            "SlurmdParameters=config_overrides",
+            "DebugFlags=NO_CONF_HASH",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "SchedulerType=sched/backfill",
+            "SwitchType=switch/none",
+            "MpiDefault=none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "JobCompType=jobcomp/none",
+            "GresTypes=gpu",
+            "MailProg=/bin/true",
+            # Unverified (docs/sandbox.md): HyperPod's value is not published; 1 returns a node that was
+            # DOWN for not responding when it registers again, but not one that rebooted unexpectedly
+            "ReturnToService=1",
+            f"SlurmdTimeout={self.slurmd_timeout}",
+            "SlurmctldTimeout=10",
+            "MessageTimeout=5",
+            "TreeWidth=65533",
+            f"StateSaveLocation={work}/state",
+            f"SlurmdSpoolDir={work}/spool/%n",
+            f"SlurmctldPidFile={work}/slurmctld.pid",
+            f"SlurmdPidFile={work}/spool/%n/slurmd.pid",
+            f"SlurmctldLogFile={self._log('slurmctld')}",
+            f"SlurmdLogFile={work}/log/slurmd-%n.log",
+        ]
+        partitions: dict[str, list[str]] = {}
+        gres: list[str] = []
+        for node in self.nodes.values():
+            gpu_words = f" Gres=gpu:{node.gpus}" if node.gpus else ""
+            lines.append(
+                f"NodeName={node.name} NodeAddr=127.0.0.1 NodeHostname=localhost Port={node.port}"
+                f" CPUs={max(1, node.gpus)}{gpu_words} State=UNKNOWN"
+            )
+            if node.gpus:
+                devices = f"{work}/dev/{node.name}/nvidia[0-{node.gpus - 1}]"
+                gres.append(f"NodeName={node.name} Name=gpu File={devices}")
+            for partition in node.partitions:
+                partitions.setdefault(partition, []).append(node.name)
+        if not partitions:  # slurmctld needs a partition; with MaxNodeCount it may have no node yet
+            lines += ["MaxNodeCount=1024", f"PartitionName={DEFAULT_PARTITION} Nodes=ALL Default=YES"]
+        for index, (partition, members) in enumerate(partitions.items()):
+            default = "YES" if index == 0 else "NO"
+            lines.append(f"PartitionName={partition} Nodes={','.join(members)} Default={default}")
+        self.conf.write_text("\n".join(lines) + "\n")
+        (work / "gres.conf").write_text("\n".join(gres) + "\n")
+
+    def _start_controller(self) -> None:
+        self._controller = _spawn([SLURMCTLD, "-D", "-f", str(self.conf)], self.env())
+
+        def answering() -> bool:
+            if self._controller is None or self._controller.poll() is not None:
+                raise SlurmError(f"{self.name}: slurmctld exited (log: {self._log('slurmctld')})")
+            return "UP" in self.run("scontrol", "ping", check=False, timeout=5)
+
+        self.wait_for("slurmctld", answering, _START_SECONDS)
+
+    def _reconfigure(self) -> None:
+        """22.05 adds or removes a node only on a restart: SIGTERM (slurmctld saves its state: jobs,
+        node states and reasons), a new slurmctld with the new slurm.conf recovers it."""
+        self._write_conf()
+        controller = self._controller
+        if controller is not None and controller.poll() is None:
+            controller.terminate()
+            try:
+                controller.wait(_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+                controller.wait(_STOP_SECONDS)
+        _kill(_processes_using(str(self._log("slurmctld"))))  # its slurmscriptd
+        self._start_controller()
+
+
+_LIVE: weakref.WeakSet[SlurmCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """No daemon outlives the process that started it (a test run killed halfway included)."""
+    for cluster in list(_LIVE):
+        cluster.stop()
+
+
+def _spawn(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    # its own session: a Ctrl-C in the terminal reaches the sandbox, which stops the daemons in order
+    return subprocess.Popen(
+        argv,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _cluster_name(name: str) -> str:
+    # Slurm's ClusterName: lower case, no dots; at most 40 characters is safe for its state files
+    return "".join(c if c.isalnum() else "_" for c in name.lower())[:40] or "sandbox"
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _processes_using(prefix: str) -> set[int]:
+    """Processes with a file, working directory or argument under ``prefix`` (Slurm's daemons hold their
+    log open; slurmstepd inherits it), and everything in their sessions (the job tasks)."""
+    me = {os.getpid(), os.getsid(0)}
+    found: set[int] = set()
+    sessions: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in me:
+            continue
+        pid = int(entry.name)
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            links.append(os.readlink(entry / "cwd"))
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if prefix in cmdline or any(link.startswith(prefix) for link in links):
+            found.add(pid)
+            try:
+                sessions.add(os.getsid(pid))
+            except OSError:
+                continue
+    sessions -= me
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in me:
+            try:
+                if os.getsid(int(entry.name)) in sessions:
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _kill(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
