@@ -87,6 +87,11 @@ class _CognitoIdentity:
     cognito_identity_pool_id: str | None = None
 
 
+def log_group_name(spec: FunctionSpec) -> str:
+    """The function's log group: its LoggingConfig's, else the one Lambda names after it."""
+    return spec.log_group_name or f"/aws/lambda/{spec.name}"
+
+
 class LambdaContext:
     """The context the Python runtime passes (same attributes; memory_limit_in_mb is a str there too)."""
 
@@ -96,7 +101,7 @@ class LambdaContext:
         self.function_version = "$LATEST"
         self.invoked_function_arn = spec.arn
         self.memory_limit_in_mb = str(spec.memory_size)
-        self.log_group_name = f"/aws/lambda/{spec.name}"
+        self.log_group_name = log_group_name(spec)
         self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{request_id.replace('-', '')}"
         self.identity = _CognitoIdentity()
         self.client_context: Any = None
@@ -640,7 +645,7 @@ class LambdaRuntime:
             "AWS_LAMBDA_FUNCTION_NAME": spec.name,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_GROUP_NAME": log_group_name(spec),
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
             "LAMBDA_TASK_ROOT": str(spec.code_dir),

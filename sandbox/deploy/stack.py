@@ -41,6 +41,8 @@ class FunctionSpec:
     max_async_retries: int = 2
     reserved_concurrency: int | None = None  # ReservedConcurrentExecutions (None: the account's pool)
     external_layers: list[str] = field(default_factory=list)
+    # LoggingConfig.LogGroup: where Lambda sends the function's logs (default /aws/lambda/<name>)
+    log_group_name: str | None = None
 
 
 @dataclass

@@ -26,6 +26,8 @@ from autopilot.settings import (
 from cfnlint.api import lint_file
 
 from sandbox.deploy import load_template
+from sandbox.lambda_runtime import LambdaContext
+from tests.events.stack import deployed
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -573,3 +575,29 @@ def test_the_api_announces_a_resume_and_sweeps_nothing_itself() -> None:
     assert "states:StopExecution" not in grants
     stuck = {f.alias for f in HealingSweepSettings.model_fields.values()}
     assert not stuck & set(function["Environment"]["Variables"])
+
+
+def test_every_function_logs_to_its_own_group_kept_log_retention_days() -> None:
+    # issue 20: the functions' /aws/lambda/<name> groups, made by Lambda, never expired
+    assert TEMPLATE["Parameters"]["LogRetentionDays"]["Default"] == 30
+    for name, props in of_type("AWS::Serverless::Function").items():
+        group = props["LoggingConfig"]["LogGroup"]["Ref"]
+        assert RESOURCES[group]["Type"] == "AWS::Logs::LogGroup", name
+        assert RESOURCES[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+    log_groups = of_type("AWS::Logs::LogGroup")
+    assert all("RetentionInDays" in props for props in log_groups.values())
+
+
+def test_the_deployed_functions_log_where_their_groups_keep_logs_30_days(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with deployed(execute=False) as stack:
+        groups = stack.client("logs").describe_log_groups()["logGroups"]
+        retention = {g["logGroupName"]: g.get("retentionInDays") for g in groups}
+        for name in of_type("AWS::Serverless::Function"):
+            spec = stack.stack.function(name)  # moto's GetFunction leaves LoggingConfig out
+            assert spec.log_group_name == stack.stack.physical_id(f"{name}LogGroup"), name
+            assert retention[spec.log_group_name] == 30, name
+            # the sandbox's runtime tells the handler that group, as Lambda does
+            assert LambdaContext(spec, "request", 0.0).log_group_name == spec.log_group_name, name

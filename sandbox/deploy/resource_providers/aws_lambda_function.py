@@ -77,6 +77,7 @@ def create(ctx: Context, logical_id: str, props: dict[str, Any]) -> Resource:
         dead_letter_arn=str(dead_letter) if dead_letter else None,
         reserved_concurrency=None if reserved is None else int(reserved),
         external_layers=external,
+        log_group_name=(props.get("LoggingConfig") or {}).get("LogGroup"),
     )
     return Resource(logical_id, "AWS::Lambda::Function", name, {"Arn": arn}, arn)
 
