@@ -21,7 +21,9 @@ from .slurm import NODE_NAME, Slurm, SlurmError, UnknownNode, state_flags
 log = logging.getLogger(__name__)
 
 VERBS = ("drain", "await_idle", "requeue", "resume")
-MAX_REASON = 256
+MAX_REASON = 1000  # what the control plane accepts (autopilot.models.agent), as the results below
+MAX_ERROR = 2000
+MAX_REFUSED = 100  # requeue's notRequeued entries: a result's detail stays under the control plane's 64 KiB
 REMEMBERED_COMMANDS = 4096
 RETRY_AFTER_FAILURE_SECONDS = 30.0
 
@@ -140,10 +142,11 @@ class Agent:
                 try:
                     self.slurm.requeue(job)
                 except SlurmError as error:
-                    refused.append({"job": job, "error": str(error)})
+                    refused.append({"job": job, "error": str(error)[:300]})
                 else:
                     requeued.append(job)
-            return {"requeued": requeued, "notRequeued": refused, "node": self.slurm.node(command.node)}
+            node = self.slurm.node(command.node)
+            return {"requeued": requeued, "notRequeued": refused[:MAX_REFUSED], "node": node}
         # await_idle
         if self.slurm.jobs_on(command.node):
             return None
@@ -187,7 +190,9 @@ class Agent:
         self.finished[command_id] = None
         while len(self.finished) > REMEMBERED_COMMANDS:
             self.finished.popitem(last=False)
-        self.outbox.append({"commandId": command_id, "ok": ok, "error": error, "detail": detail or {}})
+        self.outbox.append(
+            {"commandId": command_id, "ok": ok, "error": error and error[:MAX_ERROR], "detail": detail or {}}
+        )
         log.info("command %s done: ok=%s%s", command_id, ok, f" ({error})" if error else "")
 
     def _node_views(self) -> List[Dict[str, Any]]:

@@ -15,7 +15,9 @@ from typing import Any, Callable, Dict, List, Sequence
 TIMEOUT_SECONDS = 30.0
 # a Slurm node name as HyperPod's are (ip-10-1-2-3) and as Slurm accepts them; anything else is refused
 # before Slurm's list is even asked (no shell metacharacters, spaces, brackets or commas: one node)
-NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# what the control plane accepts in one node view (autopilot.models.agent): past these a report is refused
+MAX_STATE, MAX_REASON, MAX_JOBS = 200, 1000, 1000
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z_]+)=(\S*)")
 # scontrol appends "[user@2026-11-27T21:00:00]" to a reason
 _REASON_SUFFIX = re.compile(r"^(.*?)\s*\[[^\[\]@\s]+@[0-9T:-]+\]")
@@ -69,9 +71,11 @@ class Slurm:
         """Every node's view (two commands, plus one per multi-node job's node list)."""
         out = self.run(["scontrol", "show", "node", "-o"])
         views = [parse_node(line) for line in out.splitlines() if line.startswith("NodeName=")]
+        # a name Autopilot cannot address (not a hostname label) would get the whole report refused
+        views = [view for view in views if NODE_NAME.match(view["name"])]
         jobs = self._jobs_by_node()
         for view in views:
-            view["jobs"] = jobs.get(view["name"], [])
+            view["jobs"] = jobs.get(view["name"], [])[:MAX_JOBS]
         return views
 
     def node(self, name: str) -> Dict[str, Any]:
@@ -84,7 +88,7 @@ class Slurm:
         if not lines:
             raise UnknownNode()
         view = parse_node(lines[0])
-        view["jobs"] = self.jobs_on(name)
+        view["jobs"] = self.jobs_on(name)[:MAX_JOBS]
         return view
 
     def jobs_on(self, name: str) -> List[str]:
@@ -129,8 +133,8 @@ def parse_node(line: str) -> Dict[str, Any]:
     suffix = _REASON_SUFFIX.match(reason)
     return {
         "name": fields.get("NodeName", ""),
-        "state": fields.get("State", ""),
-        "reason": (suffix.group(1) if suffix else reason).strip(),
+        "state": fields.get("State", "")[:MAX_STATE],
+        "reason": (suffix.group(1) if suffix else reason).strip()[:MAX_REASON],
         "gpus": gpu_count(fields.get("Gres", "")),
         "jobs": [],
     }

@@ -8,6 +8,8 @@ import threading
 from datetime import timedelta
 
 import pytest
+from autopilot.models.agent import AgentReport, CommandView, Verb
+from autopilot.models.records import iso
 from autopilot_agent.client import Response
 from autopilot_agent.slurm import SlurmError
 
@@ -227,7 +229,7 @@ def test_bad_or_failing_commands_become_results_and_the_loop_goes_on(
     results = api.results()
     assert {k: (v["ok"], v["error"]) for k, v in results.items()} == {
         "c1": (False, "bad command: verb 'shell' is not one of drain, await_idle, requeue, resume"),
-        "c2": (False, "bad command: drain needs a reason of 1-256 characters"),
+        "c2": (False, "bad command: drain needs a reason of 1-1000 characters"),
         "c3": (False, "bad command: the reason has control characters"),
         "c4": (False, "bad command: deadline 'tomorrow' is not an ISO time"),
         "c5": (False, "deadline"),
@@ -298,3 +300,47 @@ def test_run_stops_when_told(api: FakeApi, slurm: FakeSlurmCommands) -> None:
 
     assert not thread.is_alive()
     assert len(api.reports) == 1
+
+
+def test_the_report_fits_what_the_control_plane_accepts(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    # one view past the control plane's limits would get every report refused (400) from then on
+    slurm.nodes["n" * 64] = FakeNode()
+    slurm.nodes[A] = FakeNode("IDLE+DRAIN", "r" * 1500)
+    slurm.jobs = {str(job): FakeJob("RUNNING", [A]) for job in range(1200)}
+
+    make_agent(api, slurm).poll_once()
+
+    views = {view["name"]: view for view in api.reports[0]["nodes"]}
+    assert set(views) == {A, B, C}
+    assert len(views[A]["reason"]) == 1000
+    assert views[A]["jobs"] == [str(job) for job in range(1000)]
+
+
+def test_the_agent_and_the_control_plane_speak_the_same_shapes(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    """Commands as AgentFunction writes them (CommandView) are understood; every report the agent then
+    sends validates as AgentFunction parses it (AgentReport): a drift on either side fails here."""
+    deadline = iso(api.now + timedelta(minutes=30))
+    api.commands = [
+        CommandView(
+            command_id="c1", verb=Verb.DRAIN, node=A, reason="autopilot op-1: replace", deadline=deadline
+        ).wire(),
+        CommandView(command_id="c2", verb=Verb.REQUEUE, node=A, deadline=deadline).wire(),
+        CommandView(command_id="c3", verb=Verb.AWAIT_IDLE, node=A, deadline=deadline).wire(),
+        CommandView(command_id="c4", verb=Verb.RESUME, node=B, deadline=deadline).wire(),
+    ]
+    agent = make_agent(api, slurm)
+
+    for _ in range(3):
+        agent.poll_once()
+
+    assert {r["commandId"]: r["ok"] for r in api.results().values()} == {
+        "c1": True,
+        "c2": True,
+        "c3": True,
+        "c4": True,
+    }
+    for report in api.reports:
+        parsed = AgentReport.model_validate(report)
+        assert [node.name for node in parsed.nodes] == [A, B, C]
