@@ -534,8 +534,30 @@ def test_get_shows_registry_live_status_and_nodes(api: FakeApi, run: Any) -> Non
     assert "sagemaker  InService" in out
     assert "failure    one node replaced" in out
     assert "workers     ml.p5.48xlarge  3/4    Updating" in out
-    assert "i-1   workers  ml.p5.48xlarge  Running  Healthy  -" in out
+    assert "i-1   workers  ml.p5.48xlarge  Running  -      Healthy  -" in out
     assert json.loads(json_out)["nodes"][0]["InstanceId"] == "i-1"
+
+
+def test_get_shows_the_slurm_agent_and_each_nodes_slurm_state(api: FakeApi, run: Any) -> None:
+    view = cluster_view("InService", (3, 4))
+    view["agent"] = {"status": "connected", "lastSeen": "2026-11-27T21:00:00.000Z", "version": "1.0.0"}
+    api.answer("GET", "/clusters/ml-cluster", (200, view))
+    node = {
+        "InstanceId": "i-1",
+        "InstanceGroupName": "workers",
+        "InstanceType": "ml.p5.48xlarge",
+        "InstanceStatus": {"Status": "Running"},
+        "health": {"status": "Healthy"},
+        "slurm": {"state": "MIXED+DRAIN", "reason": "autopilot op-7: replace", "jobs": ["12", "13"], "gpus": 8},
+    }
+    api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": [node]}))
+
+    code, out, _ = run("clusters", "get", "ml-cluster", "--nodes")
+
+    assert code == 0
+    assert "agent      connected 1.0.0 (last report 2026-11-27T21:00:00.000Z)" in out
+    assert "SLURM" in out.splitlines()[-2]
+    assert out.splitlines()[-1].split()[4:10] == ["MIXED+DRAIN", "(autopilot", "op-7:", "replace)", "2", "jobs"]
 
 
 def test_operation_get_prints_the_record_and_json(api: FakeApi, run: Any) -> None:
@@ -1027,7 +1049,7 @@ def test_nodes_list_shows_health_and_the_repair_in_flight(api: FakeApi, run: Any
 
     assert code == 0
     assert out.splitlines()[1].split() == [
-        NODE, "workers", "ml.p5.48xlarge", "Running", "Unhealthy", "NvidiaErrorReboot",
+        NODE, "workers", "ml.p5.48xlarge", "Running", "-", "Unhealthy", "NvidiaErrorReboot",
         "reboot", "RUNNING", "op-7",
     ]  # fmt: skip
 

@@ -113,6 +113,7 @@ def print_cluster(cluster: dict[str, Any], out: TextIO) -> None:
             ("project", cluster.get("project")),
             ("budget", cluster.get("budgetName")),
             ("failure", live.get("FailureMessage")),
+            ("agent", _agent(cluster.get("agent"))),
         ],
         out,
     )
@@ -133,11 +134,20 @@ def print_cluster(cluster: dict[str, Any], out: TextIO) -> None:
         print_nodes(cluster["nodes"], out)
 
 
+def _agent(agent: dict[str, Any] | None) -> str | None:
+    """The Slurm agent's status, with its version and last report when it ever reported."""
+    if not agent:
+        return None
+    seen = f"last report {agent['lastSeen']}" if agent.get("lastSeen") else None
+    return " ".join(str(p) for p in (agent["status"], agent.get("version"), seen and f"({seen})") if p)
+
+
 def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
     if not nodes:
         print("no nodes", file=out)
         return
-    rows = [("NODE", "GROUP", "TYPE", "STATUS", "HEALTH", "REPAIR")]
+    # SLURM: the node's state in Slurm as the cluster's agent last reported it ("-" without one)
+    rows = [("NODE", "GROUP", "TYPE", "STATUS", "SLURM", "HEALTH", "REPAIR")]
     # by group, then oldest first: a replacement joins its group's end, not the list's
     ordered = sorted(
         nodes, key=lambda n: (n["InstanceGroupName"], str(n.get("LaunchTime") or ""), n["InstanceId"])
@@ -151,6 +161,7 @@ def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
                 node["InstanceGroupName"],
                 node["InstanceType"],
                 node["InstanceStatus"]["Status"],
+                _slurm(node.get("slurm")),
                 " ".join(str(part) for part in (health.get("status"), health.get("reason")) if part) or "-",
                 " ".join(
                     str(part)
@@ -161,6 +172,15 @@ def print_nodes(nodes: list[dict[str, Any]], out: TextIO) -> None:
             )
         )
     print_table(rows, out)
+
+
+def _slurm(slurm: dict[str, Any] | None) -> str:
+    """``MIXED+DRAIN (autopilot op-1: replace) 2 jobs``: the state, Slurm's reason, the jobs on it."""
+    if not slurm:
+        return "-"
+    jobs = len(slurm.get("jobs") or [])
+    reason = f"({slurm['reason']})" if slurm.get("reason") else None
+    return " ".join(p for p in (slurm["state"], reason, f"{jobs} job{'s' * (jobs != 1)}" if jobs else None) if p)
 
 
 def print_plan(plan: dict[str, Any], out: TextIO) -> None:

@@ -19,6 +19,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from autopilot.models.agent import AgentState
 from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.constraints import is_tag_text
 from autopilot.models.records import (
@@ -343,6 +344,16 @@ class ClusterList(ApiModel):
     next_token: str | None = None
 
 
+class AgentView(ApiModel):
+    status: AgentState = Field(
+        description="The Slurm agent on the cluster's controller (docs/agent.md): connected (a report "
+        "within max(60, 3 x AgentPollSeconds) seconds), silent (reported once, not lately) or absent "
+        "(never). Repairs wait on Slurm only while it is connected."
+    )
+    last_seen: str | None = Field(default=None, description="When its latest report was accepted (ISO 8601).")
+    version: str | None = Field(default=None, description="The agent's version, as it reported it.")
+
+
 class ClusterView(ApiModel):
     cluster_name: str
     status: ClusterStatus | None = Field(
@@ -364,6 +375,9 @@ class ClusterView(ApiModel):
     last_operation_id: str | None = None
     sagemaker: LiveClusterView | None = Field(
         description="Live DescribeCluster; null when SageMaker has no such cluster."
+    )
+    agent: AgentView = Field(
+        default_factory=lambda: AgentView(status="absent"), description="The cluster's Slurm agent."
     )
     history: list[HistoryEntry] = Field(default_factory=list)
 
@@ -389,6 +403,13 @@ class NodeRepairView(ApiModel):
     status: OperationStatus
 
 
+class SlurmNodeView(ApiModel):
+    state: str = Field(description='Slurm\'s State= (base state, then +FLAGS: "IDLE", "MIXED+DRAIN", ...).')
+    reason: str = Field(description='Slurm\'s Reason= ("" when none).')
+    jobs: list[str] = Field(description="The ids of the jobs on the node (any state but pending).")
+    gpus: int = Field(description="The node's configured GPU (gres) count.")
+
+
 class NodeView(BaseModel):
     """A ListClusterNodes ClusterNodeSummaries entry (AWS spelling)."""
 
@@ -405,6 +426,11 @@ class NodeView(BaseModel):
         "report of is Healthy as far as Autopilot knows."
     )
     repair: NodeRepairView | None = Field(default=None, description="The repair in flight, if any.")
+    slurm: SlurmNodeView | None = Field(
+        default=None,
+        description="The node as Slurm shows it in the agent's latest report (matched by the first label of "
+        "PrivateDnsHostname, Slurm's node name on HyperPod); null without a report naming it.",
+    )
 
 
 class NodeList(ApiModel):

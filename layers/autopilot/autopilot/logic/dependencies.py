@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot import clock
 from autopilot.aws import LazyClient
+from autopilot.dal.agent import AgentTable
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.operation_history import OperationHistory
 from autopilot.dal.state_table import StateTable
@@ -85,6 +86,7 @@ class Dependencies:
         now: Callable[[], datetime] | None = None,
         healing: HealingTable | None = None,
         healing_settings: HealingSettings | None = None,
+        agents: AgentTable | None = None,
     ) -> None:
         self.settings = settings
         self.store: StateStore = store or StateTable(settings.state_table_name)
@@ -97,6 +99,8 @@ class Dependencies:
         self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
         self.healing = healing or HealingTable(settings.state_table_name)
         self.history = OperationHistory(settings.state_table_name)
+        # The Slurm agent's latest report per cluster (GET /clusters/{name} and its nodes).
+        self.agents = agents or AgentTable(settings.state_table_name)
         self._healing_settings = healing_settings
 
     @property

@@ -7,11 +7,12 @@ without an item has had no Unhealthy report Autopilot heard of, so it is shown H
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView
+from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView, SlurmNodeView
 from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
 from autopilot.logic.read_access import may_read_live
@@ -19,6 +20,7 @@ from autopilot.models.records import NodeHealth, NodeRecord
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
+    from autopilot.models.agent import SlurmNode
 
 _NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
 _HEALTHY = NodeHealthView(status=NodeHealth.HEALTHY)
@@ -40,17 +42,29 @@ def list_nodes(
         raise
     summaries = response.get("ClusterNodeSummaries", [])
     records = {r.node_id: r for r in deps.healing.list_nodes(name)} if summaries else {}
+    agent = deps.agents.agent(name) if summaries else None
+    slurm = agent.nodes if agent else {}
     nodes = [
         NodeView.model_validate(
             {
                 **summary,
                 "health": _health(records.get(summary["InstanceId"])),
                 "repair": _repair(deps, records.get(summary["InstanceId"])),
+                "slurm": _slurm(slurm, summary.get("PrivateDnsHostname")),
             }
         )
         for summary in summaries
     ]
     return NodeList(nodes=nodes, next_token=response.get("NextToken") or None)
+
+
+def _slurm(reported: Mapping[str, SlurmNode], hostname: str | None) -> SlurmNodeView | None:
+    """The node's view in the agent's report: Slurm names a HyperPod node by the first label of its
+    PrivateDnsHostname (ip-10-1-2-3)."""
+    node = reported.get(hostname.split(".", 1)[0]) if hostname else None
+    if node is None:
+        return None
+    return SlurmNodeView(state=node.state, reason=node.reason, jobs=node.jobs, gpus=node.gpus)
 
 
 def _health(record: NodeRecord | None) -> NodeHealthView:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.api.models import (
+    AgentView,
     ClusterList,
     ClusterSummary,
     ClusterView,
@@ -16,6 +17,7 @@ from autopilot.api.models import (
 )
 from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
+from autopilot.logic.agent.status import agent_state
 from autopilot.logic.budget_enforcement import growth_blocked
 from autopilot.logic.read_access import is_admin, is_managed, may_read, readable_cluster
 from autopilot.logic.read_operations import operation_view
@@ -58,6 +60,16 @@ def get_cluster(deps: Dependencies, name: str, *, caller: str | None = None) -> 
         last_operation_id=registered.last_operation_id if registered else None,
         sagemaker=live,
         history=deps.store.list_history(name) if registered else [],
+        agent=_agent(deps, name),
+    )
+
+
+def _agent(deps: Dependencies, name: str) -> AgentView:
+    record = deps.agents.agent(name)
+    return AgentView(
+        status=agent_state(record, deps.now(), deps.settings.agent_poll_seconds),
+        last_seen=record.last_seen if record else None,
+        version=record.agent_version if record else None,
     )
 
 
