@@ -200,3 +200,16 @@ def test_the_stacks_api_invokes_its_functions_itself_so_callers_need_execute_api
     ]
     assert integrations
     assert all("credentials" not in integration for integration in integrations)
+
+
+def test_a_condition_the_sandbox_cannot_evaluate_is_a_500_not_an_allow(api: tuple[Sandbox, str]) -> None:
+    sandbox, url = api
+    by_address = {
+        "Effect": "Allow",
+        "Action": "execute-api:Invoke",
+        "Resource": "*",
+        "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}},
+    }
+    answer = call("GET", f"{url}/items/1", session(sandbox, "by-address", [by_address]))
+    assert answer.status_code == 500
+    assert answer.json() == {"message": "Internal server error"}
