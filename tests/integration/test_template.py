@@ -400,11 +400,13 @@ def test_cluster_events_start_repairs_with_the_healing_parameters_and_least_priv
 # ------------------------------------------------------------------ cost tags
 
 
+def _actions(statement: dict[str, Any]) -> list[str]:
+    return [statement["Action"]] if isinstance(statement["Action"], str) else list(statement["Action"])
+
+
 def _grants(policy: dict[str, Any]) -> dict[str, Any]:
     return {
-        action: statement["Resource"]
-        for statement in policy["Statement"]
-        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+        action: statement["Resource"] for statement in policy["Statement"] for action in _actions(statement)
     }
 
 
@@ -443,7 +445,7 @@ def test_cost_tagger_runs_on_its_schedule_with_its_settings() -> None:
     [
         ("CreateClusterStateMachine", ["CostTaggerFunction", "DiagnoseFailureFunction"]),
         ("CleanupClusterStateMachine", ["CostTaggerFunction"]),
-        ("ReplaceNodeStateMachine", ["DiagnoseFailureFunction"]),
+        ("ReplaceNodeStateMachine", ["DiagnoseFailureFunction", "AgentFunction"]),
     ],
 )
 def test_the_workflows_may_invoke_their_functions_and_nothing_else(
@@ -454,8 +456,15 @@ def test_the_workflows_may_invoke_their_functions_and_nothing_else(
     for function, arn in zip(functions, arns, strict=True):
         assert props["DefinitionSubstitutions"][f"{function}Arn"] == arn
     (policy,) = props["Policies"]
-    granted = _grants(policy)["lambda:InvokeFunction"]
-    assert (granted if isinstance(granted, list) else [granted]) == arns
+    granted = [
+        resource
+        for statement in policy["Statement"]
+        if "lambda:InvokeFunction" in _actions(statement)
+        for resource in (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+    ]
+    assert granted == arns
 
 
 def test_the_failure_diagnosis_reads_only_hyperpods_lifecycle_logs() -> None:
