@@ -39,11 +39,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     agent = Agent(ReportClient(settings, CredentialSource()), Slurm(), settings.poll_seconds)
     log.info(
-        "autopilot agent %s for cluster %s, reporting to %s every %.0f s",
+        "autopilot agent %s for cluster %s, reporting to %s every %s",
         VERSION,
         settings.cluster_name,
         settings.reports_url,
-        settings.poll_seconds,
+        "the API's pollSeconds" if settings.poll_seconds is None else f"{settings.poll_seconds:g} s",
     )
     if args.once:
         agent.poll_once()

@@ -2,6 +2,8 @@
 
 {"apiUrl": "https://<id>.execute-api.<region>.amazonaws.com/Prod", "region": "us-west-2",
  "clusterName": "<name>", "pollSeconds": 10}
+pollSeconds is optional: without it the API's answer sets the interval (AgentPollSeconds); with it the
+interval is pinned (the sandbox, whose API clock runs faster than the node's).
 clusterName is optional: HyperPod writes the cluster's name on every node, in
 /opt/ml/config/resource_config.json under ClusterConfig.ClusterName (the path in
 SAGEMAKER_RESOURCE_CONFIG_PATH when set, as HyperPod's sample on_create.sh reads it). region, when
@@ -17,7 +19,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional
 
 DEFAULT_PATH = "/etc/autopilot-agent/config.json"
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
-DEFAULT_POLL_SECONDS = 10.0
+DEFAULT_POLL_SECONDS = 10.0  # until the API's first answer says otherwise
 # CreateCluster's ClusterName pattern (botocore's sagemaker model)
 _CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -31,7 +33,7 @@ class Config(NamedTuple):
     api_url: str
     region: str
     cluster_name: str
-    poll_seconds: float
+    poll_seconds: Optional[float]  # None: the API's answer decides
 
     @property
     def reports_url(self) -> str:
@@ -61,10 +63,17 @@ def load(environ: Optional[Mapping[str, str]] = None) -> Config:
         region = arn.split(":")[3] if isinstance(arn, str) and arn.count(":") >= 5 else None
     if not isinstance(region, str) or not _REGION.match(region):
         raise ConfigError(f"{path}: region {region!r} is not an AWS region (e.g. us-west-2)")
-    poll = raw.get("pollSeconds", DEFAULT_POLL_SECONDS)
-    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 3600:
+    poll = raw.get("pollSeconds")
+    if poll is not None and (
+        isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 3600
+    ):
         raise ConfigError(f"{path}: pollSeconds must be a number of seconds in (0, 3600], not {poll!r}")
-    return Config(api_url.rstrip("/"), region, cluster_name, float(poll))
+    return Config(api_url.rstrip("/"), region, cluster_name, None if poll is None else float(poll))
+
+
+def is_interval(value: Any) -> bool:
+    """A poll interval: a number of seconds in (0, 3600]."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 3600
 
 
 def _resource_config(env: Mapping[str, str]) -> Dict[str, Any]:

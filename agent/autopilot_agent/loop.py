@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from . import VERSION
 from .client import ApiError, ReportClient
+from .config import DEFAULT_POLL_SECONDS, is_interval
 from .slurm import NODE_NAME, Slurm, SlurmError, UnknownNode, state_flags
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,12 @@ class BadCommand(Exception):
 
 
 class Agent:
-    def __init__(self, client: ReportClient, slurm: Slurm, poll_seconds: float) -> None:
+    def __init__(self, client: ReportClient, slurm: Slurm, poll_seconds: Optional[float] = None) -> None:
         self.client = client
         self.slurm = slurm
-        self.poll_seconds = poll_seconds
+        # a configured interval is pinned; else the API's answers set it (AgentPollSeconds)
+        self.pinned = poll_seconds is not None
+        self.poll_seconds = DEFAULT_POLL_SECONDS if poll_seconds is None else poll_seconds
         self.open: Dict[str, Command] = {}  # taken, not finished (await_idle / resume held open)
         self.outbox: List[Dict[str, Any]] = []  # results not yet acknowledged by a 200
         self.finished: OrderedDict[str, None] = OrderedDict()
@@ -72,8 +75,8 @@ class Agent:
             return self.poll_seconds
         self.delivered = True
         self.outbox = [result for result in self.outbox if result not in sending]
-        poll = answer.get("pollSeconds")
-        if isinstance(poll, (int, float)) and not isinstance(poll, bool) and 0 < poll <= 3600:
+        poll: Any = answer.get("pollSeconds")
+        if not self.pinned and is_interval(poll):
             self.poll_seconds = float(poll)
         if take_commands:
             self._take(answer.get("commands"))

@@ -160,5 +160,5 @@ def make_client(api: FakeApi, sleeps: list[float] | None = None, **kwargs: Any) 
     )
 
 
-def make_agent(api: FakeApi, slurm: FakeSlurmCommands) -> Agent:
-    return Agent(make_client(api), Slurm(slurm), poll_seconds=10.0)
+def make_agent(api: FakeApi, slurm: FakeSlurmCommands, poll_seconds: float | None = None) -> Agent:
+    return Agent(make_client(api), Slurm(slurm), poll_seconds)

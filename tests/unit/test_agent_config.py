@@ -63,11 +63,8 @@ def test_cluster_name_and_region_come_from_hyperpods_resource_config(tmp_path: P
 
     settings = config.load({"AUTOPILOT_AGENT_CONFIG": path, "SAGEMAKER_RESOURCE_CONFIG_PATH": resource})
 
-    assert (settings.cluster_name, settings.region, settings.poll_seconds) == (
-        "ml-cluster",
-        "eu-west-1",
-        10.0,
-    )
+    assert (settings.cluster_name, settings.region) == ("ml-cluster", "eu-west-1")
+    assert settings.poll_seconds is None  # the API's answers decide
 
 
 @pytest.mark.parametrize(

@@ -344,3 +344,11 @@ def test_the_agent_and_the_control_plane_speak_the_same_shapes(
     for report in api.reports:
         parsed = AgentReport.model_validate(report)
         assert [node.name for node in parsed.nodes] == [A, B, C]
+
+
+def test_the_apis_poll_interval_applies_unless_the_config_pins_one(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    api.poll_seconds = 30
+    assert make_agent(api, slurm).poll_once() == 30.0  # AgentPollSeconds, from the answer
+    assert make_agent(api, slurm, poll_seconds=0.5).poll_once() == 0.5  # pinned (the sandbox's agents)
