@@ -1,13 +1,11 @@
-"""The agent's verbs against real Slurm (Debian's 22.05): a slurmctld and two slurmd on 127.0.0.1, the
+"""The agent's verbs against real Slurm (Debian's 22.05; sandbox/slurm's slurmctld and two slurmd), the
 agent's own Slurm code running the real scontrol / squeue / sinfo, and the HTTP round trip faked (the
 control plane's side is tested elsewhere). Skips with one line when Slurm is not installed; fails in CI."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -18,86 +16,29 @@ import pytest
 from autopilot_agent.loop import Agent
 from autopilot_agent.slurm import Slurm
 
+from sandbox.slurm import SlurmCluster
 from tests.unit.agent_fakes import FakeApi, make_client
+
+pytestmark = pytest.mark.usefixtures("slurm_required")
 
 NODES = ("ip-10-1-2-3", "ip-10-1-2-4")
 GPUS = 8
-PROGRAMS = ("slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "scontrol", "scancel")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
-def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A two-node Slurm cluster, up: the path of its slurm.conf (also in SLURM_CONF meanwhile)."""
-    missing = [program for program in PROGRAMS if shutil.which(program) is None]
-    if missing or os.geteuid() != 0:
-        why = f"real Slurm needed ({', '.join(missing) or 'root'} missing): install it with `sudo make slurm`"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    work = tmp_path_factory.mktemp("slurm")
-    lines = [
-        "ClusterName=agenttest",
-        "SlurmctldHost=localhost(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}",
-        "SlurmUser=root",
-        "AuthType=auth/none",
-        "CredType=cred/none",
-        "CommunicationParameters=NoInAddrAny",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "MpiDefault=none",
-        "GresTypes=gpu",
-        "ReturnToService=1",
-        "MessageTimeout=5",
-        f"StateSaveLocation={work}/state",
-        f"SlurmdSpoolDir={work}/spool/%n",
-        f"SlurmctldLogFile={work}/slurmctld.log",
-        f"SlurmdLogFile={work}/slurmd-%n.log",
-        f"SlurmctldPidFile={work}/slurmctld.pid",
-        f"SlurmdPidFile={work}/slurmd-%n.pid",
-    ]
-    gres = []
-    for name in NODES:
-        lines.append(
-            f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname=localhost Port={_free_port()} CPUs=2 "
-            f"Gres=gpu:{GPUS} State=UNKNOWN"
-        )
-        # 22.05 keeps a gpu GRES only with a character device per GPU: links to /dev/null
-        (work / "dev" / name).mkdir(parents=True)
-        for index in range(GPUS):
-            (work / "dev" / name / f"nvidia{index}").symlink_to("/dev/null")
-        gres.append(f"NodeName={name} Name=gpu File={work}/dev/{name}/nvidia[0-{GPUS - 1}]")
-        (work / "spool" / name).mkdir(parents=True)
-    lines.append(f"PartitionName=dev Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
-    (work / "state").mkdir()
-    conf = work / "slurm.conf"
-    conf.write_text("\n".join(lines) + "\n")
-    (work / "gres.conf").write_text("\n".join(gres) + "\n")
-
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    daemons = [subprocess.Popen(["slurmctld", "-D", "-i"], env=env, start_new_session=True)]
-    daemons += [subprocess.Popen(["slurmd", "-D", "-N", n], env=env, start_new_session=True) for n in NODES]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SLURM_CONF", str(conf))
-        try:
-            wait_until(lambda: sinfo_states() == {n: "idle" for n in NODES}, f"both nodes idle ({work})")
-            yield str(conf)
-        finally:
-            for daemon in daemons:
-                daemon.terminate()
-            for daemon in daemons:
-                try:
-                    daemon.wait(5)
-                except subprocess.TimeoutExpired:
-                    daemon.kill()
-                    daemon.wait()
+def slurm_conf() -> Iterator[str]:
+    """A two-node Slurm cluster (sandbox/slurm), up: its slurm.conf, also in SLURM_CONF meanwhile (the
+    agent's Slurm commands find their cluster as on a node, through the environment)."""
+    # slurmstepd's Unix sockets live under the spool directory: pytest's tmp_path is too long for them
+    cluster = SlurmCluster("agent-test", Path(tempfile.mkdtemp(prefix="slurm-agent-"))).start()
+    try:
+        cluster.add_nodes(dict.fromkeys(NODES, GPUS))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", str(cluster.conf))
+            wait_until(lambda: sinfo_states() == dict.fromkeys(NODES, "idle"), "both nodes idle")
+            yield str(cluster.conf)
+    finally:
+        cluster.stop()
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
