@@ -47,6 +47,7 @@ from tests.integration.test_asl_replace_node import (
     operation_of,
     run,
 )
+from tests.integration.test_asl_replace_node_moving import eks_continuous_cluster
 from tests.integration.workflows import entered, history
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
@@ -360,6 +361,19 @@ def test_without_a_connected_agent_the_repair_is_todays_with_a_warning(
     assert f"the Slurm agent of the cluster is {agent_state}" in warning
     assert "without a drain" in warning
     assert "Drain Node" not in entered(history(stack, execution["executionArn"]))
+
+
+def test_an_eks_cluster_gets_todays_repair_with_a_warning(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    _, node, _ = eks_continuous_cluster(stack)
+    found = fault(stack, node, "NvidiaErrorReboot")
+
+    [execution] = run(stack, start(stack, node, NodeAction.REBOOT, found))
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [("reboot", "succeeded")]
+    [warning] = operation_of(execution).warnings or []
+    assert warning.startswith("not a Slurm cluster")
 
 
 def test_an_agent_that_goes_silent_mid_drain_falls_back_to_todays_repair(make_stack: Any) -> None:
