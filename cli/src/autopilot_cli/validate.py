@@ -9,6 +9,7 @@ not run; ``--remote`` fails as every API command does (3 on a service or network
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from autopilot.validation.execution_roles import DEFAULT_NAME_PATTERNS
 from botocore.session import Session as BotocoreSession
 
 from autopilot_cli.common import UsageError, add_command, api_options, connect, guarded
+from autopilot_cli.config import ENDPOINT_ENV, load_config
 from autopilot_cli.output import Output
 
 if TYPE_CHECKING:
@@ -159,6 +161,10 @@ def _online_checker(args: argparse.Namespace) -> OnlineChecker:
         iam=client("iam"),
         fsx=client("fsx"),
         service_quotas=client("service-quotas"),
+        # the Slurm agent's route is on Autopilot's API: --endpoint, else the configured one
+        api_endpoint=getattr(args, "endpoint", None)
+        or os.environ.get(ENDPOINT_ENV)
+        or load_config().endpoint,
     )
 
 

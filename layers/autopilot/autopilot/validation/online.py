@@ -56,8 +56,11 @@ class OnlineChecker:
         iam: IAMClient | None = None,
         fsx: FSxClient | None = None,
         service_quotas: Any | None = None,
+        api_endpoint: str | None = None,
     ) -> None:
         self._session = session
+        # Autopilot's API (its base URL): the Slurm agent's route is checked against the controller's role.
+        self.api_endpoint = api_endpoint
         self.region = region or (session.region_name if session is not None else None)
         self._clients: dict[str, Any] = {
             name: client
@@ -111,6 +114,7 @@ class OnlineChecker:
         self._check_lifecycle_scripts(docs, findings)
         roles = self._check_roles(docs, findings)
         preflight.check_roles_read_scripts(self, docs, roles, findings)
+        preflight.check_agent_role(self, docs, findings)
         preflight.check_quotas(self, docs, findings)
 
     # -- plumbing ------------------------------------------------------------------------------------

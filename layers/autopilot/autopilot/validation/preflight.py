@@ -389,3 +389,101 @@ def check_role_access(
                 f"role {name}'s policies do not allow {action} on {resource}: unless the bucket's policy "
                 "grants it, HyperPod cannot download the lifecycle scripts (AccessDenied)",
             )
+
+
+# -- the Slurm agent (docs/agent.md) -------------------------------------------------------------------
+# Where the operator puts the agent: the controller group's lifecycle prefix, as the scripts' own files.
+AGENT_INSTALL_SCRIPT = "autopilot-agent/install.sh"
+# An API's regional endpoint: https://<api-id>.execute-api.<region>.amazonaws.com[.cn]/<stage>
+_EXECUTE_API_URL = re.compile(
+    r"^https://(?P<api>[a-z0-9]+)\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<stage>[^/]+)"
+)
+
+
+def controller_group(docs: ClusterDocuments) -> InstanceGroup | None:
+    """The Slurm controller group: SlurmConfig.NodeType Controller, else provisioning's controller_group."""
+    if docs.is_eks:
+        return None
+    for group in docs.regular_groups:
+        if group.slurm_node_type == "Controller":
+            return group
+    name = as_str((docs.provisioning or {}).get("controller_group"))
+    return docs.group_named(name) if name is not None else None
+
+
+def agent_route_arn(api_endpoint: str | None, role_arn: str, cluster_name: str) -> str | None:
+    """The agent's route as execute-api:Invoke names it, for the API at ``api_endpoint``; None when the
+    endpoint is not an execute-api URL (its API id and stage are then unknown)."""
+    found = _EXECUTE_API_URL.match(api_endpoint or "")
+    if found is None:
+        return None
+    partition, account = role_arn.split(":")[1], role_arn.split(":")[4]
+    return (
+        f"arn:{partition}:execute-api:{found['region']}:{account}:{found['api']}/{found['stage']}"
+        f"/POST/agent/{cluster_name}/reports"
+    )
+
+
+def check_agent_role(checker: OnlineChecker, docs: ClusterDocuments, findings: Findings) -> None:
+    """When the controller group's lifecycle prefix holds the agent's install.sh: its ExecutionRole
+    must be the controller's own (AgentFunction trusts reports from that role, and any job on another
+    group's node could read the role's credentials from IMDS) and may invoke the agent's route."""
+    group = controller_group(docs)
+    if group is None:
+        return
+    source_uri = as_str((group.lifecycle or {}).get("SourceS3Uri")) or ""
+    source = parse_s3_uri(source_uri)
+    role = as_str(group.spec.get("ExecutionRole"))
+    if source is None or role is None or role.count(":") < 5:
+        return
+    where = Located(CLUSTER_CONFIG, f"{group.path}.LifeCycleConfig.SourceS3Uri", source_uri)
+    # Only an agent known to be installed is checked: a prefix S3 will not show is the script checks' to
+    # report, not a reason to call every cluster's agent unchecked (their findings are dropped here).
+    key = s3_key(source[1], AGENT_INSTALL_SCRIPT)
+    if checker.object_exists(source[0], key, where, Findings(), required=False) is not True:
+        return
+    role_where = Located(CLUSTER_CONFIG, f"{group.path}.ExecutionRole", role)
+    sharing = [
+        g.name for g in docs.regular_groups if g is not group and as_str(g.spec.get("ExecutionRole")) == role
+    ]
+    if sharing:
+        findings.warning(
+            role_where.file,
+            role_where.path,
+            f"the Slurm controller's role is also the role of {', '.join(str(n) for n in sharing)}: any job "
+            "there can read its credentials and report to Autopilot as the controller's agent; give the "
+            "controller group a role of its own (docs/agent.md)",
+        )
+    cluster_name = as_str(docs.config.get("ClusterName")) or "*"
+    route = agent_route_arn(checker.api_endpoint, role, cluster_name)
+    if route is None:
+        findings.unchecked(
+            role_where.file,
+            role_where.path,
+            "whether the role may call the Slurm agent's route (execute-api:Invoke): Autopilot's API "
+            "endpoint is not known (pass --endpoint or run `autopilot configure`)",
+        )
+        return
+    _check_invoke(checker, role_where, route, findings)
+
+
+def _check_invoke(checker: OnlineChecker, role: Located, route: str, findings: Findings) -> None:
+    try:
+        response = checker.iam.simulate_principal_policy(
+            PolicySourceArn=role.value, ActionNames=["execute-api:Invoke"], ResourceArns=[route]
+        )
+    except (ClientError, BotoCoreError) as exc:
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "NoSuchEntity":
+            return  # the role check reports a missing role
+        findings.unchecked(role.file, role.path, f"could not simulate execute-api:Invoke on {route}: {exc}")
+        return
+    decisions = {result.get("EvalDecision") for result in response.get("EvaluationResults", [])}
+    if decisions != {"allowed"}:
+        denied = "is denied" if "explicitDeny" in decisions else "is not allowed"
+        findings.warning(
+            role.file,
+            role.path,
+            f"role {role.value.rsplit('/', 1)[-1]} {denied} execute-api:Invoke on {route}: the Slurm agent "
+            "installed on the controller cannot report, so repairs go on without Slurm (docs/agent.md "
+            "has the policy statement)",
+        )
