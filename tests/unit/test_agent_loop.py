@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -279,7 +280,7 @@ def test_slurm_down_still_sends_a_heartbeat(api: FakeApi, slurm: FakeSlurmComman
     slurm.nodes.clear()
     slurm.broken = None
 
-    def unreachable(argv: list[str]) -> str:
+    def unreachable(argv: Sequence[str]) -> str:
         raise SlurmError("slurm_load_node error: Unable to contact slurm controller (connect failure)")
 
     agent = make_agent(api, slurm)
