@@ -137,7 +137,7 @@ def test_a_dry_run_shows_the_create_and_creates_nothing(stack: Deployed) -> None
     assert tags["autopilot:operation-id"] == "assigned-at-create"
     assert plan["budget"]["limitAmount"] == "25000.00"
     assert plan["projectBudget"] is None
-    assert len(plan["checks"]) == 4
+    assert len(plan["checks"]) == 5
     assert executions(stack, "CreateClusterStateMachine") == []
     status, _ = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
     assert status == 404

@@ -13,7 +13,12 @@ class NotFoundError(Exception):
 
 
 class ConflictError(Exception):
-    """The request conflicts with the current state (a taken name, an operation still running)."""
+    """The request conflicts with the current state (a taken name, an operation still running);
+    ``errors`` name the fields in conflict, when there are such."""
+
+    def __init__(self, message: str, errors: list[ErrorDetail] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
 
 
 class InvalidRequestError(Exception):

@@ -256,7 +256,7 @@ def create_cluster(
     ] = False,
 ) -> Response[OperationAccepted | CreateClusterPlan]:
     if dry_run:
-        plan = plan_create(get_dependencies(), body)
+        plan = plan_create(get_dependencies(), body, requested_by=_caller())
         return Response(HTTPStatus.OK.value, content_types.APPLICATION_JSON, plan)
     accepted = create_cluster_use_case(
         get_dependencies(),
@@ -797,7 +797,7 @@ def _stack_refused(exc: StackRefusedError) -> Response[str]:
 
 @_handles(ConflictError)
 def _conflict(exc: ConflictError) -> Response[str]:
-    return _error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc)))
+    return _error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc), errors=exc.errors or None))
 
 
 @_handles(IdempotencyKeyReusedError)

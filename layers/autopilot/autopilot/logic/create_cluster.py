@@ -13,6 +13,7 @@ from botocore.validate import ParamValidator
 from autopilot.api.models import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
 from autopilot.logic.budget_enforcement import worker_groups
+from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
 from autopilot.models.budget_alerts import BudgetEnforcement
@@ -88,10 +89,13 @@ PLAN_CHECKS = (
     "the config's own tags agree with Autopilot's cost tags, and all fit in SageMaker's 50",
     "the CreateCluster request, cost tags included, passes botocore's parameter validation",
     "no cluster of that name is registered with Autopilot or exists in SageMaker",
+    "a project budget asked for has the terms of the project's budget, unless the caller owns it",
 )
 
 
-def _plan(deps: Dependencies, body: CreateClusterBody, operation_id: str) -> _Plan:
+def _plan(
+    deps: Dependencies, body: CreateClusterBody, operation_id: str, *, requested_by: str | None
+) -> _Plan:
     report = deps.validate(body.cluster_config, body.provisioning_parameters)
     errors, warnings = problems(report)
     name = str(body.cluster_config.get("ClusterName", ""))
@@ -107,6 +111,7 @@ def _plan(deps: Dependencies, body: CreateClusterBody, operation_id: str) -> _Pl
     request = _create_request(body.cluster_config, cost_tags)
     _check_botocore(deps, "CreateCluster", request)
     _check_name_free(deps, name)
+    warnings += check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
     return _Plan(
         name=name,
         request=request,
@@ -117,10 +122,12 @@ def _plan(deps: Dependencies, body: CreateClusterBody, operation_id: str) -> _Pl
     )
 
 
-def plan_create(deps: Dependencies, body: CreateClusterBody) -> CreateClusterPlan:
+def plan_create(
+    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None = None
+) -> CreateClusterPlan:
     """POST /clusters?dryRun=true: every check a create makes, and what it would send; nothing is
     registered, created or started (so no Idempotency-Key applies)."""
-    plan = _plan(deps, body, DRY_RUN_OPERATION_ID)
+    plan = _plan(deps, body, DRY_RUN_OPERATION_ID, requested_by=requested_by)
     return CreateClusterPlan(
         cluster_name=plan.name,
         create_cluster_request=plan.request,
@@ -138,7 +145,7 @@ def _create_cluster(
     deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None
 ) -> OperationAccepted:
     operation_id = new_operation_id(deps.now())
-    plan = _plan(deps, body, operation_id)
+    plan = _plan(deps, body, operation_id, requested_by=requested_by)
     name, request, cost_tags, warnings = plan.name, plan.request, plan.cost_tags, plan.warnings
     budget, project_budget = plan.budget, plan.project_budget
     created = now_iso()
@@ -166,6 +173,8 @@ def _create_cluster(
         created_by=requested_by,
         budget_enforcement=(body.budget.enforcement if body.budget else BudgetEnforcement.ALERT).value,
         worker_groups=worker_groups(body.cluster_config, body.provisioning_parameters),
+        project_budget_limit_usd=project_budget.limit_amount if project_budget else None,
+        project_budget_emails=list(body.budget.alert_emails) if project_budget and body.budget else None,
     )
     try:
         deps.store.start_create(cluster, operation)

@@ -221,6 +221,10 @@ class Cluster(_Item):
     growth_blocked_until: str | None = None
     growth_blocked_at: str | None = None
     growth_blocked_by: str | None = None
+    # The project budget this create asked for ("9000.00" USD, its e-mails): the project's first live
+    # cluster that asked holds the budget's terms, its creator owns them (logic/project_budget.py).
+    project_budget_limit_usd: str | None = None
+    project_budget_emails: list[str] | None = None
 
 
 class NodeHealth(StrEnum):
