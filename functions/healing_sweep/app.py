@@ -4,14 +4,17 @@ one cluster, so the nodes left Unhealthy while its repairs were paused get them.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from autopilot import aws
+from autopilot.dal.agent import AgentTable
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
+from autopilot.logic.healing.slurm_signal import SlurmSignal
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.envelopes import EventBridgeModel
@@ -26,7 +29,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     # The event's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
     received = EventBridgeModel.model_validate(event)
     settings = healing_settings()
+    sweep_settings = healing_sweep_settings()
     sagemaker = aws.client("sagemaker")
+    events = aws.client("events")
     sweep = HealingSweep(
         store=StateTable(settings.state_table_name),
         healing=HealingTable(settings.state_table_name),
@@ -35,10 +40,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         topology=TopologyReader(sagemaker=sagemaker),
         sagemaker=sagemaker,
         stepfunctions=aws.client("stepfunctions"),
-        events=aws.client("events"),
+        events=events,
         sns=aws.client("sns"),
         settings=settings,
-        stuck_node_minutes=healing_sweep_settings().stuck_node_minutes,
+        stuck_node_minutes=sweep_settings.stuck_node_minutes,
+        slurm=SlurmSignal(
+            agents=AgentTable(settings.state_table_name),
+            events=events,
+            poll_seconds=sweep_settings.agent_poll_seconds,
+            not_responding_after=timedelta(minutes=sweep_settings.stuck_node_minutes),
+        ),
     )
     if received.detail_type == HEALING_RESUMED:
         resumed = HealingResumedEventDetail.model_validate(received.detail)

@@ -30,6 +30,9 @@ NODE_REPAIRED = "Node Repaired"
 NODE_REPAIR_FAILED = "Node Repair Failed"
 DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED, NODE_REPAIRED, NODE_REPAIR_FAILED)
 SESSION_TERMINATED = "Session Terminated"
+# The healing sweep had a cluster's Slurm agent resume a node Slurm downed after a reboot
+# (logic/healing/slurm_signal.py).
+SLURM_NODE_RESUME_REQUESTED = "Slurm Node Resume Requested"
 
 
 def put_event(

@@ -39,6 +39,8 @@ class Count(StrEnum):
     UNTRUSTED_BUDGET_MESSAGES = "UntrustedBudgetMessages"
     # Slurm agent reports refused: not the cluster's controller role (issue 21).
     UNTRUSTED_AGENT_REPORTS = "UntrustedAgentReports"
+    # Slurm nodes down only for a reboot that the healing sweep had the agent resume (issue 21).
+    SLURM_NODES_RESUMED = "SlurmNodesResumed"
 
 
 def count(name: Count, value: int = 1) -> None:

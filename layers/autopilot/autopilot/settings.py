@@ -223,6 +223,9 @@ class HealingSweepSettings(_Settings):
 
     # The template parameter StuckNodeMinutes: a node not Running for this long is repaired.
     stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
+    # The template parameter AgentPollSeconds: a Slurm agent silent past max(60, 3 x it) is not trusted
+    # for the sweep's Slurm signals (logic/agent/status.py).
+    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=300)
 
 
 class AgentSettings(_Settings):

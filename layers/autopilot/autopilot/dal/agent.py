@@ -68,8 +68,9 @@ class AgentTable:
         ).get("Item")
         return AgentRecord.model_validate(_from_attributes(item)) if item else None
 
-    def add_command(self, cluster_name: str, command: StoredCommand, *, deadline: datetime) -> None:
-        """Store the command once: a retried invoke of the same task (same commandId) changes nothing."""
+    def add_command(self, cluster_name: str, command: StoredCommand, *, deadline: datetime) -> bool:
+        """Store the command once: a retried invoke of the same task (same commandId) changes nothing.
+        Whether this call stored it."""
         try:
             self.dynamodb.put_item(
                 TableName=self._table,
@@ -85,6 +86,8 @@ class AgentTable:
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
+            return False
+        return True
 
     def command(self, cluster_name: str, command_id: str) -> StoredCommand | None:
         item = self.dynamodb.get_item(

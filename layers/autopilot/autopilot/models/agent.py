@@ -63,6 +63,11 @@ class SlurmNode(_Wire):
     def flags(self) -> frozenset[str]:
         return frozenset(flag.upper() for flag in self.state.split("+")[1:])
 
+    @property
+    def not_responding(self) -> bool:
+        """slurmd does not answer slurmctld: scontrol's NOT_RESPONDING flag (sinfo's ``*`` suffix)."""
+        return "NOT_RESPONDING" in self.flags or self.state.split("+", 1)[0].endswith("*")
+
 
 class CommandResult(_Wire):
     command_id: str = Field(min_length=1, max_length=64)
@@ -155,6 +160,9 @@ class AgentRecord(_Item):
     last_seen: str
     agent_version: str
     nodes: dict[str, SlurmNode] = Field(default_factory=dict)
+    # Slurm node name -> when a report first showed it NOT_RESPONDING, on the product clock (kept while
+    # the flag stays): the sweep repairs a node not responding past StuckNodeMinutes.
+    not_responding_since: dict[str, str] = Field(default_factory=dict)
 
 
 class CommandStatus(StrEnum):
@@ -170,8 +178,10 @@ class StoredCommand(_Item):
     node: str
     reason: str | None = None
     deadline: str
-    task_token: str
-    operation_id: str
+    # None for the healing sweep's own resume of a node Slurm downed after a reboot: no workflow waits
+    # on it, so its result only marks it done (logic/healing/slurm_signal.py).
+    task_token: str | None = None
+    operation_id: str | None = None
     status: CommandStatus = CommandStatus.PENDING
     # resume: the GPU count Slurm must show for the node to count as back (gpus_for(instanceType)).
     expected_gpus: int | None = None

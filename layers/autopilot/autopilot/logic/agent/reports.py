@@ -79,7 +79,10 @@ def handle_report(
     deps.agents.record_report(
         cluster_name,
         AgentRecord(
-            last_seen=iso(now), agent_version=report.agent_version, nodes={n.name: n for n in report.nodes}
+            last_seen=iso(now),
+            agent_version=report.agent_version,
+            nodes={n.name: n for n in report.nodes},
+            not_responding_since=not_responding_since(deps.agents, cluster_name, report.nodes, now),
         ),
     )
     for result in report.results:
@@ -96,6 +99,20 @@ def handle_report(
     }
 
 
+def not_responding_since(
+    agents: AgentTable, cluster_name: str, nodes: list[SlurmNode], now: datetime
+) -> dict[str, str]:
+    """When each node not responding now was first reported so: the previous report's time while the
+    flag stays, else now (the sweep counts StuckNodeMinutes from it). The previous report is read only
+    when a node is not responding."""
+    flagged = [n.name for n in nodes if n.not_responding]
+    if not flagged:
+        return {}
+    previous = agents.agent(cluster_name)
+    known = previous.not_responding_since if previous else {}
+    return {name: known.get(name, iso(now)) for name in flagged}
+
+
 def parse_report(body: Mapping[str, Any] | None) -> AgentReport:
     if not isinstance(body, Mapping):
         raise InvalidReportError("the body must be a JSON object")
@@ -109,6 +126,17 @@ def parse_report(body: Mapping[str, Any] | None) -> AgentReport:
 
 def complete(stepfunctions: SFNClient, command: StoredCommand, result: CommandResult) -> None:
     """End the workflow task waiting on the command: success with the result's detail, or failure."""
+    if command.task_token is None:
+        # the healing sweep's own resume: nothing waits on it (marking it done is all)
+        logger.info(
+            "sweep's agent command completed",
+            command_id=command.command_id,
+            verb=command.verb.value,
+            node=command.node,
+            ok=result.ok,
+            error=result.error,
+        )
+        return
     failure: tuple[str, str] | None = None
     if not result.ok:
         failure = (COMMAND_FAILED, result.error or f"the agent reported {command.verb.value} failed")

@@ -4,7 +4,8 @@ The policy (docs/operations.md, "Healing policy", holds the same table), the fir
 1. a Slurm controller node → ``alert`` (never replaced, nothing done to it; HyperPod may repair it);
 2. HyperPod repairs the node itself (the cluster's NodeRecovery is Automatic) → ``observe``: Autopilot
    steps in past HyperPodRepairDeadlineMinutes;
-3. HMA fault type ``NvidiaErrorReboot``, ``NvidiaGpuCountMismatch``, ``NeuronErrorReboot`` → ``reboot``;
+3. HMA fault type ``NvidiaErrorReboot``, ``NvidiaGpuCountMismatch``, ``NeuronErrorReboot``, or the
+   sweep's ``SlurmNotResponding`` → ``reboot``;
 4. HMA fault type ``NvidiaErrorTerminate``, ``NeuronErrorTerminate`` → ``replace``;
 5. another fault type: the event's RepairAction ``Reboot`` / ``Replace``, else the Recommendation's
    "Reboot" / "Replace" → ``reboot`` / ``replace``;
@@ -22,6 +23,12 @@ Sources:
   agent" shows ``NvidiaErrorReboot`` for an NVLink Xid and says HMA reboots a node whose GPU / Neuron
   device count does not match its instance type. ``...Terminate`` (the instance must go) → replace,
   ``...Reboot`` and count mismatches → reboot.
+- SlurmNotResponding (the sweep: slurmd silent past StuckNodeMinutes while SageMaker shows the instance
+  Running, logic/healing/slurm_signal.py) → reboot: what stops slurmd answering on a running instance
+  (a hung kernel, memory exhausted, slurmd dead, a stuck mount) is cleared by a reboot in minutes, which
+  keeps the node's volumes and name, where a replace takes 20-30 minutes and destroys them. If Slurm
+  still does not get the node back, the repair's resume step fails it (NodeNotBackInSlurm) and alerts:
+  the same silence since the same sighting is never repaired again, a person decides.
 - Unknown → replace (the issue's rule): a replace clears any fault of the instance, a reboot only
   some, and a reboot that does not heal is escalated to a replace after RebootDeadlineMinutes anyway.
 - Controller: BatchReplaceClusterNodes is not allowed on a Slurm controller node (API reference), and
@@ -52,7 +59,9 @@ from pydantic import BaseModel, ConfigDict
 from autopilot.models.records import Fault, NodeAction, RepairActor
 
 # HMA fault types a reboot clears, and those that need new hardware.
-REBOOT_FAULTS = frozenset({"NvidiaErrorReboot", "NvidiaGpuCountMismatch", "NeuronErrorReboot"})
+REBOOT_FAULTS = frozenset(
+    {"NvidiaErrorReboot", "NvidiaGpuCountMismatch", "NeuronErrorReboot", "SlurmNotResponding"}
+)
 REPLACE_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate"})
 # HMA fault types after which the node's accelerators are gone: its jobs cannot run on (no drain wait).
 GPU_LOST_FAULTS = frozenset({"NvidiaErrorTerminate", "NeuronErrorTerminate", "NvidiaGpuCountMismatch"})

@@ -14,6 +14,9 @@ Every HealingSweepScheduleExpression, for each ACTIVE registered cluster:
   OnStartDeepHealthChecks: HyperPod's replacement is checked before it serves), or at once for a node
   in ``Failure``;
 - a paused cluster starts nothing (the reports are kept, so the sweep after the resume starts them);
+- on a Slurm cluster whose agent is connected, Slurm's view is a signal too: a node down only for a
+  reboot is resumed, one not responding past StuckNodeMinutes repaired, an operator's drain left alone
+  (logic/healing/slurm_signal.py);
 - lease holders and nodes' open repairs whose operation is no longer RUNNING (its execution died) are
   released, and ReplaceNode operations RUNNING
   past their deadline (counted from the sweep's first sighting of them, on the sweep's own clock:
@@ -38,6 +41,7 @@ from autopilot.errors import WorkflowStartError
 from autopilot.events import emit_operation_failed
 from autopilot.logic.healing.breaker import BreakerContentionError, announce_trip, record_unhealthy
 from autopilot.logic.healing.decide import decide, fault_type_of
+from autopilot.logic.healing.slurm_signal import SlurmFindings
 from autopilot.logic.healing.start_repair import RepairRequest, slurm_steps_seconds, start_repair
 from autopilot.models.records import (
     ClusterStatus,
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
     from autopilot.dal.repair_watch import RepairWatch
     from autopilot.dal.state_store import StateStore
     from autopilot.dal.stuck_nodes import StuckNodes
+    from autopilot.logic.healing.slurm_signal import SlurmSignal
     from autopilot.logic.healing.topology import ClusterTopology, TopologyReader
     from autopilot.settings import HealingSettings
 
@@ -121,6 +126,7 @@ class HealingSweep:
         sns: SNSClient,
         settings: HealingSettings,
         stuck_node_minutes: int,
+        slurm: SlurmSignal | None = None,
     ) -> None:
         self.store = store
         self.healing = healing
@@ -133,6 +139,7 @@ class HealingSweep:
         self.sns = sns
         self.settings = settings
         self.stuck_after = timedelta(minutes=stuck_node_minutes)
+        self.slurm = slurm
 
     def run(self, now: datetime) -> dict[str, int]:
         """Sweep every ACTIVE registered cluster and close overdue repairs; how many of each outcome."""
@@ -191,7 +198,9 @@ class HealingSweep:
             (datetime.fromisoformat(o.created_at) for o in open_repairs if o is not None), default=None
         )
         paused = self.healing.get_healing(name).paused
-        for summary in self._nodes(name):
+        summaries = self._nodes(name)
+        slurm = self.slurm.findings(name, summaries, records, now) if self.slurm else SlurmFindings()
+        for summary in summaries:
             node_id = summary["InstanceId"]
             status = summary["InstanceStatus"]["Status"]
             if status == RUNNING and node_id in not_running_since:
@@ -207,6 +216,8 @@ class HealingSweep:
                 deep_health_checks=topology.deep_health_checks(summary["InstanceGroupName"]),
                 repairing_since=repairing_since,
             )
+            if fault is None and node_id in slurm.faults:
+                fault, new = slurm.faults[node_id], True
             if fault is None:
                 continue
             if record is not None and record.open_repair is not None:
@@ -223,6 +234,9 @@ class HealingSweep:
                 outcomes["unhealthy_while_paused"] += 1
                 continue
             outcomes[self._start(name, node_id, group=group, fault=fault, topology=topology, now=now)] += 1
+        if self.slurm is not None and not paused:
+            # paused, nothing is resumed either: the pause may be a correlated fault's
+            outcomes.update(self.slurm.resume(name, slurm, now))
         return outcomes
 
     def _nodes(self, name: str) -> list[dict[str, Any]]:

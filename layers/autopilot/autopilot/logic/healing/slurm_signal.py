@@ -1,0 +1,217 @@
+"""Slurm as a signal: what the healing sweep does with a Slurm cluster's latest agent report.
+
+Only while the cluster's agent is connected (logic/agent/status.py): a report is stored only when it came
+from the controller group's own role (logic/agent/trust.py), so its view of Slurm is trusted. A Slurm
+node is a SageMaker node by name (the first label of its PrivateDnsHostname, as HyperPod names Slurm
+nodes); a Slurm node no SageMaker node of the cluster has (a replaced instance's old name) is left alone.
+
+- **Resume.** slurmctld sets a node ``DOWN`` "Node unexpectedly rebooted" when its slurmd registers
+  after a reboot Slurm did not order (an Autopilot or HyperPod reboot or replace), and schedules nothing
+  on it until someone resumes it. Such a node whose instance SageMaker shows Running, with no Unhealthy
+  report held and no repair open (a repair resumes its own node), gets a ``resume`` command for the
+  agent with no task token (nothing waits on it), one at a time: none while a resume of it is pending.
+- **Repair.** A node ``NOT_RESPONDING`` since longer than StuckNodeMinutes (since the first report that
+  showed it so, on the product clock: logic/agent/reports.py) whose instance is Running is a fault the
+  sweep found, fault type ``SlurmNotResponding`` (logic/healing/decide.py: a reboot first), repaired
+  through the same claim as any other.
+- **An operator's drain** (``DRAIN`` with a reason Autopilot did not write; Autopilot's start with
+  "autopilot ") is neither resumed nor repaired on Slurm's word. SageMaker's own faults of the node
+  (Failure, an Unhealthy report, stuck out of Running) still go the usual way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from autopilot.events import SLURM_NODE_RESUME_REQUESTED, put_event
+from autopilot.logic.agent.status import agent_state
+from autopilot.models.agent import AgentRecord, SlurmNode, StoredCommand, Verb
+from autopilot.models.records import Fault, NodeHealth, NodeRecord, iso
+from autopilot.observability import Count, count, logger
+
+if TYPE_CHECKING:
+    from mypy_boto3_events import EventBridgeClient
+
+    from autopilot.dal.agent import AgentTable
+
+NOT_RESPONDING_FAULT = "SlurmNotResponding"
+# slurmctld's reason for a node whose slurmd registered with a newer boot time than it knew (Slurm
+# 22.05 says exactly this; later versions append "boot_time=… last response=…").
+REBOOTED_REASON = "Node unexpectedly rebooted"
+# The drain reasons Autopilot writes (statemachines/replace_node.asl.json, "Drain Node").
+AUTOPILOT_REASON_PREFIX = "autopilot "
+RUNNING = "Running"
+# How long a sweep's resume is handed to the agent: the node answers slurmctld already, so one poll
+# does it; 5 minutes and three polls at AgentPollSeconds' maximum (300) allow for a slow or late one.
+RESUME_DEADLINE = timedelta(seconds=300 + 3 * 300)
+
+
+@dataclass(frozen=True)
+class Resume:
+    node_id: str
+    slurm_node: str
+    view: SlurmNode
+
+
+@dataclass(frozen=True)
+class SlurmFindings:
+    """What the report calls for: resumes to send, and faults by SageMaker node id."""
+
+    resumes: list[Resume] = field(default_factory=list)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    # the report's lastSeen (one resume command per node and report, whoever sweeps)
+    seen: str = ""
+
+
+def slurm_name(summary: Mapping[str, Any]) -> str | None:
+    hostname = summary.get("PrivateDnsHostname")
+    return str(hostname).split(".", 1)[0] if hostname else None
+
+
+def operator_drain(view: SlurmNode) -> bool:
+    return "DRAIN" in view.flags and not view.reason.startswith(AUTOPILOT_REASON_PREFIX)
+
+
+def rebooted_down(view: SlurmNode) -> bool:
+    """Down only because it rebooted: DOWN with slurmctld's reboot reason, slurmd answering, no drain."""
+    return (
+        view.base_state == "DOWN"
+        and view.reason.startswith(REBOOTED_REASON)
+        and not view.not_responding
+        and "DRAIN" not in view.flags
+    )
+
+
+def slurm_findings(
+    report: AgentRecord,
+    summaries: Sequence[Mapping[str, Any]],
+    records: Mapping[str, NodeRecord],
+    *,
+    pending_resumes: Collection[str],
+    now: datetime,
+    not_responding_after: timedelta,
+) -> SlurmFindings:
+    """The decision, over the report's node views, SageMaker's node summaries (ListClusterNodes), the
+    nodes' records (health held, open repair) and the Slurm nodes a resume is pending for."""
+    resumes: list[Resume] = []
+    faults: dict[str, Fault] = {}
+    for summary in summaries:
+        name = slurm_name(summary)
+        view = report.nodes.get(name) if name else None
+        if name is None or view is None or operator_drain(view):
+            continue
+        node_id = summary["InstanceId"]
+        record = records.get(node_id)
+        if summary["InstanceStatus"]["Status"] != RUNNING or (record and record.open_repair):
+            continue  # SageMaker's statuses are the sweep's own business; a repair resumes its node
+        held = record is not None and record.health is NodeHealth.UNHEALTHY
+        if rebooted_down(view) and not held and name not in pending_resumes:
+            resumes.append(Resume(node_id=node_id, slurm_node=name, view=view))
+        since = report.not_responding_since.get(name)
+        if not view.not_responding or since is None:
+            continue
+        if now - datetime.fromisoformat(since) < not_responding_after:
+            continue
+        if record is not None and record.health_since is not None:
+            unclaimed = held and (record.last_fault_at is None or record.last_fault_at < record.health_since)
+            if unclaimed or record.health_since >= since:
+                continue  # the report held is the fault (the sweep's own path), or this one was reported
+        faults[node_id] = Fault(
+            fault_type=NOT_RESPONDING_FAULT,
+            reason=(
+                f"Slurm node {name} is {view.state} since {since} (fault type {NOT_RESPONDING_FAULT}), "
+                "past StuckNodeMinutes"
+            ),
+            detected_at=since,
+        )
+    return SlurmFindings(resumes=resumes, faults=faults, seen=report.last_seen)
+
+
+def resume_command_id(slurm_node: str, seen: str) -> str:
+    """One id per node and report: two sweeps reading the same report store one command."""
+    return hashlib.sha256(f"sweep-resume|{slurm_node}|{seen}".encode()).hexdigest()[:32]
+
+
+class SlurmSignal:
+    """The sweep's reads and writes for Slurm: the agent's report, its pending resumes, the resumes."""
+
+    def __init__(
+        self,
+        *,
+        agents: AgentTable,
+        events: EventBridgeClient,
+        poll_seconds: int,
+        not_responding_after: timedelta,
+    ) -> None:
+        self.agents = agents
+        self.events = events
+        self.poll_seconds = poll_seconds
+        self.not_responding_after = not_responding_after
+
+    def findings(
+        self,
+        cluster_name: str,
+        summaries: Sequence[Mapping[str, Any]],
+        records: Mapping[str, NodeRecord],
+        now: datetime,
+    ) -> SlurmFindings:
+        """Nothing without a connected agent (an EKS cluster, a Slurm one without the agent or silent)."""
+        report = self.agents.agent(cluster_name)
+        if report is None or agent_state(report, now, self.poll_seconds) != "connected":
+            return SlurmFindings()
+        pending: set[str] = set()
+        if any(rebooted_down(view) for view in report.nodes.values()):
+            pending = {
+                c.node
+                for c in self.agents.pending_commands(cluster_name, after=iso(now))
+                if c.verb is Verb.RESUME
+            }
+        return slurm_findings(
+            report,
+            summaries,
+            records,
+            pending_resumes=pending,
+            now=now,
+            not_responding_after=self.not_responding_after,
+        )
+
+    def resume(self, cluster_name: str, findings: SlurmFindings, now: datetime) -> Counter[str]:
+        """Queue each resume for the agent (its next poll fetches it), counted and announced once."""
+        outcomes: Counter[str] = Counter()
+        deadline = now + RESUME_DEADLINE
+        for resume in findings.resumes:
+            command = StoredCommand(
+                command_id=resume_command_id(resume.slurm_node, findings.seen),
+                verb=Verb.RESUME,
+                node=resume.slurm_node,
+                deadline=iso(deadline),
+            )
+            if not self.agents.add_command(cluster_name, command, deadline=deadline):
+                continue  # another sweep of the same report queued it
+            count(Count.SLURM_NODES_RESUMED)
+            detail = {
+                "clusterName": cluster_name,
+                "nodeId": resume.node_id,
+                "slurmNode": resume.slurm_node,
+                "slurmState": resume.view.state,
+                "slurmReason": resume.view.reason,
+                "commandId": command.command_id,
+                "requestedAt": iso(now),
+            }
+            put_event(self.events, SLURM_NODE_RESUME_REQUESTED, json.dumps(detail))
+            logger.info(
+                "Slurm node resume queued",
+                cluster=cluster_name,
+                node=resume.node_id,
+                slurm_node=resume.slurm_node,
+                reason=resume.view.reason,
+                command_id=command.command_id,
+            )
+            outcomes["slurm_resumes_queued"] += 1
+        return outcomes
