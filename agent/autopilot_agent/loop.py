@@ -88,7 +88,7 @@ class Agent:
         while not stop.is_set():
             try:
                 wait = self.poll_once()
-            except Exception:
+            except Exception:  # a bug of ours must not end the service: logged, polled again
                 log.exception("poll failed")
                 wait = self.poll_seconds
             if wait:
@@ -120,7 +120,7 @@ class Agent:
                 self._finish(command.command_id, ok=False, error="unknown node")
             except SlurmError as error:
                 self._finish(command.command_id, ok=False, error=str(error) or "slurm command failed")
-            except Exception as error:
+            except Exception as error:  # one bad command must never stop the agent: it becomes a result
                 log.exception("command %s failed", command.command_id)
                 self._finish(command.command_id, ok=False, error=f"agent error: {error!r}")
             else:
