@@ -40,6 +40,12 @@ def active_cluster_of(stack: Deployed, caller: str, name: str = "ml-cluster") ->
     operation id."""
     status, body = call(as_caller(api_event("create_cluster", body=create_body(name)), caller))
     assert status == 202, body
+    make_active(stack, name)
+    live(stack, name)
+    return str(body["operationId"])
+
+
+def make_active(stack: Deployed, name: str) -> None:
     stack.client("dynamodb").update_item(
         TableName=stack.stack.physical_id("StateTable"),
         Key={"pk": {"S": f"CLUSTER#{name}"}, "sk": {"S": f"CLUSTER#{name}"}},
@@ -47,8 +53,6 @@ def active_cluster_of(stack: Deployed, caller: str, name: str = "ml-cluster") ->
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={":active": {"S": "ACTIVE"}},
     )
-    live(stack, name)
-    return str(body["operationId"])
 
 
 def live(stack: Deployed, name: str) -> None:
@@ -208,3 +212,35 @@ def test_read_access_owners_hides_a_cluster_from_everyone_but_its_creator_and_th
     assert get_operation(operation_id, BOB)[0] == 404
     assert get_operation(operation_id, ALICE)[0] == 200
     assert (listed(BOB), listed(ALICE), listed(ADMIN)) == ([], ["ml-cluster"], ["ml-cluster"])
+
+
+# -- owner groups ----------------------------------------------------------------------------------------
+def test_the_owners_a_create_names_may_act_on_and_read_the_cluster(
+    stack: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared cluster: alice names bob (one Identity Center user) and the Ops role (all its sessions)."""
+    set_setting(monkeypatch, "READ_ACCESS", "owners")
+    ops = f"arn:aws:iam::{ACCOUNT}:role/Ops"
+    body = create_body("shared", owners=[BOB, ops])
+    status, accepted = call(as_caller(api_event("create_cluster", body=body), ALICE))
+    assert status == 202, accepted
+    make_active(stack, "shared")
+    live(stack, "shared")
+    dave = f"arn:aws:sts::{ACCOUNT}:assumed-role/{PERMISSION_SET_ROLE}/dave"
+
+    _, cluster = read("", "shared", BOB)
+    assert (cluster["createdBy"], cluster["owners"]) == (ALICE, [BOB, ops])
+    assert read("", "shared", dave)[0] == 404
+    assert pause("shared", dave)[0] == 403
+    assert pause("shared", f"arn:aws:sts::{ACCOUNT}:assumed-role/Ops/night-shift")[0] == 200
+    assert delete("shared", BOB)[0] == 202
+
+
+def test_an_owner_that_is_not_an_iam_identity_is_400_naming_it(stack: Deployed) -> None:
+    body = create_body(owners=[BOB, "alice"])
+
+    status, answer = call(as_caller(api_event("create_cluster", body=body), ALICE))
+
+    assert status == 400
+    assert {e["path"] for e in answer["errors"]} == {"owners[1]"}
+    assert executions(stack, "CreateClusterStateMachine") == []

@@ -59,6 +59,14 @@ TagValue = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_t
 # SageMaker's times as every other time the API answers: UTC, milliseconds, "Z" (records.iso)
 Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
 Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
+# An identity that may own a cluster: an IAM user or role (a path allowed), or a role session.
+PrincipalArn = Annotated[
+    str,
+    Field(
+        max_length=2048,
+        pattern=r"^arn:aws[a-z-]*:(iam::\d{12}:(user|role)/[\w+=,.@/-]+|sts::\d{12}:assumed-role/[\w+=,.@-]+/[\w+=,.@-]+)$",
+    ),
+]
 
 
 # The request bodies' examples in the OpenAPI document (API fuzzers start from them): a small Slurm
@@ -150,6 +158,13 @@ class CreateClusterBody(ApiModel):
     owner: TagValue = Field(description="Who the cluster is for (the `owner` cost tag).")
     project: TagValue = Field(description="What it is for (the `project` cost tag).")
     cost_center: TagValue | None = Field(default=None, description="Who pays (the `cost-center` cost tag).")
+    owners: list[PrincipalArn] | None = Field(
+        default=None,
+        max_length=20,
+        description="Who else may act on the cluster as its creator may (delete, repair, pause, scale): IAM "
+        "user or role ARNs (a role: every session of it) or session ARNs (an IAM Identity Center user: "
+        "`arn:aws:sts::<account>:assumed-role/AWSReservedSSO_<PermissionSet>_<hex>/<user>`).",
+    )
     budget: BudgetRequest | None = Field(default=None, description="Create an AWS Budget for the cluster.")
     rollback_on_failure: bool = Field(
         default=False, description="Delete the cluster if creation fails after SageMaker accepted it."
@@ -295,6 +310,9 @@ class ClusterSummary(ApiModel):
     created_by: str | None = Field(
         default=None, description="The IAM identity that created it through the API (it may delete it)"
     )
+    owners: list[str] | None = Field(
+        default=None, description="The identities its creator named who may act on it as the creator may"
+    )
     last_operation_id: str
     created_at: str
     updated_at: str
@@ -361,6 +379,12 @@ class ClusterView(ApiModel):
     )
     owner: str | None = None
     project: str | None = None
+    created_by: str | None = Field(
+        default=None, description="The IAM identity that created it through the API"
+    )
+    owners: list[str] | None = Field(
+        default=None, description="The identities its creator named who may act on it as the creator may"
+    )
     budget_name: str | None = None
     budget_enforcement: BudgetEnforcement | None = Field(
         default=None,

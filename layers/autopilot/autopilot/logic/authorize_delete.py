@@ -42,15 +42,16 @@ def authorize_delete(
     *,
     action: str = "delete",
     matching: OwnerMatching = "role",
+    owners: Iterable[str] | None = None,
 ) -> None:
-    """Raise NotAllowedError unless ``caller`` created the cluster or is an admin. A cluster with no
-    recorded creator (created outside Autopilot, or before creators were recorded) is the admins'.
-    ``action`` words the refusal ("may not <action> cluster 'c'")."""
-    allowed = [*admins, *([created_by] if created_by is not None else [])]
+    """Raise NotAllowedError unless ``caller`` created the cluster, is one of its ``owners`` or an
+    admin. A cluster with no recorded creator (created outside Autopilot, or before creators were
+    recorded) is the admins'. ``action`` words the refusal ("may not <action> cluster 'c'")."""
+    allowed = [*admins, *([created_by] if created_by is not None else []), *(owners or [])]
     if not acts_as_any(caller, allowed, matching=matching):
         raise NotAllowedError(
             f"{caller or 'an unidentified caller'} may not {action} cluster {cluster_name!r}: only the "
-            "identity that created it and the stack's AdminPrincipalArns may"
+            "identity that created it, its owners and the stack's AdminPrincipalArns may"
         )
 
 

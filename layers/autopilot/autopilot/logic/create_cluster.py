@@ -171,6 +171,7 @@ def _create_cluster(
         cost_center=body.cost_center,
         file_system_ids=file_system_ids(body.provisioning_parameters) or None,
         created_by=requested_by,
+        owners=body.owners,
         budget_enforcement=(body.budget.enforcement if body.budget else BudgetEnforcement.ALERT).value,
         worker_groups=worker_groups(body.cluster_config, body.provisioning_parameters),
         project_budget_limit_usd=project_budget.limit_amount if project_budget else None,

@@ -64,6 +64,7 @@ def _delete_cluster(
         creator,
         split_arns(deps.settings.admin_principal_arns),
         matching=deps.settings.owner_matching,
+        owners=registered.owners if registered is not None and live_record else None,
     )
     if registered is not None and registered.status in (ClusterStatus.CREATING, ClusterStatus.DELETING):
         raise ConflictError(

@@ -54,6 +54,7 @@ def set_healing(
         split_arns(deps.settings.admin_principal_arns),
         action="pause or resume healing of",
         matching=deps.settings.owner_matching,
+        owners=cluster.owners,
     )
     by = str(requested_by)  # authorize_delete refuses an unidentified caller
     now = deps.now()

@@ -38,6 +38,7 @@ def may_read(deps: Dependencies, caller: str | None, cluster: Cluster) -> bool:
     listed = [
         *split_arns(settings.admin_principal_arns),
         *([cluster.created_by] if cluster.created_by else []),
+        *(cluster.owners or []),
     ]
     return acts_as_any(caller, listed, matching=settings.owner_matching)
 

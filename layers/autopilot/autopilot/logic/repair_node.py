@@ -89,6 +89,7 @@ def _repair_node(
         split_arns(deps.settings.admin_principal_arns),
         action=f"{action.value} nodes of",
         matching=deps.settings.owner_matching,
+        owners=cluster.owners,
     )
     topology = TopologyReader(sagemaker=deps.sagemaker)
     group = topology.node_group(name, node_id)

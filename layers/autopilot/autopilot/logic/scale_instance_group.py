@@ -72,6 +72,7 @@ def scale_instance_group(
         split_arns(deps.settings.admin_principal_arns),
         action="scale instance groups of",
         matching=deps.settings.owner_matching,
+        owners=cluster.owners,
     )
     described = deps.sagemaker.describe_cluster(ClusterName=name)
     groups: dict[str, Any] = {g["InstanceGroupName"]: g for g in described.get("InstanceGroups") or []}

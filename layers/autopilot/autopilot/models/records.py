@@ -210,6 +210,8 @@ class Cluster(_Item):
     file_system_ids: list[str] | None = None
     # The IAM identity ARN that created it through the API: it (and the admins) may delete it.
     created_by: str | None = None
+    # The identities the create request named (``owners``) who may act on it as its creator may.
+    owners: list[str] | None = None
     # SageMaker's ClusterStatus as last seen by a workflow or a HyperPod event.
     sagemaker_status: str | None = None
     # Budget enforcement at 100 % ACTUAL ("alert" | "scale-to-min" | "block-growth"), and the instance
