@@ -239,8 +239,9 @@ def test_the_endpoint_region_beats_the_profile_region(monkeypatch: pytest.Monkey
 def local_api(
     answers: list[tuple[int, bytes]], *, date: str | None = None
 ) -> Iterator[tuple[AutopilotClient, list[str]]]:
-    """A real HTTP server on 127.0.0.1 answering GETs with ``answers`` in turn (the last one repeated),
-    its Date header ``date`` when given; the client for it, and the paths it was asked."""
+    """A real HTTP server on 127.0.0.1 answering GETs and POSTs with ``answers`` in turn (the last one
+    repeated), its Date header ``date`` when given; the client for it, and the paths it was asked (a
+    POST's with its Idempotency-Key)."""
     seen: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -252,6 +253,11 @@ def local_api(
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.path = f"{self.path} Idempotency-Key={self.headers.get('Idempotency-Key')}"
+            self.do_GET()
 
         def date_time_string(self, timestamp: float | None = None) -> str:
             return date or super().date_time_string(timestamp)
@@ -281,6 +287,23 @@ def test_throttling_and_gateway_errors_are_retried_before_they_reach_the_caller(
     with local_api(answers) as (client, seen):
         assert list(client.list_clusters()) == []
     assert len(seen) == 3
+
+
+def test_a_create_answered_502_503_504_is_retried_with_its_idempotency_key() -> None:
+    # each retry must name the first request's key: the API then answers the operation the first one
+    # may have started (issue 20, finding 8), never a second cluster or a 409
+    answers = [
+        (502, b'{"message": "Internal server error"}'),
+        (503, b'{"message": "AWS is busy or unavailable; retry later"}'),
+        (504, b'{"message": "Endpoint request timed out"}'),
+        (202, b'{"operationId": "op-1", "clusterName": "lab", "status": "RUNNING"}'),
+    ]
+    with local_api(answers) as (client, seen):
+        accepted = client.create_cluster({"clusterConfig": {"ClusterName": "lab"}})
+    assert accepted["operationId"] == "op-1"
+    assert len(seen) == 4
+    assert len(set(seen)) == 1, seen
+    assert not seen[0].endswith("Idempotency-Key=None")
 
 
 def test_the_apis_date_header_is_kept_as_the_servers_now() -> None:

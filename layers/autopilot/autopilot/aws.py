@@ -14,14 +14,29 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-# Standard retry mode: exponential backoff with jitter on throttling and 5xx.
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+# Standard retry mode: exponential backoff with jitter on throttling and 5xx (botocore's max_attempts
+# counts retries: 6 attempts in all).
+DEFAULT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+# ApiFunction answers within API Gateway's 29 s integration timeout, or the caller gets a 504 for a
+# request that may still take effect. One call's worst case — 3 attempts of a 2 s connect and a 5 s
+# read, plus standard mode's throttling backoff (at most 1 s, then 2 s) — is 24 s; a call still failing
+# then is a 503 the client retries with its Idempotency-Key. The defaults (5 attempts, 60 s timeouts)
+# could take minutes.
+API_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
+_config = DEFAULT_CONFIG
+
+
+def use_config(config: Config) -> None:
+    """Make every client created from now on use ``config`` (a function's entry point, before any call)."""
+    global _config  # noqa: PLW0603  (one setting per execution environment)
+    _config = config
+    client.cache_clear()
 
 
 @cache
 def client(service: str, region: str | None = None) -> Any:
     """Return the cached boto3 client for ``service`` (typed at call sites with mypy-boto3 stubs)."""
-    return boto3.session.Session().client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
+    return boto3.session.Session().client(service, region_name=region, config=_config)  # type: ignore[call-overload]
 
 
 def error_code(exc: ClientError) -> str:
