@@ -429,28 +429,67 @@ def test_a_principal_mapped_to_root_is_refused_with_an_alert(world: World) -> No
     assert (event["detail"]["reason"], event["detail"]["runAs"]) == ("run-as-forbidden", "root")
 
 
-def test_the_max_sessions_tag_on_a_role_limits_each_of_its_sessions(world: World) -> None:
+def _role(name: str, tags: dict[str, str], path: str = "/") -> str:
     iam = boto3.client("iam", region_name=REGION)
-    role = iam.create_role(
-        RoleName="Researcher",
-        AssumeRolePolicyDocument="{}",
-        Tags=[
-            {"Key": "SSMSessionRunAs", "Value": "research"},
-            {"Key": "autopilot:max-sessions", "Value": "1"},
-        ],
-    )["Role"]["Arn"]
+    return str(
+        iam.create_role(
+            RoleName=name,
+            Path=path,
+            AssumeRolePolicyDocument="{}",
+            Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+        )["Role"]["Arn"]
+    )
+
+
+def test_the_max_sessions_tag_on_a_role_limits_all_its_plain_sessions_together(world: World) -> None:
+    role = _role("Researcher", {"SSMSessionRunAs": "research", "autopilot:max-sessions": "1"})
     dave = [world.sim.start_session_as(role, node, role_session_name="dave") for node in NODES[:2]]
     erin = world.sim.start_session_as(role, NODES[2], role_session_name="erin")
-    dave_arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave"
 
     outcomes = world.guard.sweep()
 
+    # an AssumeRole caller names its own session: "dave" and "erin" are the role, one person
+    assert outcomes == {TERMINATED: 2, KEPT: 1, ENDING: 0}
+    # the three started at the same instant; the order of their ids decides, the same way every run
+    oldest = min([*dave, erin])
+    assert sorted(world.terminate_calls) == sorted({*dave, erin} - {oldest})
+    assert {r.limit for r in world.records.list_for_cluster("research")} == {1}
+
+
+def test_one_role_with_a_new_session_name_per_session_is_one_person(world: World) -> None:
+    # issue 20: the limit was per session ARN, so a session name per session evaded it
+    role = _role("Shared", {"SSMSessionRunAs": "research"})
+    arns = [f"arn:aws:sts::{ACCOUNT}:assumed-role/Shared/s{n}" for n in range(3)]
+    ids = []
+    for n, node in enumerate(NODES[:3]):
+        ids.append(world.sim.start_session_as(role, node, role_session_name=f"s{n}"))
+        world.clock.advance(60)
+
+    outcomes = world.guard.on_start_session(world.call_for(ids[-1]))
+
     assert outcomes == {TERMINATED: 1, KEPT: 2, ENDING: 0}
-    # both were started at the same instant; the order of their ids decides, the same way every run
-    assert world.terminate_calls == [max(dave)]
+    assert world.terminate_calls == [ids[-1]]
     [record] = world.records.list_for_cluster("research")
-    assert (record.principal, record.limit) == (dave_arn, 1)
-    assert erin in [s.session_id for s in world.sim.sessions("Active")]
+    assert record.principal == arns[-1]  # the session's own owner, as DescribeSessions names it
+
+
+def test_identity_center_users_of_one_permission_set_are_counted_each_on_their_own(world: World) -> None:
+    role = _role(
+        "AWSReservedSSO_Researcher_0123456789abcdef",
+        {"SSMSessionRunAs": "research"},
+        path="/aws-reserved/sso.amazonaws.com/",
+    )
+    for user in ("ann", "bob"):
+        for node in NODES[:2]:
+            world.sim.start_session_as(role, node, role_session_name=user)
+            world.clock.advance(60)
+
+    assert world.guard.sweep() == {KEPT: 4, ENDING: 0}  # two each: each within MaxSessionsPerUser
+
+    third = world.sim.start_session_as(role, NODES[2], role_session_name="ann")
+    world.clock.advance(60)
+    assert world.guard.on_start_session(world.call_for(third)) == {TERMINATED: 1, KEPT: 2, ENDING: 0}
+    assert world.terminate_calls == [third]
 
 
 def test_non_hyperpod_and_unregistered_targets_are_never_touched(world: World) -> None:

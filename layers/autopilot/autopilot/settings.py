@@ -157,6 +157,9 @@ class SessionGuardSettings(_Settings):
     max_sessions_per_user: int = Field(alias="MAX_SESSIONS_PER_USER", ge=1)
     # The template parameter ForbiddenRunAsUsers, comma-separated ("" forbids none).
     forbidden_run_as_users: str = Field(alias="FORBIDDEN_RUN_AS_USERS")
+    # The template parameter OwnerMatching: a plain role session is its role ("role") or itself
+    # ("session") when sessions are counted per person (logic/callers.py, as the API's ownership).
+    owner_matching: Literal["role", "session"] = Field(alias="OWNER_MATCHING", default="role")
 
     @property
     def forbidden_run_as(self) -> frozenset[str]:

@@ -1,10 +1,16 @@
-"""SessionGuard: per-principal SSM session limits and Run-As checks on registered HyperPod clusters.
+"""SessionGuard: per-person SSM session limits and Run-As checks on registered HyperPod clusters.
 
 Two triggers run the same rules. CloudTrail's StartSession record (through EventBridge) checks the
-principal that started a session, on that session's cluster; the schedule checks every Active
+person that started a session, on that session's cluster; the schedule checks every Active
 session, for the sessions whose record was lost or late (CloudTrail's delivery is best effort).
 
-For one principal on one cluster (a registered cluster whose ARN ends in the target's cluster id):
+Sessions are counted per person as the API decides ownership (autopilot.logic.callers.person): an
+IAM user; an IAM Identity Center user (``assumed-role/AWSReservedSSO_<set>_<hex>/<user>``: one role
+for every user of the permission set, the session name is the user); any other role session counts
+with every session of its role, because the AssumeRole caller picks the session name (one role and
+a new name per session used to evade the limit). ``OwnerMatching=session`` counts those per session.
+
+For one person on one cluster (a registered cluster whose ARN ends in the target's cluster id):
 - no ``SSMSessionRunAs`` tag on its IAM user or role, or a tag naming a forbidden user (root,
   ssm-user, ...): every session it holds there is terminated, with an alert;
 - otherwise its sessions beyond its limit (the ``autopilot:max-sessions`` tag, else
@@ -30,6 +36,7 @@ from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
 from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
 from autopilot.events import SessionTerminatedEventDetail, emit_session_terminated
+from autopilot.logic.callers import person
 from autopilot.models.records import iso
 from autopilot.models.sessions import (
     MAX_SESSIONS_TAG,
@@ -185,6 +192,7 @@ class SessionGuard:
             outcomes[NOT_STARTED] += 1
             return dict(outcomes)
         principal, target, _ = started
+        who = person(principal, matching=self.settings.owner_matching)
         cluster_id = hyperpod_cluster_id(target)
         if cluster_id is None:
             outcomes[NOT_HYPERPOD] += 1
@@ -193,13 +201,17 @@ class SessionGuard:
         if cluster_name is None:
             outcomes[UNREGISTERED_CLUSTER] += 1
             return dict(outcomes)
-        # DescribeSessions' Target filter matches one node exactly: the Owner filter narrows the read
-        # to the principal, and the cluster's nodes are picked from their targets.
+        # DescribeSessions' Target filter matches one node exactly, its Owner filter one ARN: the Owner
+        # filter narrows the read to a person who is one ARN, and the cluster's nodes are picked from
+        # their targets. A role's sessions have an ARN each: those are read all and picked by person.
         sessions = [
-            s for s in self._active_sessions(owner=principal) if hyperpod_cluster_id(s.Target) == cluster_id
+            s
+            for s in self._active_sessions(owner=principal if who == principal else None)
+            if hyperpod_cluster_id(s.Target) == cluster_id
+            and person(s.Owner, matching=self.settings.owner_matching) == who
         ]
         self._enforce(
-            principal=principal,
+            principal=who,
             cluster_name=cluster_name,
             sessions=sessions,
             trigger="event",
@@ -209,7 +221,7 @@ class SessionGuard:
         return dict(outcomes)
 
     def sweep(self) -> dict[str, int]:
-        """The schedule: every Active session on a registered cluster, by principal and cluster."""
+        """The schedule: every Active session on a registered cluster, by person and cluster."""
         outcomes: Counter[str] = Counter()
         clusters = self._registered_clusters()
         groups: defaultdict[tuple[str, str], list[ActiveSession]] = defaultdict(list)
@@ -220,7 +232,8 @@ class SessionGuard:
             elif cluster_id not in clusters:
                 outcomes[UNREGISTERED_CLUSTER] += 1
             else:
-                groups[(session.Owner, clusters[cluster_id])].append(session)
+                who = person(session.Owner, matching=self.settings.owner_matching)
+                groups[(who, clusters[cluster_id])].append(session)
         tags = PrincipalTags(self.iam)
         for (principal, cluster_name), sessions in sorted(groups.items()):
             self._enforce(
