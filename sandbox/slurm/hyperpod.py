@@ -54,7 +54,7 @@ class _Change:
     controller: Mapping[str, str] = field(default_factory=dict)
 
 
-class _ClusterSlurm:
+class ClusterSlurm:
     """One HyperPod cluster's Slurm, changed in order on its own thread."""
 
     def __init__(self, owner: HyperPodSlurm, name: str, arn: str, workdir: Path) -> None:
@@ -62,7 +62,9 @@ class _ClusterSlurm:
         self.name = name
         self.arn = arn
         self.slurm = SlurmCluster(name, workdir, slurmd_timeout=owner.slurmd_timeout)
-        self.nodes: dict[str, str] = {}  # instance id → Slurm node name, of the nodes in slurm.conf
+        # instance id → Slurm node name, of the nodes in slurm.conf; replaced, never changed in place, so
+        # a reader on another thread (the admin route) always sees a whole one
+        self.nodes: dict[str, str] = {}
         self.agent: subprocess.Popen[bytes] | None = None
         self._waiting: list[_Change] = []  # workers up before the controller
         self._queue: list[_Change | None] = []
@@ -75,6 +77,11 @@ class _ClusterSlurm:
         with self._changed:
             self._queue.append(change)
             self._changed.notify_all()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for its thread to end (after a delete or stop); True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def idle(self, timeout: float) -> bool:
         with self._changed:
@@ -121,7 +128,7 @@ class _ClusterSlurm:
                     self.slurm.start_node(change.name, rebooted=change.rebooted)
                 elif change.kind == "remove":
                     self.slurm.remove_nodes([change.name])
-                    self.nodes.pop(change.instance_id, None)
+                    self.nodes = {i: n for i, n in self.nodes.items() if i != change.instance_id}
         except Exception as error:  # noqa: BLE001 - one failed change must not stop the others
             traceback.print_exc()
             self.owner.errors.append(f"{self.name}: {change.kind} {change.name}: {error}")
@@ -132,7 +139,7 @@ class _ClusterSlurm:
             waiting, self._waiting = self._waiting, []
             if waiting:
                 self._add(waiting)
-        if self.agent is None and self.owner.agent_wanted(change.controller):
+        if self.agent is None and not self.owner.stopping and self.owner.agent_wanted(change.controller):
             controller = change.controller
             credentials = self.owner.credentials(controller["role"], change.instance_id)
             self.agent = start_agent(
@@ -149,7 +156,7 @@ class _ClusterSlurm:
         self.slurm.add_nodes(
             {c.name: c.gpus for c in changes}, partitions={c.name: c.partitions for c in changes}
         )
-        self.nodes.update({c.instance_id: c.name for c in changes})
+        self.nodes = {**self.nodes, **{c.instance_id: c.name for c in changes}}
 
     def _shut_down(self) -> None:
         if self.agent is not None:
@@ -181,7 +188,8 @@ class HyperPodSlurm:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="slurm-"))
         self.errors: list[str] = []
-        self._clusters: dict[str, _ClusterSlurm] = {}  # by cluster ARN
+        self.stopping = False  # no new agent once stop() began (its API server may be gone)
+        self._clusters: dict[str, ClusterSlurm] = {}  # by cluster ARN
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ hooks (simulator lock held)
@@ -226,7 +234,7 @@ class HyperPodSlurm:
     def agent_wanted(self, controller: Mapping[str, str]) -> bool:
         return installs_agent(controller["account"], controller["source"])
 
-    def cluster(self, name: str) -> _ClusterSlurm | None:
+    def cluster(self, name: str) -> ClusterSlurm | None:
         with self._lock:
             return next((c for c in self._clusters.values() if c.name == name), None)
 
@@ -245,13 +253,13 @@ class HyperPodSlurm:
 
     def stop(self) -> None:
         """Stop every cluster's daemons and agent; remove the work directory if it is ours."""
+        self.stopping = True
         with self._lock:
             clusters, self._clusters = list(self._clusters.values()), {}
         for slurm in clusters:
             slurm.submit(None)
         for slurm in clusters:
-            slurm._thread.join(30)
-            if slurm._thread.is_alive():  # a stuck change: stop what it started anyway
+            if not slurm.join(30):  # a stuck change: stop what it started anyway
                 slurm._shut_down()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -263,5 +271,5 @@ class HyperPodSlurm:
                 if not create:
                     return
                 workdir = self.workdir / cluster.cluster_id
-                slurm = self._clusters[cluster.arn] = _ClusterSlurm(self, cluster.name, cluster.arn, workdir)
+                slurm = self._clusters[cluster.arn] = ClusterSlurm(self, cluster.name, cluster.arn, workdir)
         slurm.submit(change)

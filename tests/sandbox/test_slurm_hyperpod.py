@@ -199,7 +199,7 @@ def test_a_deleted_cluster_leaves_no_daemon_or_agent(world: World) -> None:
     assert _processes_using(workdir)
     world.sagemaker.delete_cluster(ClusterName="with-agent")
     world.sim.tick()
-    slurm._thread.join(30)
+    assert slurm.join(30)
     assert agent.poll() is not None
     assert not _processes_using(workdir)
     assert world.slurm.view("with-agent") is None
