@@ -5,7 +5,7 @@ from botocore's Stubber, so every request and response is checked against the se
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -179,13 +179,31 @@ def test_the_controller_group_is_read_from_the_provisioning_parameters_once(stub
         {"Body": _streaming(body)},
         {"Bucket": "sagemaker-lifecycle-bucket", "Key": "scripts/provisioning_parameters.json"},
     )
-    stubs.cluster(described(*groups))  # the second report reads DescribeCluster again, not S3
-    caller = session(CONTROLLER_ROLE, "agent")
-    assert check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT) == "agent"
-    assert check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT) == "agent"
-    stubs.cluster(described(*groups))
+    assert (
+        check_reporter(stubs.reader, CLUSTER, session(CONTROLLER_ROLE, "agent"), account=ACCOUNT) == "agent"
+    )
+    stubs.cluster(described(*groups))  # another caller: DescribeCluster again, not S3
     with pytest.raises(UntrustedReportError):
         check_reporter(stubs.reader, CLUSTER, session(WORKER_ROLE, "agent"), account=ACCOUNT)
+
+
+def test_the_controller_is_taken_as_such_for_a_minute_and_a_refusal_is_always_fresh(stubs: Stubs) -> None:
+    now = [datetime(2026, 11, 27, 21, 0, tzinfo=UTC)]
+    reader = ControllerReader(sagemaker=stubs.sagemaker, s3=stubs.s3, now=lambda: now[0])
+    controller = session(CONTROLLER_ROLE, CONTROLLER_INSTANCE)
+    stubs.cluster(described(*SLURM_GROUPS))
+    stubs.nodes("controller-machine", node(CONTROLLER_INSTANCE, "controller-machine"))
+    assert check_reporter(reader, CLUSTER, controller, account=ACCOUNT) == CONTROLLER_INSTANCE
+    now[0] += timedelta(seconds=59)  # the next polls ask SageMaker nothing
+    assert check_reporter(reader, CLUSTER, controller, account=ACCOUNT) == CONTROLLER_INSTANCE
+    stubs.cluster(described(*SLURM_GROUPS))  # ...but another caller is judged on SageMaker's answer
+    with pytest.raises(UntrustedReportError):
+        check_reporter(reader, CLUSTER, session(WORKER_ROLE, WORKER_INSTANCE), account=ACCOUNT)
+    # a minute on, the controller group has another role: the old one is refused
+    now[0] += timedelta(seconds=2)
+    stubs.cluster(described(group("controller-machine", WORKER_ROLE, "Controller")))
+    with pytest.raises(UntrustedReportError, match="not the execution role"):
+        check_reporter(reader, CLUSTER, controller, account=ACCOUNT)
 
 
 def test_an_unknown_cluster_is_not_found(stubs: Stubs) -> None:

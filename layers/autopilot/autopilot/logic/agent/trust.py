@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from autopilot import clock
 from autopilot.aws import LazyClient, error_code
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.healing.topology import PROVISIONING_PARAMETERS
@@ -43,6 +46,11 @@ _ASSUMED_ROLE = re.compile(
 )
 # EC2's session name for an instance profile's credentials (HyperPod's: unverified, docs/sandbox.md).
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]+$")
+# An agent reports every AgentPollSeconds: a DescribeCluster and a ListClusterNodes for each report would
+# spend SageMaker's API rate on heartbeats. A caller found to be the controller is taken as such for this
+# long without asking again (so a role taken off the controller group reports for up to a minute more);
+# a refusal is always decided on SageMaker's current answer.
+ACCEPTED_FOR = timedelta(seconds=60)
 _CLUSTER_NAME = re.compile(CLUSTER_NAME)
 
 
@@ -67,17 +75,32 @@ class ControllerReader:
     sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
     s3: LazyClient[S3Client] = LazyClient("s3")
 
-    def __init__(self, *, sagemaker: SageMakerClient | None = None, s3: S3Client | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sagemaker: SageMakerClient | None = None,
+        s3: S3Client | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
         self._sagemaker = sagemaker
         self._s3 = s3
+        self._now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
         # cluster ARN -> controller_group of its provisioning parameters (they do not change while it runs)
         self._provisioned: dict[str, str | None] = {}
+        # (cluster, caller ARN) -> when it was last found the controller (see ACCEPTED_FOR)
+        self._accepted: dict[tuple[str, str], datetime] = {}
+
+    def accepted_lately(self, cluster_name: str, user_arn: str) -> bool:
+        seen = self._accepted.get((cluster_name, user_arn))
+        return seen is not None and self._now() - seen < ACCEPTED_FOR
+
+    def accept(self, cluster_name: str, user_arn: str) -> None:
+        self._accepted[(cluster_name, user_arn)] = self._now()
 
     def describe(self, cluster_name: str) -> dict[str, Any]:
         """DescribeCluster; NotFoundError when SageMaker has no such cluster."""
-        if not _CLUSTER_NAME.match(
-            cluster_name
-        ):  # no cluster has it: not worth SageMaker's ValidationException
+        # a name no cluster can have: not worth SageMaker's ValidationException
+        if not _CLUSTER_NAME.match(cluster_name):
             raise NotFoundError(f"cluster {cluster_name!r} not found")
         try:
             return dict(self.sagemaker.describe_cluster(ClusterName=cluster_name))
@@ -149,6 +172,17 @@ class ControllerReader:
 def check_reporter(reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str) -> str:
     """Raise unless ``user_arn`` may report for the cluster (see the module); returns the session name.
     NotFoundError / ConflictError (the cluster) come before UntrustedReportError (the caller)."""
+    caller = _ASSUMED_ROLE.match(user_arn or "")
+    if user_arn and caller and reader.accepted_lately(cluster_name, user_arn):
+        return caller["session"]
+    session = _check_reporter(reader, cluster_name, user_arn, account=account)
+    reader.accept(cluster_name, str(user_arn))
+    return session
+
+
+def _check_reporter(
+    reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str
+) -> str:
     controller = reader.controller(cluster_name)
     caller = _ASSUMED_ROLE.match(user_arn or "")
     if caller is None:
