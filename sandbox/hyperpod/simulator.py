@@ -862,6 +862,8 @@ class HyperPodSimulator:
                 self._bring_up(cluster, node, at)
             elif node.operation == "shutdown":
                 del cluster.nodes[node.instance_id]
+                if self.hooks is not None:
+                    self.hooks.instance_terminated(cluster, node)
         for group in list(cluster.groups.values()):
             if group.status == "Deleting":
                 del cluster.groups[group.name]

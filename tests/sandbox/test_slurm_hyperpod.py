@@ -157,6 +157,26 @@ def test_a_gpu_fault_leaves_slurm_alone_and_an_instance_failure_takes_slurmd_dow
     assert world.sinfo("lab")[gpu_name] == "idle"  # HMA's verdict alone changes nothing in Slurm
 
 
+def test_a_scale_down_takes_the_node_out_of_slurm(world: World) -> None:
+    request = build_hyperpod_cluster_request("scaled", workers=2)
+    world.sagemaker.create_cluster(**request)
+    world.advance(world.sim.timings.create_cluster + 1)
+    before = world.workers("scaled")
+    world.wait_for("scaled", "two workers", lambda: set(world.sinfo("scaled")) == set(before.values()))
+    workers = {**request["InstanceGroups"][1], "InstanceCount": 1}
+    world.sagemaker.update_cluster(ClusterName="scaled", InstanceGroups=[workers])
+    timings = world.sim.timings
+    world.advance(max(timings.scale_down, timings.scale_up, timings.update_minimum) + 1)
+    after = world.workers("scaled")
+    assert len(after) == 1
+    world.wait_for("scaled", "one worker", lambda: set(world.sinfo("scaled")) == set(after.values()))
+    view = world.slurm.view("scaled")
+    assert view is not None
+    assert view["nodes"] == after
+    world.sagemaker.delete_cluster(ClusterName="scaled")
+    world.sim.tick()
+
+
 def test_the_agent_starts_where_the_controllers_scripts_install_it(world: World) -> None:
     s3 = boto3.client("s3", region_name=HYPERPOD_REGION)
     s3.create_bucket(Bucket=AGENT_BUCKET)
