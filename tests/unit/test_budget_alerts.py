@@ -703,7 +703,9 @@ def test_only_an_admin_lifts_a_growth_block(world: World) -> None:
     world.register(cluster("ml-cluster", "block-growth"))
     world.budgets.spend["hyperpod-ml-cluster"] = OVER
     handle_notification(crossing(100), None, world.deps)
-    settings = type("Settings", (), {"admin_principal_arns": ADMIN, "state_table_name": TABLE})()
+    settings = type(
+        "Settings", (), {"admin_principal_arns": ADMIN, "owner_matching": "role", "state_table_name": TABLE}
+    )()
     deps = cast(Any, ApiDeps(world.store, settings))
 
     with pytest.raises(NotAllowedError):
