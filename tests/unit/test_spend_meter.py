@@ -332,9 +332,13 @@ def test_the_price_list_endpoint_is_one_aws_serves(region: str, endpoint: str) -
 # --- GET /clusters/{name}/cost -------------------------------------------------------------------
 
 
+# GET /clusters/{name}/cost as under the default ReadAccess=all (logic/read_access.py)
+_EVERYONE_READS = SimpleNamespace(read_access="all")
+
+
 def test_the_cost_is_zero_with_no_time_before_the_first_run_then_the_meters_figures() -> None:
     store, spend = InMemoryStateStore(), InMemorySpendStore()
-    deps = cast(Any, SimpleNamespace(store=store, now=lambda: NOW))
+    deps = cast(Any, SimpleNamespace(store=store, now=lambda: NOW, settings=_EVERYONE_READS))
     with pytest.raises(NotFoundError):
         read_cost(deps, "ml", spend=spend)
     store.clusters["ml"] = _cluster("2500.00")
@@ -372,7 +376,7 @@ def test_the_cost_in_a_month_the_meter_has_not_run_in_yet_counts_nothing_of_the_
     assert metered.month_to_date_usd > 0
     spend.put_meter(metered)
     first_of_november = datetime(2026, 11, 1, 0, 5, tzinfo=UTC)
-    deps = cast(Any, SimpleNamespace(store=store, now=lambda: first_of_november))
+    deps = cast(Any, SimpleNamespace(store=store, now=lambda: first_of_november, settings=_EVERYONE_READS))
 
     cost = read_cost(deps, "ml", spend=spend)
 
