@@ -6,11 +6,14 @@ left alone."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from autopilot import aws
 from autopilot.dal.agent import AgentTable
 from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
@@ -22,14 +25,21 @@ from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.agent import CommandStatus
 from autopilot.models.records import iso
-from autopilot.settings import HealingSweepSettings
+from autopilot.settings import HealingSweepSettings, healing_settings, healing_sweep_settings
 
+from tests.events import ROOT, load_event
 from tests.events.stack import ACCOUNT, Deployed, deployed
 from tests.integration.test_healing_sweep import fail_node, healing, registered, repairs, settings, table
 
 T0 = datetime(2026, 11, 22, 10, 0, 0).astimezone()
 CALLER = f"arn:aws:sts::{ACCOUNT}:assumed-role/controller-role/i-0controller"
 REBOOTED = "Node unexpectedly rebooted"
+CONTEXT = {
+    "function_name": "HealingSweepFunction",
+    "memory_limit_in_mb": 256,
+    "invoked_function_arn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:HealingSweepFunction",
+    "aws_request_id": "00000000-0000-4000-8000-000000000000",
+}
 
 
 class GivenController(ControllerReader):
@@ -227,3 +237,30 @@ def test_an_operators_drain_is_left_alone_but_sagemakers_faults_are_not(world: W
     assert "slurm_resumes_queued" not in outcomes
     assert [r["nodeId"] for r in repairs(world.stack)] == [drained_failed]
     assert world.report(later + timedelta(seconds=10), states) == []
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+def test_the_sweep_function_acts_on_the_agents_report(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """functions/healing_sweep/app.py with HealingSweepFunction's environment from the template: its
+    schedule's run reads the agent's report and queues the resume."""
+    for key, value in world.stack.environment("HealingSweepFunction").items():
+        monkeypatch.setenv(key, value)
+    healing_settings.cache_clear()
+    healing_sweep_settings.cache_clear()
+    aws.client.cache_clear()
+    spec = importlib.util.spec_from_file_location(
+        "healing_sweep_app", ROOT / "functions/healing_sweep/app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    function = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(function)
+    event = load_event("schedule/scheduled_event.json")
+    node = world.workers[0]
+    world.report(datetime.fromisoformat(event["time"]) - timedelta(seconds=5), {node: ("DOWN", REBOOTED)})
+
+    outcomes = function.lambda_handler(event, SimpleNamespace(**CONTEXT))
+
+    assert outcomes["slurm_resumes_queued"] == 1
+    [command] = world.report(datetime.fromisoformat(event["time"]), {node: ("DOWN", REBOOTED)})
+    assert (command["verb"], command["node"]) == ("resume", world.slurm[node])

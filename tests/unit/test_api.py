@@ -18,6 +18,8 @@ from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotentReque
 from autopilot.logic import read_clusters
 from autopilot.models.records import OperationStatus
 from autopilot.settings import api_settings
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from tests.events import ROOT, api_event, create_body
 from tests.events.stack import Deployed, deployed
@@ -668,3 +670,85 @@ def test_lambda_handler_serves_the_api(stack: Deployed) -> None:
 
     assert response["statusCode"] == 200
     assert json.loads(response["body"]) == {"clusters": [], "nextToken": None}
+
+
+# --- bookkeeping that fails after the operation is recorded (issue 20, finding 8) ----------------
+
+
+def fail_once(service: str, operation: str, *, table: str | None = None, lost: bool = False) -> list[str]:
+    """The API's next ``operation`` call (on ``table``) fails as AWS may fail it after botocore's
+    retries: answered 500 without taking effect, or with ``lost`` taking effect and its answer lost
+    (a read timeout). Returns the calls it failed."""
+    failed: list[str] = []
+
+    def matches(request: dict[str, Any]) -> bool:
+        if failed:
+            return False
+        return table is None or json.loads(request["body"] or b"{}").get("TableName") == table
+
+    def refuse(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if not matches(params):
+            return None
+        failed.append(operation)
+        error = {"Code": "InternalServerError", "Message": "Internal server error"}
+        return AWSResponse(params["url"], 500, {}, None), {  # type: ignore[arg-type]
+            "Error": error,
+            "ResponseMetadata": {"HTTPStatusCode": 500},
+        }
+
+    def lose(http_response: AWSResponse, **_: Any) -> None:
+        if not failed:
+            failed.append(operation)
+            raise ReadTimeoutError(endpoint_url=http_response.url)
+
+    events = aws.client(service).meta.events
+    if lost:
+        events.register(
+            f"after-call.{aws.client(service).meta.service_model.service_id.hyphenize()}.{operation}", lose
+        )
+    else:
+        events.register(
+            f"before-call.{aws.client(service).meta.service_model.service_id.hyphenize()}.{operation}", refuse
+        )
+    return failed
+
+
+def test_a_create_whose_execution_arn_is_not_recorded_is_still_accepted(stack: Deployed) -> None:
+    failed = fail_once("dynamodb", "UpdateItem", table=stack.stack.physical_id("StateTable"))
+
+    status, answer = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+
+    assert failed == ["UpdateItem"]
+    assert status == 202, answer
+    [execution] = executions(stack, "CreateClusterStateMachine")
+    assert execution["name"] == answer["operationId"]
+
+
+def test_a_create_whose_answer_is_not_saved_is_accepted_and_its_retry_answered(stack: Deployed) -> None:
+    failed = fail_once("dynamodb", "UpdateItem", table=stack.stack.physical_id("IdempotencyTable"))
+
+    first = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+    # the key's record stays "in progress" (its answer was not saved): the retry finds the operation
+    again = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+
+    assert failed == ["UpdateItem"]
+    assert first[0] == again[0] == 202, (first, again)
+    assert again[1]["operationId"] == first[1]["operationId"]
+    assert len(executions(stack, "CreateClusterStateMachine")) == 1
+
+
+def test_a_retry_after_a_lost_answer_gets_the_operation_the_first_attempt_started(stack: Deployed) -> None:
+    failed = fail_once("stepfunctions", "StartExecution", lost=True)
+
+    first = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+    again = call(with_key(api_event("create_cluster", body=create_body()), "k"))
+    other = call(with_key(api_event("create_cluster", body=create_body(owner="bob")), "k"))
+    no_key = create()
+
+    assert failed == ["StartExecution"]
+    assert first[0] == 503  # the first attempt cannot know: StartExecution's answer was lost
+    assert again[0] == 202, again
+    [execution] = executions(stack, "CreateClusterStateMachine")
+    assert again[1]["operationId"] == execution["name"]
+    assert other[0] == 422  # the same key for another request is still refused
+    assert no_key[0] == 409  # and without a key the name is taken, as before

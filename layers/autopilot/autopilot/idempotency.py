@@ -8,12 +8,19 @@ with a different request is refused rather than answered with another request's 
 request that fails (4xx, 503) is not remembered: its retry runs again. Answers are kept for
 EXPIRES_AFTER_SECONDS.
 
+Once the action has recorded its operation, a failure of the bookkeeping after it must not hide the
+operation (issue 20, finding 8): an answer the table could not keep is still given, and the operation
+carries :func:`request_marker`, by which a retry that meets "in progress" or the operation's own
+conflict (the name taken) finds it and answers its operationId.
+
 Powertools' idempotency package is imported when the first request with a key arrives: requests
 without one, and the read routes, never pay for it at cold start.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autopilot import aws
 from autopilot.api.models import OperationAccepted
+from autopilot.observability import logger
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -58,6 +66,31 @@ class IdempotencyKeyInProgressError(Exception):
     def __init__(self, key: str) -> None:
         super().__init__(f"a request with the {HEADER} {key!r} is still in progress; retry in a moment")
         self.key = key
+
+
+def request_marker(request: IdempotentRequest) -> str:
+    """``<key digest>:<request digest>``: whose key for which action, and what it asked for. Digests,
+    so the record holds neither the key nor a copy of the request."""
+
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    return f"{digest([request.caller, request.action, request.key])}:{digest(request.request)}"
+
+
+def answer_recorded(request: IdempotentRequest, recorded_marker: str | None) -> bool:
+    """Whether an operation recorded with ``recorded_marker`` is this request's own (answer it);
+    IdempotencyKeyReusedError when it was made with this key for another request."""
+    if recorded_marker is None:
+        return False
+    key, _, _ = recorded_marker.partition(":")
+    marker = request_marker(request)
+    if recorded_marker == marker:
+        return True
+    if key == marker.partition(":")[0]:
+        raise IdempotencyKeyReusedError(request.key)
+    return False
 
 
 def accept_once(*, request: IdempotentRequest, accept: Callable[[], OperationAccepted]) -> OperationAccepted:
@@ -102,6 +135,7 @@ class IdempotentRequests:
     ) -> OperationAccepted:
         from aws_lambda_powertools.utilities.idempotency.exceptions import (  # noqa: PLC0415
             IdempotencyAlreadyInProgressError,
+            IdempotencyPersistenceLayerError,
             IdempotencyValidationError,
         )
 
@@ -109,9 +143,22 @@ class IdempotentRequests:
             # An in-progress record then expires with the invocation, so a retry after a timeout
             # that killed the function runs again instead of meeting "in progress" for a day.
             self._config.register_lambda_context(lambda_context)
+        answered: list[OperationAccepted] = []
+
+        def accept_and_keep() -> OperationAccepted:
+            answered.append(accept())
+            return answered[-1]
+
         try:
-            return self._accept_once(request=request, accept=accept)
+            return self._accept_once(request=request, accept=accept_and_keep)
         except IdempotencyValidationError as exc:
             raise IdempotencyKeyReusedError(request.key) from exc
         except IdempotencyAlreadyInProgressError as exc:
             raise IdempotencyKeyInProgressError(request.key) from exc
+        except IdempotencyPersistenceLayerError:
+            if not answered:
+                raise
+            # The operation is accepted; only its answer was not kept (the record stays in progress
+            # until it expires, and a retry meanwhile finds the operation by its request_marker).
+            logger.warning("idempotency answer not saved", key=request.key, action=request.action)
+            return answered[-1]

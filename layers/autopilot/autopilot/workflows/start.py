@@ -35,7 +35,15 @@ def start_workflow(
     except ClientError as exc:
         logger.exception("workflow did not start", operation_id=operation.operation_id)
         error = OperationError(error=f"StepFunctions.{error_code(exc)}", cause=str(exc))
-        deps.store.fail_operation(operation.operation_id, operation.cluster_name, failed_status, error)
-        emit_operation_failed(operation, error, client=deps.events)
+        try:
+            deps.store.fail_operation(operation.operation_id, operation.cluster_name, failed_status, error)
+            emit_operation_failed(operation, error, client=deps.events)
+        except ClientError:  # the reconciler fails it once the grace period is over
+            logger.exception("failed operation not recorded", operation_id=operation.operation_id)
         raise WorkflowStartError("the workflow could not be started", operation.operation_id) from exc
-    deps.store.set_execution_arn(operation.operation_id, started["executionArn"])
+    try:
+        deps.store.set_execution_arn(operation.operation_id, started["executionArn"])
+    except ClientError:
+        # Bookkeeping only: the execution runs, and readers derive its ARN from the operation id
+        # (reconcile.execution_arn_for). A 5xx here would hide an operation that is under way.
+        logger.warning("execution ARN not recorded", operation_id=operation.operation_id, exc_info=True)
