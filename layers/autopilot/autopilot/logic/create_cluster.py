@@ -12,6 +12,12 @@ from botocore.validate import ParamValidator
 
 from autopilot.api.models import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
+from autopilot.idempotency import (
+    IdempotencyKeyInProgressError,
+    IdempotentRequest,
+    answer_recorded,
+    request_marker,
+)
 from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
@@ -61,14 +67,52 @@ def create_cluster(
     idempotency_key: str | None = None,
     lambda_context: LambdaContext | None = None,
 ) -> OperationAccepted:
-    return deps.once(
-        idempotency_key,
-        OperationType.CREATE_CLUSTER,
-        body.model_dump(mode="json", by_alias=True),
-        lambda: _create_cluster(deps, body, requested_by=requested_by),
-        requested_by=requested_by,
-        lambda_context=lambda_context,
+    request = body.model_dump(mode="json", by_alias=True)
+    idempotent = (
+        IdempotentRequest(
+            key=idempotency_key,
+            caller=requested_by,
+            action=OperationType.CREATE_CLUSTER.value,
+            request=request,
+        )
+        if idempotency_key is not None
+        else None
     )
+    marker = request_marker(idempotent) if idempotent is not None else None
+    try:
+        return deps.once(
+            idempotency_key,
+            OperationType.CREATE_CLUSTER,
+            request,
+            lambda: _create_cluster(deps, body, requested_by=requested_by, marker=marker),
+            requested_by=requested_by,
+            lambda_context=lambda_context,
+        )
+    except (ConflictError, IdempotencyKeyInProgressError):
+        # "name taken" or "in progress" may be this key's own first attempt, which recorded its
+        # operation and then failed (a 503 for bookkeeping): answer that operation, not a 409.
+        if idempotent is None:
+            raise
+        accepted = _recorded_by(deps, str(body.cluster_config.get("ClusterName", "")), idempotent)
+        if accepted is None:
+            raise
+        return accepted
+
+
+def _recorded_by(deps: Dependencies, name: str, request: IdempotentRequest) -> OperationAccepted | None:
+    """The answer to ``request`` when the cluster's latest operation is the one it recorded."""
+    cluster = deps.store.get_cluster(name)
+    operation = (
+        deps.store.get_operation(cluster.last_operation_id)
+        if cluster is not None and cluster.last_operation_id
+        else None
+    )
+    if operation is None or not answer_recorded(request, operation.idempotency):
+        return None
+    logger.info(
+        "retry answered with its recorded operation", cluster=name, operation_id=operation.operation_id
+    )
+    return OperationAccepted(operation_id=operation.operation_id, cluster_name=name, status=operation.status)
 
 
 @dataclass(frozen=True)
@@ -142,7 +186,7 @@ def plan_create(
 
 
 def _create_cluster(
-    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None
+    deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None, marker: str | None = None
 ) -> OperationAccepted:
     operation_id = new_operation_id(deps.now())
     plan = _plan(deps, body, operation_id, requested_by=requested_by)
@@ -157,6 +201,7 @@ def _create_cluster(
         created_at=created,
         updated_at=created,
         requested_by=requested_by,
+        idempotency=marker,
     )
     cluster = Cluster(
         cluster_name=name,

@@ -164,6 +164,9 @@ class Operation(_Item):
     created_at: str
     updated_at: str
     requested_by: str | None = None
+    # The Idempotency-Key request that made it (autopilot.idempotency.request_marker): a retry whose
+    # first attempt failed after recording it is answered this operation.
+    idempotency: str | None = None
     execution_arn: str | None = None
     steps: list[Step] = Field(default_factory=list)
     error: OperationError | None = None
