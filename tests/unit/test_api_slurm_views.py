@@ -47,7 +47,9 @@ def test_nodes_show_slurms_view_by_their_hostname(stack: Deployed) -> None:
     worker = next(n for n in summaries if n["InstanceId"] == groups["worker-group-1"][0])
     slurm_name = worker["PrivateDnsHostname"].split(".")[0]
     assert slurm_name.startswith("ip-")
-    drained = SlurmNode(name=slurm_name, state="MIXED+DRAIN", reason="autopilot op-1: replace", gpus=8, jobs=["7"])
+    drained = SlurmNode(
+        name=slurm_name, state="MIXED+DRAIN", reason="autopilot op-1: replace", gpus=8, jobs=["7"]
+    )
     stranger = SlurmNode(name="ip-192-0-2-1", state="IDLE")  # a Slurm node SageMaker does not list
     agents(stack).record_report(
         "ml-cluster",

@@ -548,7 +548,12 @@ def test_get_shows_the_slurm_agent_and_each_nodes_slurm_state(api: FakeApi, run:
         "InstanceType": "ml.p5.48xlarge",
         "InstanceStatus": {"Status": "Running"},
         "health": {"status": "Healthy"},
-        "slurm": {"state": "MIXED+DRAIN", "reason": "autopilot op-7: replace", "jobs": ["12", "13"], "gpus": 8},
+        "slurm": {
+            "state": "MIXED+DRAIN",
+            "reason": "autopilot op-7: replace",
+            "jobs": ["12", "13"],
+            "gpus": 8,
+        },
     }
     api.answer("GET", "/clusters/ml-cluster/nodes", (200, {"nodes": [node]}))
 
@@ -557,7 +562,14 @@ def test_get_shows_the_slurm_agent_and_each_nodes_slurm_state(api: FakeApi, run:
     assert code == 0
     assert "agent      connected 1.0.0 (last report 2026-11-27T21:00:00.000Z)" in out
     assert "SLURM" in out.splitlines()[-2]
-    assert out.splitlines()[-1].split()[4:10] == ["MIXED+DRAIN", "(autopilot", "op-7:", "replace)", "2", "jobs"]
+    assert out.splitlines()[-1].split()[4:10] == [
+        "MIXED+DRAIN",
+        "(autopilot",
+        "op-7:",
+        "replace)",
+        "2",
+        "jobs",
+    ]
 
 
 def test_operation_get_prints_the_record_and_json(api: FakeApi, run: Any) -> None:

@@ -180,7 +180,9 @@ def _slurm(slurm: dict[str, Any] | None) -> str:
         return "-"
     jobs = len(slurm.get("jobs") or [])
     reason = f"({slurm['reason']})" if slurm.get("reason") else None
-    return " ".join(p for p in (slurm["state"], reason, f"{jobs} job{'s' * (jobs != 1)}" if jobs else None) if p)
+    return " ".join(
+        p for p in (slurm["state"], reason, f"{jobs} job{'s' * (jobs != 1)}" if jobs else None) if p
+    )
 
 
 def print_plan(plan: dict[str, Any], out: TextIO) -> None:
