@@ -24,9 +24,11 @@ from autopilot.settings import (
     SpendMeterSettings,
 )
 from cfnlint.api import lint_file
+from moto.events.models import EventPattern
 
 from sandbox.deploy import load_template
 from sandbox.lambda_runtime import LambdaContext
+from tests.events import load_event
 from tests.events.stack import deployed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,6 +313,40 @@ def test_session_guard_runs_on_cloudtrail_start_session_and_on_its_schedule() ->
     assert needed <= environment, needed - environment
 
 
+def test_session_guard_hears_the_assume_role_records_that_pass_a_run_as_session_tag() -> None:
+    rule = of_type("AWS::Events::Rule")["SessionTagsRule"]
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["SessionGuardFunction", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["SessionGuardDeadLetterQueue", "Arn"]}
+    assert any(
+        p["SourceArn"] == {"Fn::GetAtt": ["SessionTagsRule", "Arn"]}
+        for p in of_type("AWS::Lambda::Permission").values()
+    )
+    (statement,) = of_type("AWS::SQS::QueuePolicy")["SessionGuardDeadLetterQueuePolicy"]["PolicyDocument"][
+        "Statement"
+    ]
+    assert {"Fn::GetAtt": ["SessionTagsRule", "Arn"]} in statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+
+    pattern = EventPattern(None, rule["EventPattern"])
+    record = load_event("ssm/assume_role_run_as_tag.json")
+    saml = {**record["detail"], "eventName": "AssumeRoleWithSAML"}
+    saml["requestParameters"] = {"principalTags": {"SSMSessionRunAs": "ann"}, "roleSessionName": "ann"}
+    chained = {
+        **record["detail"],
+        "requestParameters": {"incomingTransitiveTags": {"SSMSessionRunAs": "ann"}},
+    }
+    untagged = {**record["detail"], "requestParameters": {"tags": [{"key": "team", "value": "ml"}]}}
+    assert pattern.matches_event({**record, "detail": saml})
+    assert pattern.matches_event({**record, "detail": chained})
+    assert not pattern.matches_event({**record, "detail": untagged})
+    assert not pattern.matches_event({**record, "detail": {**saml, "eventSource": "ssm.amazonaws.com"}})
+    # AssumeRole's own Tags are an array of {key, value}: moto's matcher does not look inside such
+    # arrays, so that route is unverified (docs/sandbox.md); the pattern names it for AWS.
+    assert rule["EventPattern"]["detail"]["$or"][0] == {
+        "requestParameters": {"tags": {"key": ["SSMSessionRunAs"]}}
+    }
+
+
 def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
     (policy,) = of_type("AWS::Serverless::Function")["SessionGuardFunction"]["Policies"]
     grants = {
@@ -326,6 +362,7 @@ def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
     assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
     assert set(grants) == {
         "dynamodb:Query",
+        "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",

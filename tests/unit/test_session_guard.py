@@ -5,11 +5,13 @@ number of deliveries, only HyperPod targets of registered clusters touched."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -23,10 +25,12 @@ from autopilot.logic.session_guard import (
     KEPT,
     NOT_HYPERPOD,
     NOT_STARTED,
+    SESSION_TAG_RECORDED,
     TERMINATED,
     UNREGISTERED_CLUSTER,
     SessionGuard,
     Verdict,
+    expires_at,
     iam_entity,
     judge,
     over_limit,
@@ -34,6 +38,8 @@ from autopilot.logic.session_guard import (
 from autopilot.models.records import Cluster, ClusterStatus, Operation, OperationStatus, OperationType, iso
 from autopilot.models.sessions import (
     ActiveSession,
+    AssumeRoleCall,
+    AssumeRoleEvent,
     SessionTermination,
     StartSessionCall,
     StartSessionEvent,
@@ -560,3 +566,102 @@ def test_a_principal_whose_role_is_gone_is_refused(world: World) -> None:
     assert (record.session_id, record.reason) == (session, TerminationReason.RUN_AS_MISSING)
     [alert] = world.alerts()
     assert ghost in alert
+
+
+# -- SSMSessionRunAs as a session tag ---------------------------------------------------------------
+def assume_role_call(**changes: Any) -> AssumeRoleCall:
+    """CloudTrail's record of an AssumeRole call that passed SSMSessionRunAs=root (events/ssm), changed."""
+    detail = copy.deepcopy(load_event("ssm/assume_role_run_as_tag.json")["detail"])
+    detail.update(changes)
+    return AssumeRoleEvent.model_validate(
+        {**load_event("ssm/assume_role_run_as_tag.json"), "detail": detail}
+    ).detail
+
+
+def test_a_run_as_session_tag_overrides_the_roles_own_and_is_judged(world: World) -> None:
+    # issue 20: Session Manager honours an SSMSessionRunAs session tag; the guard read only the role's
+    role = _role("Researcher", {"SSMSessionRunAs": "research"})
+    assert world.guard.on_assume_role(assume_role_call()) == {SESSION_TAG_RECORDED: 1}
+    dave = world.sim.start_session_as(role, NODES[0], role_session_name="dave")
+    erin = world.sim.start_session_as(role, NODES[1], role_session_name="erin")
+    world.clock.advance(60)
+
+    outcomes = world.guard.on_start_session(world.call_for(dave))
+
+    assert outcomes == {TERMINATED: 1, KEPT: 1, ENDING: 0}
+    assert world.terminate_calls == [dave]  # erin's session runs as the role's "research"
+    assert erin in [s.session_id for s in world.sim.sessions("Active")]
+    [record] = world.records.list_for_cluster("research")
+    assert (record.reason, record.run_as) == (TerminationReason.RUN_AS_FORBIDDEN, "root")
+    assert "mapped (SSMSessionRunAs) to the user 'root'" in world.alerts()[0]
+
+
+def test_an_identity_providers_run_as_tag_maps_a_role_without_one(world: World) -> None:
+    role = _role("Federated", {})
+    saml = assume_role_call(
+        eventName="AssumeRoleWithSAML",
+        requestParameters={"roleSessionName": "ann", "principalTags": {"SSMSessionRunAs": "ann"}},
+        responseElements={
+            "credentials": {"expiration": "Mar 10, 2026, 10:00:00 AM"},
+            "assumedRoleUser": {"arn": f"arn:aws:sts::{ACCOUNT}:assumed-role/Federated/ann"},
+        },
+    )
+    world.guard.on_assume_role(saml)
+    ann = world.sim.start_session_as(role, NODES[0], role_session_name="ann")
+    world.clock.advance(60)
+
+    assert world.guard.on_start_session(world.call_for(ann)) == {KEPT: 1, ENDING: 0}
+
+    world.clock.advance(3600)  # past 10:00: the credentials, and so the tag, have expired
+    assert world.guard.sweep()[TERMINATED] == 1
+    [record] = world.records.list_for_cluster("research")
+    assert record.reason is TerminationReason.RUN_AS_MISSING
+
+
+def test_a_call_without_the_tag_or_that_failed_records_nothing(world: World) -> None:
+    untagged = assume_role_call(
+        requestParameters={"roleSessionName": "dave", "tags": [{"key": "team", "value": "x"}]}
+    )
+    refused = assume_role_call(errorCode="AccessDenied", responseElements=None)
+
+    assert world.guard.on_assume_role(untagged) == world.guard.on_assume_role(refused) == {}
+
+
+@pytest.mark.parametrize(
+    ("expiration", "expected"),
+    [
+        ("Oct 2, 2019, 11:12:29 PM", datetime(2019, 10, 2, 23, 12, 29, tzinfo=UTC)),
+        ("2026-03-10T10:00:00Z", datetime(2026, 3, 10, 10, 0, tzinfo=UTC)),
+        (None, START + timedelta(hours=12)),
+        ("soon", START + timedelta(hours=12)),
+    ],
+)
+def test_the_credentials_expiry_as_cloudtrail_writes_it(expiration: str | None, expected: datetime) -> None:
+    assert expires_at(expiration, START) == expected
+
+
+def test_the_handler_hands_an_assume_role_record_to_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "session_guard_app", Path(__file__).resolve().parents[2] / "functions" / "session_guard" / "app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    calls: list[AssumeRoleCall] = []
+    monkeypatch.setattr(app, "guard", lambda: SimpleNamespace(on_assume_role=lambda c: calls.append(c) or {}))
+    context = SimpleNamespace(
+        function_name="SessionGuardFunction",
+        memory_limit_in_mb=256,
+        invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:SessionGuardFunction",
+        aws_request_id="00000000-0000-4000-8000-000000000000",
+    )
+
+    app.lambda_handler(load_event("ssm/assume_role_run_as_tag.json"), context)
+
+    [call] = calls
+    assert call.run_as == (
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave",
+        "root",
+        "Mar 10, 2026, 9:59:00 AM",
+    )

@@ -15,6 +15,12 @@ For one person on one cluster (a registered cluster whose ARN ends in the target
   ssm-user, ...): every session it holds there is terminated, with an alert;
 - otherwise its sessions beyond its limit (the ``autopilot:max-sessions`` tag, else
   MaxSessionsPerUser) are terminated newest first, so the oldest, the ones it already works in, stay.
+Session tags: Session Manager also honours ``SSMSessionRunAs`` as a *session tag* (AssumeRole's
+``Tags``, a SAML or OIDC IdP's ``PrincipalTag``), which overrides the role's own tag and which neither
+DescribeSessions nor StartSession's record shows. CloudTrail's record of the AssumeRole* call that
+made the session does: ``SessionTagsRule`` delivers those carrying the tag, the guard keeps it per
+session ARN (autopilot.dal.session_tags) and judges each session by it until its credentials expire.
+The IAM guardrail that keeps callers from choosing it is in docs/operations.md ("Session limits").
 Each termination is claimed in the state table first (autopilot.dal.session_terminations), so a
 duplicated event, a retry and the schedule never terminate, record, alert or emit one session twice.
 Only HyperPod targets (``sagemaker-cluster:``) are ever looked at.
@@ -25,13 +31,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from botocore.exceptions import ClientError
 
 from autopilot import clock
 from autopilot.aws import LazyClient
+from autopilot.dal.session_tags import SessionRunAsTags
 from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
 from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
@@ -42,6 +49,7 @@ from autopilot.models.sessions import (
     MAX_SESSIONS_TAG,
     RUN_AS_TAG,
     ActiveSession,
+    AssumeRoleCall,
     SessionTermination,
     StartSessionCall,
     TerminationReason,
@@ -69,6 +77,8 @@ ENDING = "ending"  # Terminating already: neither counted nor terminated again
 NOT_STARTED = "not_started"
 
 _ENDING_STATUS = "Terminating"
+MAX_ROLE_SESSION = timedelta(hours=12)
+SESSION_TAG_RECORDED = "session_tag_recorded"
 _PAGE_SIZE = 200  # DescribeSessions' maximum
 
 
@@ -99,16 +109,33 @@ def judge(tags: dict[str, str], *, default_limit: int, forbidden_run_as: frozens
 
 
 def over_limit(
-    sessions: Iterable[ActiveSession], verdict: Verdict
+    sessions: Iterable[ActiveSession],
+    verdict: Verdict,
+    verdict_of: Callable[[ActiveSession], Verdict] | None = None,
 ) -> list[tuple[ActiveSession, TerminationReason]]:
-    """The sessions to terminate, newest first: all of a refused principal's, else those beyond its
-    limit counted from the oldest. Sessions already Terminating count for nothing."""
+    """The sessions to terminate, newest first: every refused one (by ``verdict_of`` the session, else
+    the principal's ``verdict``), then those beyond the principal's limit counted from the oldest of
+    the others. Sessions already Terminating count for nothing."""
+    judged = verdict_of or (lambda _: verdict)
     live = sorted(
         (s for s in sessions if s.Status != _ENDING_STATUS), key=lambda s: (s.StartDate, s.SessionId)
     )
-    if verdict.refusal is not None:
-        return [(s, verdict.refusal) for s in reversed(live)]
-    return [(s, TerminationReason.OVER_LIMIT) for s in reversed(live[verdict.limit :])]
+    refused = [(s, reason) for s in reversed(live) if (reason := judged(s).refusal) is not None]
+    allowed = [s for s in live if judged(s).refusal is None]
+    return refused + [(s, TerminationReason.OVER_LIMIT) for s in reversed(allowed[verdict.limit :])]
+
+
+def expires_at(expiration: str | None, now: datetime) -> datetime:
+    """When a session's credentials expire, from CloudTrail's ``credentials.expiration`` (AWS writes it as
+    ``Nov 27, 2026, 10:00:00 PM``; ISO 8601 is read too); unreadable or absent: now + 12 h, the longest a
+    role session lasts."""
+    for parse in (datetime.fromisoformat, lambda t: datetime.strptime(t, "%b %d, %Y, %I:%M:%S %p")):
+        try:
+            parsed = parse(expiration or "")
+        except ValueError:
+            continue
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return now + MAX_ROLE_SESSION
 
 
 def iam_entity(principal_arn: str) -> tuple[Literal["user", "role"], str] | None:
@@ -171,6 +198,7 @@ class SessionGuard:
         *,
         registry: StateStore | None = None,
         terminations: SessionTerminations | None = None,
+        session_tags: SessionRunAsTags | None = None,
         ssm: SSMClient | None = None,
         iam: IAMClient | None = None,
         sns: SNSClient | None = None,
@@ -180,10 +208,22 @@ class SessionGuard:
         self.settings = settings
         self.registry: StateStore = registry or StateTable(settings.state_table_name)
         self.terminations = terminations or SessionTerminations(settings.state_table_name)
+        self.session_tags = session_tags or SessionRunAsTags(settings.state_table_name)
         self._ssm, self._iam, self._sns, self._events = ssm, iam, sns, events
         self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
 
-    # -- the two triggers -------------------------------------------------------------------------
+    # -- the triggers -----------------------------------------------------------------------------
+    def on_assume_role(self, call: AssumeRoleCall) -> dict[str, int]:
+        """CloudTrail's record of an AssumeRole* call: keep the session's SSMSessionRunAs session tag."""
+        found = call.run_as
+        if found is None:
+            return {}
+        session_arn, run_as, expiration = found
+        now = self.now()
+        self.session_tags.record(session_arn, run_as, expires=expires_at(expiration, now))
+        logger.info("ssm run-as session tag recorded", session=session_arn, run_as=run_as)
+        return {SESSION_TAG_RECORDED: 1}
+
     def on_start_session(self, call: StartSessionCall) -> dict[str, int]:
         """CloudTrail's StartSession record: check its principal on its session's cluster."""
         outcomes: Counter[str] = Counter()
@@ -257,16 +297,34 @@ class SessionGuard:
         tags: PrincipalTags,
         outcomes: Counter[str],
     ) -> None:
+        principal_tags = tags.of(principal)
         verdict = judge(
-            tags.of(principal),
+            principal_tags,
             default_limit=self.settings.max_sessions_per_user,
             forbidden_run_as=self.settings.forbidden_run_as,
         )
-        doomed = over_limit(sessions, verdict)
+        verdicts: dict[str, Verdict] = {}
+
+        def verdict_of(session: ActiveSession) -> Verdict:
+            """A session tag overrides the role's SSMSessionRunAs, for that session."""
+            if session.Owner not in verdicts:
+                tagged = self.session_tags.run_as(session.Owner, now=self.now())
+                verdicts[session.Owner] = (
+                    verdict
+                    if tagged is None
+                    else judge(
+                        principal_tags | {RUN_AS_TAG: tagged},
+                        default_limit=self.settings.max_sessions_per_user,
+                        forbidden_run_as=self.settings.forbidden_run_as,
+                    )
+                )
+            return verdicts[session.Owner]
+
+        doomed = over_limit(sessions, verdict, verdict_of)
         outcomes[ENDING] += sum(1 for s in sessions if s.Status == _ENDING_STATUS)
         outcomes[KEPT] += sum(1 for s in sessions if s.Status != _ENDING_STATUS) - len(doomed)
         for session, reason in doomed:
-            done = self._terminate(session, cluster_name, reason, verdict, trigger)
+            done = self._terminate(session, cluster_name, reason, verdict_of(session), trigger)
             outcomes[TERMINATED if done else ALREADY_RECORDED] += 1
 
     def _terminate(

@@ -88,6 +88,68 @@ class StartSessionEvent(EventBridgeModel):
     detail: StartSessionCall
 
 
+class _SessionTag(BaseModel):
+    """One of AssumeRole's ``Tags`` as CloudTrail records them (``{"key": ..., "value": ...}``)."""
+
+    key: str
+    value: str = ""
+
+
+class _AssumeRoleRequest(_CamelModel):
+    tags: list[_SessionTag] | None = None  # AssumeRole
+    principal_tags: dict[str, str] | None = None  # AssumeRoleWithSAML / WithWebIdentity (the IdP's)
+    incoming_transitive_tags: dict[str, str] | None = None  # role chaining: the previous session's
+
+
+class _AssumedRoleUser(_CamelModel):
+    arn: str
+
+
+class _Credentials(_CamelModel):
+    expiration: str | None = None
+
+
+class _AssumeRoleResponse(_CamelModel):
+    assumed_role_user: _AssumedRoleUser
+    credentials: _Credentials | None = None
+
+
+class AssumeRoleCall(_CamelModel):
+    """The ``detail`` of CloudTrail's AssumeRole / AssumeRoleWithSAML / AssumeRoleWithWebIdentity record:
+    the session it made and the session tags it was given (StartSession's record does not carry them)."""
+
+    event_source: Literal["sts.amazonaws.com"]
+    event_name: Literal["AssumeRole", "AssumeRoleWithSAML", "AssumeRoleWithWebIdentity"]
+    request_parameters: _AssumeRoleRequest | None = None
+    response_elements: _AssumeRoleResponse | None = None
+    error_code: str | None = None
+
+    @property
+    def session_tags(self) -> dict[str, str]:
+        request = self.request_parameters or _AssumeRoleRequest()
+        return (
+            (request.incoming_transitive_tags or {})
+            | {tag.key: tag.value for tag in request.tags or []}
+            | (request.principal_tags or {})
+        )
+
+    @property
+    def run_as(self) -> tuple[str, str, str | None] | None:
+        """(session ARN, its ``SSMSessionRunAs`` session tag, when the credentials expire) of a call that
+        made a session with that tag, else None."""
+        tag = self.session_tags.get(RUN_AS_TAG)
+        if self.error_code or self.response_elements is None or tag is None:
+            return None
+        expiration = (
+            self.response_elements.credentials.expiration if self.response_elements.credentials else None
+        )
+        return self.response_elements.assumed_role_user.arn, tag, expiration
+
+
+class AssumeRoleEvent(EventBridgeModel):
+    detail: AssumeRoleCall
+
+
 class SessionTermination(_CamelModel):
     """A session SessionGuard terminated: who, which session, where, why (item ``SESSION#<id>`` under
     the cluster). ``claimedAt`` is written when the guard claims the session, ``terminatedAt`` once
