@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from autopilot.logic.healing.decide import NodeRole, decide
+from autopilot.logic.healing.decide import NodeRole, decide, gpus_lost
 from autopilot.logic.healing.slurm_signal import NOT_RESPONDING_FAULT, SlurmFindings, slurm_findings
 from autopilot.models.agent import AgentRecord, SlurmNode
 from autopilot.models.records import NodeAction, NodeHealth, NodeRecord, iso
@@ -198,3 +198,6 @@ def test_a_node_slurm_does_not_hear_from_is_rebooted_first() -> None:
     fault = findings(report("DOWN+NOT_RESPONDING", since=NOW - STUCK)).faults[NODE]
     decision = decide(fault, NodeRole.WORKER, hyperpod_repairs=False, allow_login_replace=False)
     assert (decision.action, decision.allow_replace) == (NodeAction.REBOOT, True)
+    # its jobs get the drain wait: slurmstepd outlives a dead slurmd, and Slurm ends a DOWN node's jobs
+    # itself (SlurmdTimeout) long before StuckNodeMinutes, so the wait is short or nothing
+    assert gpus_lost(fault) is False
