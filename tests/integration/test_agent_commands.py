@@ -288,3 +288,21 @@ def test_a_malformed_report_names_the_field_and_stores_nothing(world: World, bod
     with pytest.raises(InvalidReportError, match=field.replace(".", r"\.")):
         handle_report(world.deps, CLUSTER, CALLER, body)
     assert world.deps.agents.agent(CLUSTER) is None
+
+
+def test_a_report_larger_than_a_dynamodb_item_is_stored_with_fewer_jobs(world: World) -> None:
+    # 2,000 busy nodes: ~1 MB as reported, over DynamoDB's 400 KB item
+    nodes = [
+        {
+            **node_view("ALLOCATED", name=f"ip-10-1-{i // 250}-{i % 250}"),
+            "jobs": [str(100000 + j) for j in range(60)],
+        }
+        for i in range(2000)
+    ]
+    body = {"agentVersion": "1.0.0", "sentAt": "2026-11-27T21:00:00.000Z", "nodes": nodes}
+    handle_report(world.deps, CLUSTER, CALLER, body)
+    stored = world.deps.agents.agent(CLUSTER)
+    assert stored is not None
+    assert len(stored.nodes) == 2000
+    assert {n.state for n in stored.nodes.values()} == {"ALLOCATED"}
+    assert max(len(n.jobs) for n in stored.nodes.values()) < 60

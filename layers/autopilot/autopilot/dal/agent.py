@@ -10,6 +10,7 @@ Commands live under their cluster's key, so a report can only ever see and compl
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,9 @@ AGENT_SK = "AGENT"
 COMMAND_PREFIX = "AGENTCMD#"
 # A finished or expired command stays readable this long past its deadline (then DynamoDB's TTL removes it).
 COMMAND_RETENTION = timedelta(days=1)
+# DynamoDB's item limit is 400 KB (attribute names and values, roughly their JSON): room kept for the rest.
+MAX_ITEM_BYTES = 350_000
+JOBS_KEPT_WHEN_LARGE = (16, 0)
 
 
 def agent_key(cluster_name: str) -> dict[str, str]:
@@ -41,6 +45,18 @@ def agent_key(cluster_name: str) -> dict[str, str]:
 
 def command_key(cluster_name: str, command_id: str) -> dict[str, str]:
     return {"pk": cluster_key(cluster_name)["pk"], "sk": f"{COMMAND_PREFIX}{command_id}"}
+
+
+def _fitted(record: AgentRecord) -> dict[str, Any]:
+    """The record as stored: within DynamoDB's 400 KB item, a report of thousands of busy nodes keeps
+    each node's first jobs only, then none (the agent checks jobs itself; nothing here decides on them)."""
+    item = record.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for keep in JOBS_KEPT_WHEN_LARGE:
+        if len(json.dumps(item)) <= MAX_ITEM_BYTES:
+            break
+        for node in item["nodes"].values():
+            node["jobs"] = node["jobs"][:keep]
+    return item
 
 
 class AgentTable:
@@ -53,13 +69,7 @@ class AgentTable:
     def record_report(self, cluster_name: str, record: AgentRecord) -> None:
         self.dynamodb.put_item(
             TableName=self._table,
-            Item=_to_attributes(
-                {
-                    **agent_key(cluster_name),
-                    "kind": AGENT_KIND,
-                    **record.model_dump(by_alias=True, mode="json", exclude_none=True),
-                }
-            ),
+            Item=_to_attributes({**agent_key(cluster_name), "kind": AGENT_KIND, **_fitted(record)}),
         )
 
     def agent(self, cluster_name: str) -> AgentRecord | None:
