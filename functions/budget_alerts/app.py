@@ -1,6 +1,6 @@
 """BudgetAlertsFunction: AWS Budgets' SNS notification (BudgetNotificationsTopic) → one enriched alert on
 the alerts topic per (budget, threshold, period), and the cluster's budget enforcement at 100 % ACTUAL
-(autopilot.logic.budget_alerts)."""
+(autopilot.logic.budget_alerts); every few minutes (a schedule) what a failure left undone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ from autopilot import aws, clock
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
-from autopilot.logic.budget_alerts import BudgetAlertDeps, Handled, handle_notification, spend_meter_rate
+from autopilot.logic.budget_alerts import (
+    BudgetAlertDeps,
+    Handled,
+    handle_notification,
+    retry_unfinished,
+    spend_meter_rate,
+)
 from autopilot.models.envelopes import SnsModel
 from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import budget_alerts_settings
@@ -41,7 +47,9 @@ def dependencies() -> BudgetAlertDeps:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, list[str]]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event.get("source") == "aws.events":  # the RetryUnfinished schedule
+        return {"retried": retry_unfinished(dependencies())}
     records = SnsModel.model_validate(event).Records
     # Budgets' message is plain text (never JSON), so the parser leaves it a string.
     handled = [

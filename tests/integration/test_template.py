@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from autopilot.api.routes import openapi_document
 from autopilot.events import HEALING_RESUMED, SOURCE
+from autopilot.logic import budget_alerts
 from autopilot.models.cost_allocation import CostTagKeys, parse_cost_tag_keys
 from autopilot.settings import (
     ApiSettings,
@@ -541,8 +542,16 @@ def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:
 
 def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
     function = of_type("AWS::Serverless::Function")["BudgetAlertsFunction"]
-    (event,) = function["Events"].values()
-    assert event == {"Type": "SNS", "Properties": {"Topic": {"Ref": "BudgetNotificationsTopic"}}}
+    events = function["Events"]
+    assert events["BudgetNotification"] == {
+        "Type": "SNS",
+        "Properties": {"Topic": {"Ref": "BudgetNotificationsTopic"}},
+    }
+    # what a failure left undone (a refused scale-down, an unpublished alert) is retried on a schedule
+    assert (
+        events["RetryUnfinished"]["Properties"]["Schedule"] == f"rate({budget_alerts.RETRY_MINUTES} minutes)"
+    )
+    assert set(events) == {"BudgetNotification", "RetryUnfinished"}
     (statement, deny) = RESOURCES["BudgetNotificationsTopicPolicy"]["Properties"]["PolicyDocument"][
         "Statement"
     ]
@@ -571,6 +580,7 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
         "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:Query",
         "budgets:ViewBudget",
         "sagemaker:DescribeCluster",
         "sagemaker:UpdateCluster",
@@ -579,6 +589,7 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
         "events:PutEvents",
     }
     assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert grants["dynamodb:Query"] == {"Fn::Sub": "${StateTable.Arn}/index/by-kind"}
     assert grants["budgets:ViewBudget"] == {
         "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-*"
     }

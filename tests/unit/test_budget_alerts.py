@@ -29,6 +29,7 @@ from autopilot.logic.budget_alerts import (
     Handled,
     budget_period,
     handle_notification,
+    retry_unfinished,
     spend_meter_rate,
 )
 from autopilot.logic.budget_enforcement import (
@@ -294,8 +295,11 @@ class FakeSageMaker:
 class FakeSns:
     published: list[dict[str, Any]] = field(default_factory=list)
     failures: int = 0
+    dies: bool = False
 
     def publish(self, **request: Any) -> dict[str, str]:
+        if self.dies:
+            raise TimeoutError("Task timed out")
         if self.failures:
             self.failures -= 1
             raise ClientError({"Error": {"Code": "InternalError", "Message": "down"}}, "Publish")
@@ -309,8 +313,11 @@ class FakeSns:
 @dataclass
 class FakeEvents:
     details: list[dict[str, Any]] = field(default_factory=list)
+    down: bool = False
 
     def put_events(self, *, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.down:
+            raise ClientError({"Error": {"Code": "InternalException", "Message": "down"}}, "PutEvents")
         self.details += [json.loads(e["Detail"]) for e in Entries]
         return {"FailedEntryCount": 0, "Entries": [{"EventId": "e"} for _ in Entries]}
 
@@ -461,19 +468,35 @@ def test_each_threshold_and_each_period_alerts_once(world: World) -> None:
     ]
 
 
-def test_a_failed_publish_is_retried_and_then_alerts_once(world: World) -> None:
+def test_an_alert_sns_refused_is_kept_and_published_by_the_schedule_once(world: World) -> None:
+    # issue 20, finding 7: with SNS down the alert went to the dead-letter queue after Lambda's retries
     world.register(cluster("ml-cluster"))
     world.sns.failures = 1
 
-    with pytest.raises(ClientError):
-        handle_notification(EVENT_MESSAGE, None, world.deps)
-    # Lambda's async retry comes within the claim's lease: a concurrent duplicate looks the same
+    assert handle_notification(EVENT_MESSAGE, None, world.deps) is Handled.RETRYING
+    # a duplicate within the claim's lease looks like a concurrent delivery
     with pytest.raises(AlertInFlightError):
         handle_notification(EVENT_MESSAGE, None, world.deps)
+    assert retry_unfinished(world.deps) == {}  # the claim's lease is not over yet
     world.clock[0] += timedelta(seconds=budget_alerts.CLAIM_LEASE_SECONDS + 1)
 
-    assert handle_notification(EVENT_MESSAGE, None, world.deps) is Handled.PUBLISHED
+    assert retry_unfinished(world.deps) == {"alert published": 1}
+    assert retry_unfinished(world.deps) == {}
     assert handle_notification(EVENT_MESSAGE, None, world.deps) is Handled.DUPLICATE
+    [alert] = world.sns.alerts()
+    assert alert["clusterName"] == "ml-cluster"
+    assert world.sns.published[0]["MessageAttributes"]["clusterName"]["StringValue"] == "ml-cluster"
+
+
+def test_an_invocation_that_died_after_its_claim_is_redone_by_the_schedule(world: World) -> None:
+    world.register(cluster("ml-cluster"))
+    world.sns.dies = True  # the function timed out inside Publish: nothing after its claim happened
+    with pytest.raises(TimeoutError):
+        handle_notification(EVENT_MESSAGE, None, world.deps)
+    world.sns.dies = False
+    world.clock[0] += timedelta(seconds=budget_alerts.CLAIM_LEASE_SECONDS + 1)
+
+    assert retry_unfinished(world.deps) == {"alert published": 1}
     assert len(world.sns.published) == 1
 
 
@@ -597,21 +620,89 @@ def test_scale_to_min_at_100_percent_actual_records_an_operation(world: World) -
     assert [d["status"] for d in world.events.details] == ["SUCCEEDED"]
 
 
-def test_a_refused_scale_down_is_a_failed_operation_and_still_alerts(world: World) -> None:
+def test_a_scale_down_refused_for_good_is_a_failed_operation_and_still_alerts(world: World) -> None:
     world.register(cluster("ml-cluster", "scale-to-min"))
     world.budgets.spend["hyperpod-ml-cluster"] = OVER
-    world.sagemaker.fail_with = "ConflictException"
+    world.sagemaker.fail_with = "ResourceNotFound"  # no retry changes that
 
     handle_notification(crossing(100), None, world.deps)
 
     [alert] = world.sns.alerts()
     assert alert["enforcement"]["result"] == "failed"
-    assert "SageMaker.ConflictException" in alert["summary"]
+    assert "SageMaker.ResourceNotFound" in alert["summary"]
     operation = world.store.get_operation(alert["enforcement"]["operationId"])
     assert operation is not None
     assert operation.status is OperationStatus.FAILED
     assert operation.error is not None
-    assert operation.error.error == "SageMaker.ConflictException"
+    assert operation.error.error == "SageMaker.ResourceNotFound"
+
+
+def test_a_refused_scale_down_is_retried_on_the_schedule_until_done(world: World) -> None:
+    # issue 20, finding 7: UpdateCluster refused (cluster Updating) ended FAILED, and the redelivery
+    # counted as a duplicate: the workers stayed up all period
+    world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
+    world.sagemaker.fail_with = "ConflictException"
+
+    handle_notification(crossing(100), None, world.deps)
+    [alert] = world.sns.alerts()
+    assert alert["enforcement"]["result"] == "pending"
+    assert "SageMaker.ConflictException" in alert["enforcement"]["message"]
+    operation_id = alert["enforcement"]["operationId"]
+    assert handle_notification(crossing(100), None, world.deps) is Handled.DUPLICATE  # alerted once
+    world.clock[0] += timedelta(minutes=budget_alerts.RETRY_MINUTES)
+    assert retry_unfinished(world.deps) == {"scale-to-min pending": 1}
+    held = world.store.get_operation(operation_id)
+    assert held is not None
+    assert held.status is OperationStatus.RUNNING
+
+    world.sagemaker.fail_with = None  # the cluster's update ended
+    world.clock[0] += timedelta(minutes=budget_alerts.RETRY_MINUTES)
+    assert retry_unfinished(world.deps) == {"scale-to-min done": 1}
+    assert retry_unfinished(world.deps) == {}
+
+    [update] = world.sagemaker.updates
+    assert [(g["InstanceGroupName"], g["InstanceCount"]) for g in update["InstanceGroups"]] == [
+        ("worker-group-1", 1)
+    ]
+    done = world.store.get_operation(operation_id)
+    assert done is not None
+    assert done.status is OperationStatus.SUCCEEDED
+    finished = world.sns.alerts()[-1]
+    assert finished["kind"] == "BudgetEnforcementFinished"
+    assert finished["enforcement"]["result"] == "done"
+    assert len(world.sns.published) == 2
+    assert [d["status"] for d in world.events.details] == ["SUCCEEDED"]
+
+
+def test_a_scale_down_refused_past_the_retry_window_fails_and_is_announced(world: World) -> None:
+    world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
+    world.sagemaker.fail_with = "ThrottlingException"
+
+    handle_notification(crossing(100), None, world.deps)
+    world.clock[0] += budget_alerts.ENFORCEMENT_RETRY_FOR
+
+    assert retry_unfinished(world.deps) == {"scale-to-min failed": 1}
+    finished = world.sns.alerts()[-1]
+    assert finished["kind"] == "BudgetEnforcementFinished"
+    assert finished["enforcement"]["result"] == "failed"
+    operation = world.store.get_operation(finished["enforcement"]["operationId"])
+    assert operation is not None
+    assert operation.status is OperationStatus.FAILED
+    assert retry_unfinished(world.deps) == {}
+
+
+def test_a_scale_down_is_announced_when_eventbridge_is_down(world: World) -> None:
+    world.register(cluster("ml-cluster", "scale-to-min"))
+    world.budgets.spend["hyperpod-ml-cluster"] = OVER
+    world.events.down = True
+
+    assert handle_notification(crossing(100), None, world.deps) is Handled.PUBLISHED
+
+    [alert] = world.sns.alerts()
+    assert alert["enforcement"]["result"] == "done"
+    assert len(world.sagemaker.updates) == 1
 
 
 def test_block_growth_marks_the_cluster_until_the_next_period(world: World) -> None:

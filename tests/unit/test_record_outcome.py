@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.reconcile import execution_arn_for, reconcile
@@ -370,6 +371,29 @@ def test_the_reconciler_fails_an_operation_whose_execution_never_started(store: 
     cluster = store.get_cluster("c1")
     assert cluster is not None
     assert cluster.status is ClusterStatus.CREATE_FAILED
+
+
+def test_the_reconciler_leaves_a_pending_scale_down_to_budget_alerts(store: StateTable) -> None:
+    # a ScaleToMin SageMaker refused stays RUNNING with no execution: BudgetAlertsFunction's schedule
+    # retries it (issue 20, finding 7); failing it here would end the retries
+    at = (NOW - timedelta(hours=1)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    pending = Operation(
+        operation_id="op-20261122110000-cccc",
+        operation_type=OperationType.SCALE_TO_MIN,
+        cluster_name="c1",
+        status=OperationStatus.RUNNING,
+        created_at=at,
+        updated_at=at,
+        requested_by="budget:hyperpod-c1",
+    )
+    assert BudgetAlertTable("state", ddb=boto3.client("dynamodb", region_name="us-east-1")).record_operation(
+        pending
+    )
+
+    assert run_reconciler(store, FakeStepFunctions()) == {}
+    held = store.get_operation(pending.operation_id)
+    assert held is not None
+    assert held.status is OperationStatus.RUNNING
 
 
 def test_the_reconciler_resolves_ended_executions_and_leaves_running_ones(store: StateTable) -> None:

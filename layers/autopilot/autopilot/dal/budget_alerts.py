@@ -5,7 +5,10 @@ ScaleToMin operations it records, and a cluster's growth block.
   ``BUDGET_ALERT``: ``claimedAt`` (who handles it, as a lease), ``operationId`` (the ScaleToMin operation
   it enforces with, chosen at the claim so a retry records the same one), ``publishedAt`` and
   ``messageId`` once the alert went out, ``expiresAt`` (TTL, after the period). The claim is a
-  conditional put, so AWS Budgets notifying twice (or SNS delivering twice) publishes once.
+  conditional put, so AWS Budgets notifying twice (or SNS delivering twice) publishes once. An item
+  not yet published is work left: it keeps the notification (``message``, ``subject``) and, once the
+  alert is built but SNS refused it, the alert itself (``alertSubject``, ``alertBody``), so the
+  scheduled retry (logic/budget_alerts.retry_unfinished) finishes it instead of a dead-letter queue.
 - The cluster item (dal/state_table.py) gains ``growthBlockedUntil`` / ``growthBlockedAt`` /
   ``growthBlockedBy`` (block-growth), removed by an admin's ``DELETE /clusters/{name}/growth-block``.
 """
@@ -22,7 +25,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import HISTORY_KIND, OPERATION_KIND, cluster_key, operation_key
+from autopilot.dal.state_table import BY_KIND_INDEX, HISTORY_KIND, OPERATION_KIND, cluster_key, operation_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -61,12 +64,28 @@ class Claim:
     operation_id: str | None
 
 
+@dataclass(frozen=True)
+class UnfinishedAlert:
+    """An alert item not yet published: the notification, and the alert once it was built."""
+
+    key: AlertKey
+    claimed_at: datetime
+    message: str | None
+    subject: str | None
+    alert_subject: str | None
+    alert_body: str | None
+
+
 def _attributes(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _serializer.serialize(v) for k, v in data.items() if v is not None}
 
 
 def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _keys(key: Mapping[str, str]) -> dict[str, Any]:
@@ -100,6 +119,8 @@ class BudgetAlertTable:
         lease_seconds: int,
         operation_id: str | None,
         expires_at: int,
+        message: str | None = None,
+        subject: str | None = None,
     ) -> Claim:
         item = {
             **key.item_key(),
@@ -111,6 +132,8 @@ class BudgetAlertTable:
             "claimedAt": now.isoformat(),
             "operationId": operation_id,
             "expiresAt": expires_at,
+            "message": message,
+            "subject": subject,
         }
         try:
             self.ddb.put_item(
@@ -157,6 +180,62 @@ class BudgetAlertTable:
             UpdateExpression="SET publishedAt = :at, messageId = :id",
             ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":id": {"S": message_id}},
         )
+
+    def keep_alert(self, key: AlertKey, *, subject: str, body: str) -> None:
+        """The built alert SNS did not take: the scheduled retry publishes this, as it was."""
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(key.item_key()),
+            UpdateExpression="SET alertSubject = :subject, alertBody = :body",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(publishedAt)",
+            ExpressionAttributeValues={":subject": {"S": subject}, ":body": {"S": body}},
+        )
+
+    def close(self, key: AlertKey, *, at: datetime, reason: str) -> None:
+        """An unfinished alert that will not be published (its crossing is no longer confirmed)."""
+        self.ddb.update_item(
+            TableName=self._table,
+            Key=_keys(key.item_key()),
+            UpdateExpression="SET publishedAt = :at, closedReason = :reason",
+            ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":reason": {"S": reason}},
+        )
+
+    def unfinished(self, *, claimed_before: datetime) -> list[UnfinishedAlert]:
+        """Alert items not published whose claim is older than ``claimed_before`` (its lease over)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": BY_KIND_INDEX,
+            "KeyConditionExpression": "kind = :kind",
+            "FilterExpression": "attribute_not_exists(publishedAt) AND claimedAt < :before",
+            "ExpressionAttributeValues": {
+                ":kind": {"S": ALERT_KIND},
+                ":before": {"S": claimed_before.isoformat()},
+            },
+        }
+        found: list[UnfinishedAlert] = []
+        while True:
+            response = self.ddb.query(**kwargs)
+            for raw in response.get("Items", []):
+                item = _plain(raw)
+                key = AlertKey(
+                    budget_name=str(item["budgetName"]),
+                    period=str(item["period"]),
+                    alert_type=str(item["alertType"]),
+                    threshold=str(item["thresholdPercent"]),
+                )
+                found.append(
+                    UnfinishedAlert(
+                        key=key,
+                        claimed_at=datetime.fromisoformat(str(item["claimedAt"])),
+                        message=_text(item.get("message")),
+                        subject=_text(item.get("subject")),
+                        alert_subject=_text(item.get("alertSubject")),
+                        alert_body=_text(item.get("alertBody")),
+                    )
+                )
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # --- the ScaleToMin operation ---------------------------------------------------------------
 

@@ -12,6 +12,14 @@ A notification is a claim, not a fact: anyone allowed ``sns:Publish`` on the top
 unless DescribeBudget's CalculatedSpend in this account confirms the threshold (``unconfirmed``), and
 the period (the dedup key, a growth block's end) is the function's own clock's, never the message's
 date: a message "of 2099" would otherwise block growth until 2100.
+
+Nothing is lost to a failure (issue 20, finding 7). A scale-down SageMaker refuses (the cluster
+``Updating``, throttling) leaves its ScaleToMin operation RUNNING, and the alert says so; every
+RETRY_MINUTES the function's schedule (:func:`retry_unfinished`) tries it again until it is done or
+ENFORCEMENT_RETRY_FOR has passed (then FAILED), and announces the end. An alert SNS did not take is
+kept on its item and published by the same schedule; an operation event EventBridge refused is only
+logged (the operation record and the alert tell the same). So no work goes to the dead-letter queue
+but that of an invocation that could not even record its claim.
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult
+from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult, UnfinishedAlert
 from autopilot.events import OperationEventDetail, emit_operation_event
 from autopilot.logic.budget_enforcement import scale_to_min_groups
 from autopilot.models.budget_alerts import (
@@ -68,6 +76,12 @@ CLAIM_LEASE_SECONDS = 120
 # An alert item outlives its period by this long (the state table's TTL then removes it).
 KEEP_AFTER_PERIOD = timedelta(days=35)
 ENFORCED_AT_PERCENT = Decimal(100)
+# A refused scale-down is retried this long (a cluster update takes minutes to an hour), then FAILED.
+ENFORCEMENT_RETRY_FOR = timedelta(hours=6)
+# SageMaker's refusals that no retry changes: the operation fails at once.
+_FINAL_REFUSALS = frozenset({"ResourceNotFound", "AccessDeniedException"})
+# Operations older than this are not looked at again (they failed at ENFORCEMENT_RETRY_FOR).
+_LOOKBACK = ENFORCEMENT_RETRY_FOR + timedelta(days=1)
 SNS_SUBJECT_MAX = 100
 
 # (cluster name, the day Budgets notified) -> (USD per hour, where the figure comes from), or None
@@ -93,6 +107,8 @@ class Handled(StrEnum):
     FORWARDED = "forwarded"
     # DescribeBudget does not confirm what the message claims: nothing alerted, nothing enforced
     UNCONFIRMED = "unconfirmed"
+    # SNS did not take the alert: kept on its item, published by the scheduled retry
+    RETRYING = "retrying"
 
 
 class AlertInFlightError(RuntimeError):
@@ -194,6 +210,8 @@ def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps
         lease_seconds=CLAIM_LEASE_SECONDS,
         operation_id=new_operation_id(now) if mode is BudgetEnforcement.SCALE_TO_MIN else None,
         expires_at=int((period.end + KEEP_AFTER_PERIOD).timestamp()),
+        message=message,
+        subject=subject,
     )
     if claim.result is ClaimResult.PUBLISHED:
         logger.info(
@@ -217,13 +235,11 @@ def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps
     alert = _alert(
         deps, notification, day=day, budget=budget, cluster=cluster, period=period, enforcement=enforcement
     )
-    message_id = _publish(
-        deps,
-        subject=_subject(alert),
-        body=alert.model_dump(mode="json", by_alias=True),
-        cluster_name=alert.cluster_name,
+    message_id = _publish_or_keep(
+        deps, key, subject=_subject(alert), body=alert.model_dump(mode="json", by_alias=True)
     )
-    deps.alerts.mark_published(key, message_id=message_id, at=deps.now())
+    if message_id is None:
+        return Handled.RETRYING
     logger.info(
         "budget alert published",
         budget=alert.budget_name,
@@ -324,13 +340,13 @@ def _enforce(
         )
     if operation_id is None:  # a claim made before the cluster's enforcement was scale-to-min
         operation_id = new_operation_id(now)
-    return _scale_to_min(deps, cluster, notification, operation_id, now)
+    return _scale_to_min(deps, cluster, notification.budget_name, operation_id, now)
 
 
 def _scale_to_min(
     deps: BudgetAlertDeps,
     cluster: Cluster,
-    notification: BudgetNotification,
+    budget_name: str,
     operation_id: str,
     now: datetime,
 ) -> EnforcementOutcome:
@@ -343,14 +359,22 @@ def _scale_to_min(
         status=OperationStatus.RUNNING,
         created_at=started,
         updated_at=started,
-        requested_by=f"budget:{notification.budget_name}",
+        requested_by=f"budget:{budget_name}",
     )
     if not deps.alerts.record_operation(operation):
         held = deps.store.get_operation(operation_id)
-        if held is not None and held.status is OperationStatus.SUCCEEDED:
+        if held is not None and held.status is not OperationStatus.RUNNING:
             return EnforcementOutcome(
-                mode=mode, result="already-done", message="scaled down earlier", operation_id=operation_id
+                mode=mode,
+                result="already-done" if held.status is OperationStatus.SUCCEEDED else "failed",
+                message="scaled down earlier"
+                if held.status is OperationStatus.SUCCEEDED
+                else "the scale-down failed earlier",
+                operation_id=operation_id,
             )
+        if held is not None:
+            operation = held  # a retry: the deadline runs from the first attempt
+    retry_until = datetime.fromisoformat(operation.created_at) + ENFORCEMENT_RETRY_FOR
     steps = [Step(name="Describe Cluster", entered_at=started)]
     try:
         if cluster.worker_groups is None:
@@ -365,6 +389,22 @@ def _scale_to_min(
             )
     except (ClientError, _Refused) as exc:
         error = _operation_error(exc)
+        code = exc.code if isinstance(exc, _Refused) else error.error.removeprefix("SageMaker.")
+        if not isinstance(exc, _Refused) and code not in _FINAL_REFUSALS and now < retry_until:
+            logger.warning(
+                "scale-to-min refused; retried later",
+                cluster=cluster.cluster_name,
+                error=error.error,
+                cause=error.cause,
+                retry_until=retry_until.isoformat(),
+            )
+            return EnforcementOutcome(
+                mode=mode,
+                result="pending",
+                message=f"SageMaker refused UpdateCluster ({error.error}: {error.cause}); retried every "
+                f"{RETRY_MINUTES} minutes until {retry_until.isoformat()}",
+                operation_id=operation_id,
+            )
         _finish(deps, operation, OperationStatus.FAILED, steps, error)
         logger.error(
             "scale-to-min failed", cluster=cluster.cluster_name, error=error.error, cause=error.cause
@@ -413,17 +453,22 @@ def _finish(
     deps.alerts.finish_operation(
         operation.operation_id, status=status, steps=steps, at=iso(deps.now()), error=error
     )
-    emit_operation_event(
-        OperationEventDetail(
-            operation_id=operation.operation_id,
-            operation_type=operation.operation_type.value,
-            cluster_name=operation.cluster_name,
-            status=status.value,
-            error=error.error if error else None,
-            cause=error.cause if error else None,
-        ),
-        client=deps.events,
-    )
+    try:
+        emit_operation_event(
+            OperationEventDetail(
+                operation_id=operation.operation_id,
+                operation_type=operation.operation_type.value,
+                cluster_name=operation.cluster_name,
+                status=status.value,
+                error=error.error if error else None,
+                cause=error.cause if error else None,
+            ),
+            client=deps.events,
+        )
+    except (ClientError, BotoCoreError, RuntimeError):
+        # The scale-down happened and is recorded; the alert announces it. A refused event must not
+        # fail the alert (before this, the whole notification went to the dead-letter queue).
+        logger.warning("operation event not sent", operation_id=operation.operation_id, exc_info=True)
 
 
 def _spend(budget: dict[str, Any] | None, which: str) -> Decimal | None:
@@ -487,6 +532,21 @@ def _subject(alert: BudgetAlert) -> str:
     return subject[:SNS_SUBJECT_MAX]
 
 
+def _publish_or_keep(
+    deps: BudgetAlertDeps, key: AlertKey, *, subject: str, body: dict[str, Any]
+) -> str | None:
+    """Publish the alert and mark its item published; when SNS refuses, keep the alert on the item
+    for the scheduled retry (None)."""
+    try:
+        message_id = _publish(deps, subject=subject, body=body, cluster_name=body.get("clusterName"))
+    except (ClientError, BotoCoreError):
+        logger.warning("alert not published; kept for the scheduled retry", alert=str(key), exc_info=True)
+        deps.alerts.keep_alert(key, subject=subject, body=json.dumps(body))
+        return None
+    deps.alerts.mark_published(key, message_id=message_id, at=deps.now())
+    return message_id
+
+
 def _publish(deps: BudgetAlertDeps, *, subject: str, body: dict[str, Any], cluster_name: str | None) -> str:
     attributes: dict[str, Any] = {"kind": {"DataType": "String", "StringValue": str(body["kind"])}}
     if cluster_name:
@@ -498,3 +558,88 @@ def _publish(deps: BudgetAlertDeps, *, subject: str, body: dict[str, Any], clust
         MessageAttributes=attributes,
     )
     return str(response["MessageId"])
+
+
+# --- the schedule: what a failure left undone -------------------------------------------------------
+
+RETRY_MINUTES = 5  # template.yaml, BudgetAlertsFunction's RetryUnfinished schedule
+
+
+def retry_unfinished(deps: BudgetAlertDeps) -> dict[str, int]:
+    """Finish every unpublished alert whose claim has lapsed, and retry every pending scale-down."""
+    now = deps.now()
+    outcomes: dict[str, int] = {}
+
+    def tally(what: str) -> None:
+        outcomes[what] = outcomes.get(what, 0) + 1
+
+    for operation in deps.store.list_running_operations(created_after=now - _LOOKBACK):
+        if operation.operation_type is OperationType.SCALE_TO_MIN:
+            tally(f"scale-to-min {_retry_scale_to_min(deps, operation, now)}")
+    for unfinished in deps.alerts.unfinished(claimed_before=now - timedelta(seconds=CLAIM_LEASE_SECONDS)):
+        try:
+            tally(f"alert {_finish_alert(deps, unfinished, now)}")
+        except (ClientError, BotoCoreError, AlertInFlightError):
+            logger.warning("unfinished alert still failing", alert=str(unfinished.key), exc_info=True)
+            tally("alert still failing")
+    if outcomes:
+        logger.info("budget work retried", outcomes=outcomes)
+    return outcomes
+
+
+def _finish_alert(deps: BudgetAlertDeps, unfinished: UnfinishedAlert, now: datetime) -> str:
+    key = unfinished.key
+    if unfinished.alert_body is not None:  # built, but SNS refused it: publish it as it was
+        body = json.loads(unfinished.alert_body)
+        subject = unfinished.alert_subject or "HyperPod budget alert"
+        return "published" if _publish_or_keep(deps, key, subject=subject, body=body) else "kept"
+    if unfinished.message is None:  # nothing to redo it from
+        deps.alerts.close(key, at=now, reason="no notification kept")
+        return "closed"
+    handled = handle_notification(unfinished.message, unfinished.subject, deps)
+    if handled in (Handled.UNCONFIRMED, Handled.FORWARDED):
+        deps.alerts.close(key, at=now, reason=f"redone: {handled.value}")
+    return handled.value
+
+
+def _retry_scale_to_min(deps: BudgetAlertDeps, operation: Operation, now: datetime) -> str:
+    """One more attempt at a pending scale-down; its end (done or failed) is announced."""
+    budget_name = (operation.requested_by or "").removeprefix("budget:")
+    cluster = deps.store.get_cluster(operation.cluster_name)
+    if cluster is None or cluster.status is not ClusterStatus.ACTIVE:
+        error = OperationError(
+            error="ClusterNotActive",
+            cause=f"the cluster is {cluster.status.value if cluster else 'gone'}, not ACTIVE",
+        )
+        _finish(deps, operation, OperationStatus.FAILED, [], error)
+        return "failed"
+    outcome = _scale_to_min(deps, cluster, budget_name, operation.operation_id, now)
+    if outcome.result == "pending":
+        return "pending"
+    key = AlertKey(
+        budget_name=budget_name,
+        period=f"{now:%Y-%m}",
+        alert_type="ENFORCEMENT",
+        threshold=operation.operation_id,
+    )
+    claim = deps.alerts.claim(
+        key,
+        now=now,
+        lease_seconds=CLAIM_LEASE_SECONDS,
+        operation_id=operation.operation_id,
+        expires_at=int((now + KEEP_AFTER_PERIOD).timestamp()),
+    )
+    if claim.result is ClaimResult.CLAIMED:
+        body = {
+            "kind": "BudgetEnforcementFinished",
+            "summary": f"cluster {cluster.cluster_name}: scale-to-min {outcome.result} after retrying: "
+            f"{outcome.message}",
+            "budgetName": budget_name,
+            "clusterName": cluster.cluster_name,
+            "owner": cluster.owner,
+            "project": cluster.project,
+            "enforcement": outcome.model_dump(mode="json", by_alias=True, exclude_none=True),
+        }
+        subject = f"HyperPod budget: {cluster.cluster_name} scale-to-min {outcome.result}"
+        _publish_or_keep(deps, key, subject=subject[:SNS_SUBJECT_MAX], body=body)
+    return outcome.result
