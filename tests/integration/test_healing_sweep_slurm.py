@@ -264,3 +264,26 @@ def test_the_sweep_function_acts_on_the_agents_report(world: World, monkeypatch:
     assert outcomes["slurm_resumes_queued"] == 1
     [command] = world.report(datetime.fromisoformat(event["time"]), {node: ("DOWN", REBOOTED)})
     assert (command["verb"], command["node"]) == ("resume", world.slurm[node])
+
+
+def test_a_cluster_wide_silence_is_stored_without_first_sightings(world: World) -> None:
+    # 2,500 nodes not responding at once: their views fit DynamoDB's item, their first sightings too
+    # would not (the report would fail and the agent look silent); none is repaired on Slurm's word
+    names = [f"ip-10-2-{i // 250}-{i % 250}" for i in range(2500)]
+    silent = {"state": "DOWN+NOT_RESPONDING", "reason": "Not responding", "gpus": 8}
+    deps = AgentDeps(
+        agents=world.agents,
+        controllers=GivenController(),
+        stepfunctions=world.stack.client("stepfunctions"),
+        poll_seconds=world.sweep_settings.agent_poll_seconds,
+        account=ACCOUNT,
+        now=lambda: T0,
+    )
+    body = {"agentVersion": "1.0.0", "sentAt": iso(T0), "nodes": [{"name": n, **silent} for n in names]}
+
+    handle_report(deps, "c1", CALLER, body)
+
+    stored = world.agents.agent("c1")
+    assert stored is not None
+    assert len(stored.nodes) == 2500
+    assert stored.not_responding_since == {}

@@ -56,6 +56,10 @@ def _fitted(record: AgentRecord) -> dict[str, Any]:
             break
         for node in item["nodes"].values():
             node["jobs"] = node["jobs"][:keep]
+    if len(json.dumps(item)) > MAX_ITEM_BYTES:
+        # thousands of nodes not responding at once (~45 bytes each): without their first sightings the
+        # sweep repairs none on Slurm's word, which a cluster-wide silence (the breaker's case) wants anyway
+        item.pop("notRespondingSince", None)
     return item
 
 
