@@ -42,6 +42,7 @@ SLURMD: Final = "slurmd"
 CLIENT_TOOLS: Final = ("sinfo", "squeue", "sbatch", "scontrol")
 INSTALL_HINT: Final = "install it with `sudo make slurm` (Debian's slurmctld, slurmd and slurm-client)"
 DEFAULT_PARTITION: Final = "dev"
+REBOOTED: Final = "Node unexpectedly rebooted"  # slurmctld's reason for a node whose boot time moved
 _START_SECONDS: Final = 10.0  # a daemon that is not answering by then failed to start
 _STOP_SECONDS: Final = 5.0  # slurmctld saves its state on SIGTERM; then SIGKILL
 
@@ -186,6 +187,20 @@ class SlurmCluster:
             (self.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
             argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name, *(["-b"] if rebooted else [])]
             node.process = _spawn(argv, self.env())
+            if rebooted:
+                self._reboot_seen(name)
+
+    def _reboot_seen(self, name: str) -> None:
+        """slurmctld checks a registration for a reboot only when it knew the node before: one that a
+        controller restart left UNKNOWN (its slurmd was down then) registers as IDLE. Its reboot then
+        gets the state slurmctld gives every other one, set as an operator would."""
+        self.wait_for(f"{name} to register", lambda: _registered(self.node_state(name)), _START_SECONDS)
+        fields = self.node_state(name)
+        if not fields.get("State", "").startswith("DOWN"):
+            # as slurmctld does, a reason already there (a drain's) stays
+            reason = fields.get("Reason", "")
+            reason = reason if reason and not reason.startswith("Not responding") else REBOOTED
+            self.run("scontrol", "update", f"NodeName={name}", "State=DOWN", f"Reason={reason}")
 
     def reboot_node(self, name: str) -> None:
         """An instance reboot: slurmd (and the jobs on the node) stop, then slurmd starts again and
@@ -225,7 +240,9 @@ class SlurmCluster:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
-                raise SlurmError(f"{self.name}: timed out waiting for {what} (logs: {self.workdir / 'log'})")
+                nodes = self.run("sinfo", "-h", "-N", "-o", "%N %T %E", check=False, timeout=5).strip()
+                logs = self.workdir / "log"
+                raise SlurmError(f"{self.name}: timed out waiting for {what}; sinfo {nodes!r} (logs: {logs})")
             time.sleep(0.05)
 
     # ------------------------------------------------------------------ internals
@@ -294,8 +311,8 @@ class SlurmCluster:
         for index, (partition, members) in enumerate(partitions.items()):
             default = "YES" if index == 0 else "NO"
             lines.append(f"PartitionName={partition} Nodes={','.join(members)} Default={default}")
-        self.conf.write_text("\n".join(lines) + "\n")
-        (work / "gres.conf").write_text("\n".join(gres) + "\n")
+        _write_atomically(self.conf, lines)
+        _write_atomically(work / "gres.conf", gres)
 
     def _start_controller(self) -> None:
         self._controller = _spawn([SLURMCTLD, "-D", "-f", str(self.conf)], self.env())
@@ -321,6 +338,9 @@ class SlurmCluster:
                 controller.wait(_STOP_SECONDS)
         _kill(_processes_using(str(self._log("slurmctld"))))  # its slurmscriptd
         self._start_controller()
+        # a restarted slurmctld shows every node UNKNOWN until its slurmd registers again, which it does
+        # at the next ping (seconds); a reconfigure asks them all to register now
+        self.run("scontrol", "reconfigure", check=False, timeout=10)
 
 
 _LIVE: weakref.WeakSet[SlurmCluster] = weakref.WeakSet()
@@ -331,6 +351,19 @@ def _stop_all() -> None:
     """No daemon outlives the process that started it (a test run killed halfway included)."""
     for cluster in list(_LIVE):
         cluster.stop()
+
+
+def _write_atomically(path: Path, lines: list[str]) -> None:
+    """Readers see the old file or the new one, never half of it: a slurmd asked to reconfigure may be
+    reading gres.conf while the next change writes it (a short read: "gres/gpu count reported lower")."""
+    draft = path.with_name(path.name + ".new")
+    draft.write_text("\n".join(lines) + "\n")
+    os.replace(draft, path)
+
+
+def _registered(fields: Mapping[str, str]) -> bool:
+    state = fields.get("State", "UNKNOWN")
+    return not state.startswith("UNKNOWN") and "NOT_RESPONDING" not in state
 
 
 def _spawn(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:

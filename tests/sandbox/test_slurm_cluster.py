@@ -15,7 +15,7 @@ from sandbox.slurm.cluster import _processes_using
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
 
-A, B, C, D = "ip-10-1-0-11", "ip-10-1-0-12", "ip-10-1-0-13", "ip-10-1-7-14"
+A, B, C, D, E = "ip-10-1-0-11", "ip-10-1-0-12", "ip-10-1-0-13", "ip-10-1-7-14", "ip-10-1-7-15"
 
 
 def short_workdir() -> Path:
@@ -77,15 +77,33 @@ def test_a_reboot_leaves_the_node_down_as_unexpectedly_rebooted(slurm: SlurmClus
     slurm.wait_for("B idle again", lambda: states(slurm)[B] == "idle")
 
 
+def test_a_reboot_across_a_controller_restart_is_still_down_as_rebooted(slurm: SlurmCluster) -> None:
+    # the restart (a node joining) happens while B's slurmd is down: slurmctld forgets B's last answer,
+    # and its own reboot check skips a node it shows UNKNOWN
+    slurm.stop_node(B)
+    slurm.add_nodes({E: 0})
+    slurm.start_node(B, rebooted=True)
+    assert states(slurm)[B] == "down"
+    assert slurm.node_state(B)["Reason"] == "Node unexpectedly rebooted"
+    slurm.run("scontrol", "update", f"NodeName={B}", "State=RESUME")
+    slurm.wait_for("B idle again", lambda: states(slurm)[B] == "idle")
+
+
 def test_a_replacement_joins_under_its_own_name_and_the_old_name_is_gone(slurm: SlurmCluster) -> None:
+    job = slurm.run("sbatch", "--parsable", "-w", B, "-o", "/dev/null", "--wrap", "sleep 300").strip()
+    slurm.wait_for("the job on B running", lambda: job_state(slurm, job) == "RUNNING")
     slurm.run("scontrol", "update", f"NodeName={B}", "State=DRAIN", "Reason=kept across restarts")
     slurm.add_nodes({D: 8})
     slurm.remove_nodes([A])
     slurm.wait_for("D idle", lambda: states(slurm).get(D) == "idle")
     assert A not in states(slurm)
     assert slurm.node_state(A) == {}
-    # the controller restarts that took A out and put D in kept what it knew of the others
+    # the controller restarts that took A out and put D in kept what it knew of the others: B's
+    # drain and its reason, and the job running there
     assert slurm.node_state(B)["Reason"] == "kept across restarts"
+    assert job_state(slurm, job) == "RUNNING"
+    assert states(slurm)[B] == "draining"
+    slurm.run("scancel", job)
 
 
 def test_stop_leaves_no_daemon_job_or_file_behind() -> None:
