@@ -61,6 +61,9 @@ MOCK_CONFIG: Final[DefaultConfig] = {
 ADMIN_PREFIX: Final = "/_sandbox/"
 # How long stop() waits for the executions it aborts to end (a Lambda task ends with its handler).
 EXECUTIONS_END_SECONDS: Final = 10.0
+# With real Slurm, the stack's AgentPollSeconds is what the agents really do in simulated time: they poll
+# every half wall second (sandbox/slurm/agent.py), this allows them four polls' slack on a busy machine.
+AGENT_POLL_WALL_SECONDS: Final = 2.0
 
 # Host settings that would send boto3 elsewhere than the in-process mock while the sandbox runs.
 _CLEARED_ENV: Final = (
@@ -120,6 +123,7 @@ class Sandbox:
         self.ssm: Any = None
         self.budgets: Any = None
         self.pricing: Any = None
+        self.message_moves: Any = None
         self._stack: Stack | None = None
         self._runtime: LambdaRuntime | None = None
         self._poller: SqsEventSourcePoller | None = None
@@ -174,8 +178,8 @@ class Sandbox:
             region=self.region,
             account_id=self.account_id,
             stack_name=self.stack_name,
-            parameters=self.parameters,
             seed=self.seed,
+            **self._deploy_parameters(),
         )
         for spec in self._stack.functions.values():
             self._runtime.register(spec)
@@ -269,11 +273,32 @@ class Sandbox:
             )
             self.budgets.install()
             self._undo.append(self.budgets.uninstall)
+        sqs = _optional_module("sandbox.sqs")
+        if sqs is not None:  # the dead-letter queue redrive (moto has no StartMessageMoveTask)
+            self.message_moves = sqs.MessageMoves(self.clock.now)
+            self.message_moves.install()
+            self._undo.append(self.message_moves.uninstall)
         pricing = _optional_module("sandbox.pricing")
         if pricing is not None:  # the Price List API (moto has no pricing service)
             self.pricing = pricing.PricingSimulator()
             self.pricing.install()
             self._undo.append(self.pricing.uninstall)
+
+    def _deploy_parameters(self) -> dict[str, Any]:
+        """deploy()'s parameters. With real Slurm on a running clock, AgentPollSeconds (unless the caller
+        set it) is AGENT_POLL_WALL_SECONDS of simulated time: the agent's connected window and the
+        repair's agent-step limits scale with it, and at the template's 300 a busy machine would turn
+        them into silence and timeouts (x1200: 300 s is a quarter of a wall second). Past the template's
+        MaxValue (docs/sandbox.md, "Real Slurm"), within what the functions accept."""
+        if not self.slurm_enabled or self.clock.speed <= 0 or "AgentPollSeconds" in self.parameters:
+            return {"parameters": self.parameters}
+        from autopilot.settings import AGENT_POLL_LIMIT  # noqa: PLC0415 - only with Slurm on
+
+        poll = min(AGENT_POLL_LIMIT, max(10, round(self.clock.speed * AGENT_POLL_WALL_SECONDS)))
+        return {
+            "parameters": {**self.parameters, "AgentPollSeconds": poll},
+            "max_values": {"AgentPollSeconds": AGENT_POLL_LIMIT},
+        }
 
     def _install_slurm(self) -> None:
         from sandbox.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415 - only with Slurm on

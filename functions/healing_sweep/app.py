@@ -1,10 +1,11 @@
 """HealingSweepFunction: on a schedule, repairs the faulty nodes the event path missed and closes repairs
-stuck past their deadline (autopilot.logic.healing.sweep); on a ``Healing Resumed`` event, sweeps that
-one cluster, so the nodes left Unhealthy while its repairs were paused get them."""
+stuck past their deadline (autopilot.logic.healing.sweep), and sends dead-lettered cluster events back
+to their queue (autopilot.logic.redrive_events); on a ``Healing Resumed`` event, sweeps that one
+cluster, so the nodes left Unhealthy while its repairs were paused get them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from autopilot import aws
@@ -17,10 +18,12 @@ from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
 from autopilot.logic.healing.slurm_signal import SlurmSignal
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
+from autopilot.logic.redrive_events import redrive_dead_letters
 from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import logger, metrics
-from autopilot.settings import healing_settings, healing_sweep_settings
+from autopilot.settings import HealingSweepSettings, healing_settings, healing_sweep_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 @logger.inject_lambda_context
@@ -57,5 +60,20 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         logger.info("resumed cluster swept", cluster=resumed.cluster_name, outcomes=outcomes)
         return outcomes
     outcomes = sweep.run(received.time)
+    outcomes[f"redrive_{_redrive(sweep_settings, received.time)}"] = 1
     logger.info("healing sweep done", outcomes=outcomes)
     return outcomes
+
+
+def _redrive(settings: HealingSweepSettings, now: datetime) -> str:
+    """Dead-lettered cluster events back to their queue; a failure does not fail the sweep."""
+    try:
+        return redrive_dead_letters(
+            aws.client("sqs"),
+            dead_letter_arn=settings.cluster_events_dead_letter_queue_arn,
+            queue_arn=settings.cluster_events_queue_arn,
+            now=now,
+        )
+    except (ClientError, BotoCoreError):
+        logger.warning("dead-letter redrive failed; tried again at the next sweep", exc_info=True)
+        return "failed"

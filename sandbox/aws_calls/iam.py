@@ -197,6 +197,8 @@ def _sns(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
 
 
 def _sqs(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    if p.get("SourceArn"):  # the dead-letter queue redrive (Start/ListMessageMoveTasks)
+        return [str(p["SourceArn"])]
     url = p.get("QueueUrl")
     if url is None:
         return [w.arn("sqs", str(p["QueueName"]))] if p.get("QueueName") else ["*"]
@@ -287,6 +289,16 @@ def authorization_requests(call: Call) -> list[Request]:
             resources = ["*"]
         resource_tags = _resource_tags(call, where)
         requests = [Request(action, resource, context, resource_tags) for resource in resources]
+    if call.service == "sqs" and call.operation == "StartMessageMoveTask":
+        # the redrive reads and deletes the dead-letter queue's messages and sends them on as the
+        # caller (assumed: AWS's redrive guide names these permissions, not how they are checked)
+        source = str(call.params.get("SourceArn"))
+        requests += [
+            Request(f"sqs:{action}", source, context)
+            for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+        ]
+        if call.params.get("DestinationArn"):
+            requests.append(Request("sqs:SendMessage", str(call.params["DestinationArn"]), context))
     passed = _PASSED_ROLES.get((call.service, call.operation))
     if passed is not None:
         path, service = passed

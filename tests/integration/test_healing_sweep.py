@@ -445,3 +445,25 @@ def test_the_new_instance_of_a_replace_in_flight_is_not_taken_for_a_stuck_node(s
 
     assert "repair_started" not in late
     assert [r["operationId"] for r in repairs(stack)] == [operation.operation_id]
+
+
+def test_an_hma_fault_whose_event_was_dead_lettered_after_its_report_is_repaired(stack: Deployed) -> None:
+    # issue 20, finding 9: a GPU fault HMA reports leaves the instance Running, so SageMaker's statuses
+    # never show it; when ClusterEventsFunction held the report and then failed (its message went to the
+    # dead-letter queue), the report is what the sweep repairs from
+    node = registered(stack, "c1")["worker-group-1"][0]
+    stack.hyperpod.fault_node_unhealthy("c1", node, fault_type="NvidiaErrorTerminate", auto_recover=False)
+    reason = (
+        "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate on this node"
+    )
+    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason=reason, at=iso(NOW))
+    statuses = stack.client("sagemaker").list_cluster_nodes(ClusterName="c1")["ClusterNodeSummaries"]
+    assert {n["InstanceStatus"]["Status"] for n in statuses} == {"Running"}  # nothing else shows it
+
+    first = sweep(stack).run(NOW + timedelta(minutes=5))
+    again = sweep(stack).run(NOW + timedelta(minutes=10))
+
+    assert first["repair_started"] == 1
+    assert "repair_started" not in again
+    [workflow_input] = repairs(stack)
+    assert (workflow_input["nodeId"], workflow_input["trigger"]) == (node, "sweep")

@@ -30,6 +30,11 @@ def _cost_tag_keys(value: str) -> str:
 
 CostTagKeysText = Annotated[str, AfterValidator(_cost_tag_keys)]
 
+# AgentPollSeconds: template.yaml bounds it at 300 for a deployment; the sandbox deploys its real-Slurm
+# stacks with more (its agents poll every half wall second, thousands of its simulated seconds), so the
+# functions take up to an hour (docs/sandbox.md, "Real Slurm").
+AGENT_POLL_LIMIT = 3600
+
 
 class _Settings(BaseModel):
     """One function's settings: env var names are the fields' aliases, other variables ignored."""
@@ -97,7 +102,7 @@ class ApiSettings(_Settings):
     allowed_instance_types: str = Field(alias="ALLOWED_INSTANCE_TYPES", default="")
     # The template parameter AgentPollSeconds: GET /clusters/{name} judges the Slurm agent silent after
     # max(60, 3 x it) seconds without a report (autopilot.logic.agent.status).
-    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=300)
+    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=AGENT_POLL_LIMIT)
 
     @property
     def account(self) -> str:
@@ -228,7 +233,7 @@ class HealingSweepSettings(_Settings):
     stuck_node_minutes: int = Field(alias="STUCK_NODE_MINUTES", ge=1)
     # The template parameter AgentPollSeconds: a Slurm agent silent past max(60, 3 x it) is not trusted
     # for the sweep's Slurm signals (logic/agent/status.py).
-    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=300)
+    agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=AGENT_POLL_LIMIT)
 
 
 class AgentSettings(_Settings):
@@ -238,7 +243,7 @@ class AgentSettings(_Settings):
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # The template parameter AgentPollSeconds: how often the agent reports (the response tells it).
-    poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=300)
+    poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=AGENT_POLL_LIMIT)
 
 
 # The loaders the functions call.
