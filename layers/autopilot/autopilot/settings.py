@@ -234,6 +234,11 @@ class HealingSweepSettings(_Settings):
     # The template parameter AgentPollSeconds: a Slurm agent silent past max(60, 3 x it) is not trusted
     # for the sweep's Slurm signals (logic/agent/status.py).
     agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", ge=1, le=AGENT_POLL_LIMIT)
+    # The redrive of dead-lettered cluster events (logic/redrive_events.py): from the one into the other.
+    cluster_events_dead_letter_queue_arn: str = Field(
+        alias="CLUSTER_EVENTS_DEAD_LETTER_QUEUE_ARN", min_length=1
+    )
+    cluster_events_queue_arn: str = Field(alias="CLUSTER_EVENTS_QUEUE_ARN", min_length=1)
 
 
 class AgentSettings(_Settings):
