@@ -45,6 +45,7 @@ DEFAULT_PARTITION: Final = "dev"
 REBOOTED: Final = "Node unexpectedly rebooted"  # slurmctld's reason for a node whose boot time moved
 _START_SECONDS: Final = 10.0  # a daemon that is not answering by then failed to start
 _STOP_SECONDS: Final = 5.0  # slurmctld saves its state on SIGTERM; then SIGKILL
+_MAX_WORKDIR: Final = 44  # 108 (sun_path) - "/spool/" - "ip-255-255-255-255/" - "<node>_<job>.<step>"
 
 
 class SlurmError(RuntimeError):
@@ -99,6 +100,12 @@ class SlurmCluster:
         missing = missing_slurm()
         if missing:
             raise SlurmError(f"Slurm is not installed ({', '.join(missing)} missing): {INSTALL_HINT}")
+        if len(str(self.workdir)) > _MAX_WORKDIR:
+            # slurmstepd's Unix sockets: <workdir>/spool/<node>/<node>_<job>.<step>, 108 bytes at most
+            raise SlurmError(
+                f"work directory {self.workdir} is too long for Slurm's sockets (at most {_MAX_WORKDIR} "
+                "characters): use a short one, e.g. tempfile.mkdtemp(prefix='slurm-')"
+            )
         with self._lock:
             if self._started:
                 return self

@@ -184,9 +184,9 @@ class HyperPodSlurm:
         self.credentials = credentials
         self.agent_module = agent_module
         self.slurmd_timeout = slurmd_timeout
-        # short: slurmstepd's Unix sockets live under it (108 characters at most)
+        # short, whatever TMPDIR says: slurmstepd's Unix sockets live under it (108 characters at most)
         self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="slurm-"))
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
         self.errors: list[str] = []
         self.stopping = False  # no new agent once stop() began (its API server may be gone)
         self._clusters: dict[str, ClusterSlurm] = {}  # by cluster ARN

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.slurm import SlurmCluster
+from sandbox.slurm import SlurmCluster, SlurmError
 from sandbox.slurm.cluster import _processes_using
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
@@ -124,3 +124,8 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_a_work_directory_too_long_for_slurms_sockets_is_refused_up_front(tmp_path: Path) -> None:
+    with pytest.raises(SlurmError, match="too long for Slurm's sockets"):
+        SlurmCluster("long", tmp_path / ("x" * 40)).start()
