@@ -165,18 +165,24 @@ _transformed_lock = threading.Lock()
 
 
 def _load_and_transform(
-    path: Path, parameters: Mapping[str, Any], *, region: str, account_id: str, stack_name: str
+    path: Path,
+    parameters: Mapping[str, Any],
+    *,
+    region: str,
+    account_id: str,
+    stack_name: str,
+    max_values: Mapping[str, float],
 ) -> _Transformed:
     """(parameter values, the CloudFormation template, SAM id aliases, the SAM template's Resources),
     each caller with its own copy."""
     stat = path.stat()
     key: tuple[Any, ...] = (str(path), stat.st_mtime_ns, stat.st_size, region, account_id, stack_name)
-    key += (json.dumps(parameters, sort_keys=True, default=str),)
+    key += (json.dumps([parameters, max_values], sort_keys=True, default=str),)
     with _transformed_lock:
         cached = _transformed.get(key)
     if cached is None:
         template = load_template(path)
-        values = parameter_values(template, parameters)
+        values = parameter_values(template, parameters, max_values=max_values)
         translated, aliases = transform(
             template, values, region=region, account_id=account_id, stack_name=stack_name
         )
@@ -195,11 +201,18 @@ def deploy(
     stack_name: str = "hyperpod-autopilot",
     parameters: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    max_values: Mapping[str, float] | None = None,
 ) -> Stack:
-    """Deploy ``template_path`` into the active moto mock (call inside ``mock_aws``)."""
+    """Deploy ``template_path`` into the active moto mock (call inside ``mock_aws``). ``max_values``
+    raises parameters' MaxValue (the sandbox's own need: a fast clock; CloudFormation has no such thing)."""
     path = Path(template_path).resolve()
     values, translated, aliases, sam_resources = _load_and_transform(
-        path, parameters or {}, region=region, account_id=account_id, stack_name=stack_name
+        path,
+        parameters or {},
+        region=region,
+        account_id=account_id,
+        stack_name=stack_name,
+        max_values=max_values or {},
     )
     stack = Stack(stack_name, region, account_id, path, values, aliases=aliases)
     context = Context(session or _session(region), stack, path.parent, random.Random(seed))

@@ -44,13 +44,14 @@ DEADLINE_PARAMETERS: dict[str, tuple[tuple[str, int], ...]] = {
     "create_cluster": (("CreateTimeoutSeconds", 1),),
     "cleanup_cluster": (("DeleteTimeoutSeconds", 1),),
     # a slot (at most the replace deadline), then a reboot or HyperPod's repair, then a replace; on
-    # Slurm the wait for the jobs, and drain and requeue (5 minutes and three polls each)
+    # Slurm the wait for the jobs, drain and requeue (5 minutes and three polls each) and resume (30
+    # minutes and six polls)
     "replace_node": (
         ("ReplaceDeadlineMinutes", 60),
         ("HyperPodRepairDeadlineMinutes", 60),
         ("ReplaceDeadlineMinutes", 60),
         ("DrainTimeoutMinutes", 60),
-        ("AgentPollSeconds", 2 * 3),
+        ("AgentPollSeconds", 2 * 3 + 6),
     ),
 }
 # What each workflow waits beyond its parameters: ReplaceNode's drain and requeue (300 s each) and
@@ -515,5 +516,8 @@ def test_each_agent_command_carries_its_states_own_deadline_and_the_healing_code
         assert commands[name]["TimeoutSeconds"] == "{% 300 + 3 * ${AgentPollSeconds} %}"
     assert poll * 3 + 300 == AGENT_COMMAND_SECONDS
     assert commands["Await Jobs"]["TimeoutSeconds"] == "{% ${DrainTimeoutMinutes} * 60 %}"
-    assert commands["Resume In Slurm"]["TimeoutSeconds"] == RESUME_SECONDS
-    assert DEADLINE_SECONDS["replace_node"] == 2 * 300 + RESUME_SECONDS
+    # the agent takes a poll to see the resume and one to report it: the limit scales with the polls
+    # (the sandbox's agents poll every few thousand simulated seconds)
+    assert commands["Resume In Slurm"]["TimeoutSeconds"] == "{% 1800 + 6 * ${AgentPollSeconds} %}"
+    assert poll * 6 + 1800 == RESUME_SECONDS
+    assert DEADLINE_SECONDS["replace_node"] == 2 * 300 + 1800

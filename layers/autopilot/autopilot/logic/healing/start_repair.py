@@ -43,11 +43,24 @@ if TYPE_CHECKING:
 # The ReplaceNode workflow reaches its own deadlines an hour before its 24 h TimeoutSeconds, so it
 # records and alerts itself (tests/integration/test_asl_contract.py holds the template's maxima to it).
 WORKFLOW_DEADLINE_SECONDS = 82800
-# The limits of a Slurm-aware repair's agent steps (statemachines/replace_node.asl.json): Drain Node and
-# Requeue Jobs 5 minutes and three polls (here at AgentPollSeconds' MaxValue, 300), Resume In Slurm 30
-# minutes, Await Jobs DrainTimeoutMinutes; test_asl_contract holds them to the ASL and the template.
-AGENT_COMMAND_SECONDS = 300 + 3 * 300
-RESUME_SECONDS = 1800
+# AgentPollSeconds' MaxValue in template.yaml: the bounds below hold for any value an operator can set.
+AGENT_POLL_MAX_SECONDS = 300
+
+
+def agent_command_seconds(poll_seconds: int) -> int:
+    """The limit of Drain Node and Requeue Jobs (statemachines/replace_node.asl.json): 5 minutes and three
+    of the agent's polls."""
+    return 300 + 3 * poll_seconds
+
+
+def resume_seconds(poll_seconds: int) -> int:
+    """The limit of Resume In Slurm: 30 minutes and six of the agent's polls."""
+    return 1800 + 6 * poll_seconds
+
+
+# The agent steps' limits at the largest AgentPollSeconds; test_asl_contract holds them to the ASL.
+AGENT_COMMAND_SECONDS = agent_command_seconds(AGENT_POLL_MAX_SECONDS)
+RESUME_SECONDS = resume_seconds(AGENT_POLL_MAX_SECONDS)
 
 
 def slurm_steps_seconds(settings: HealingSettings) -> int:

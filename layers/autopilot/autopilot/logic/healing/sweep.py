@@ -410,7 +410,7 @@ class HealingSweep:
             cause=(
                 f"the repair of node {operation.node_id} was still running {minutes} "
                 "minutes after the sweep first saw it (RebootDeadlineMinutes + ReplaceDeadlineMinutes + "
-                "HyperPodRepairDeadlineMinutes + DrainTimeoutMinutes + 70 for the Slurm steps, + twice "
+                "HyperPodRepairDeadlineMinutes + DrainTimeoutMinutes + 100 for the Slurm steps, + twice "
                 "DeepHealthCheckMinutes for a deep-health group); "
                 "the healing sweep stopped it"
             ),
