@@ -31,7 +31,6 @@ import socket
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +113,12 @@ class SlurmCluster:
             self._controller_port = _free_port("0.0.0.0")
             _LIVE.add(self)
             self._started = True
-            self._write_conf()
-            self._start_controller()
+            try:
+                self._write_conf()
+                self._start_controller()
+            except BaseException:
+                self.stop()  # nothing half-started outlives the error (its message quotes the log)
+                raise
         return self
 
     def stop(self) -> None:
@@ -326,8 +329,13 @@ class SlurmCluster:
 
         def answering() -> bool:
             if self._controller is None or self._controller.poll() is not None:
-                raise SlurmError(f"{self.name}: slurmctld exited (log: {self._log('slurmctld')})")
-            return "UP" in self.run("scontrol", "ping", check=False, timeout=5)
+                log = self._log("slurmctld")
+                tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+                raise SlurmError(f"{self.name}: slurmctld exited; its log ends: {' | '.join(tail)}")
+            try:
+                return "UP" in self.run("scontrol", "ping", check=False, timeout=2)
+            except subprocess.TimeoutExpired:  # something else holds the port: the controller exits
+                return False
 
         self.wait_for("slurmctld", answering, _START_SECONDS)
 
@@ -350,7 +358,7 @@ class SlurmCluster:
         self.run("scontrol", "reconfigure", check=False, timeout=10)
 
 
-_LIVE: weakref.WeakSet[SlurmCluster] = weakref.WeakSet()
+_LIVE: set[SlurmCluster] = set()  # started, not stopped: what the atexit hook stops
 
 
 @atexit.register

@@ -4,6 +4,7 @@ a replacement, and nothing left running after stop. One cluster serves the modul
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +130,16 @@ def _alive(pid: int) -> bool:
 def test_a_work_directory_too_long_for_slurms_sockets_is_refused_up_front(tmp_path: Path) -> None:
     with pytest.raises(SlurmError, match="too long for Slurm's sockets"):
         SlurmCluster("long", tmp_path / ("x" * 40)).start()
+
+
+def test_a_controller_that_cannot_start_says_why_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:  # its port is in use: slurmctld cannot listen
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        monkeypatch.setattr("sandbox.slurm.cluster._free_port", lambda host: taken.getsockname()[1])
+        cluster = SlurmCluster("busy", short_workdir())
+        with pytest.raises(SlurmError, match="Address already in use"):
+            cluster.start()
+    assert not cluster.running
+    assert not _processes_using(str(cluster.workdir))
+    assert not cluster.workdir.exists()
