@@ -752,3 +752,21 @@ def test_a_retry_after_a_lost_answer_gets_the_operation_the_first_attempt_starte
     assert again[1]["operationId"] == execution["name"]
     assert other[0] == 422  # the same key for another request is still refused
     assert no_key[0] == 409  # and without a key the name is taken, as before
+
+
+def test_a_retried_delete_after_a_lost_answer_gets_the_cleanup_the_first_attempt_started(
+    stack: Deployed,
+) -> None:
+    _registered_active(stack, "ml-cluster")
+    cluster_stack(stack, "ml-cluster-vpc", {"ClusterName": "ml-cluster"})
+    failed = fail_once("stepfunctions", "StartExecution", lost=True)
+
+    first = call(with_key(api_event("delete_cluster"), "del-1"))
+    again = call(with_key(api_event("delete_cluster"), "del-1"))
+
+    assert failed == ["StartExecution"]
+    assert first[0] == 503
+    assert again[0] == 202, again  # not 409 "ml-cluster is DELETING"
+    [execution] = executions(stack, "CleanupClusterStateMachine")
+    assert again[1]["operationId"] == execution["name"]
+    assert call(api_event("delete_cluster"))[0] == 409  # without the key: the cleanup is running

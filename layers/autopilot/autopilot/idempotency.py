@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from autopilot.dal.state_store import StateStore
+
 HEADER: Final = "Idempotency-Key"
 EXPIRES_AFTER_SECONDS: Final = 24 * 60 * 60
 
@@ -91,6 +93,27 @@ def answer_recorded(request: IdempotentRequest, recorded_marker: str | None) -> 
     if key == marker.partition(":")[0]:
         raise IdempotencyKeyReusedError(request.key)
     return False
+
+
+def recorded_answer(
+    store: StateStore, cluster_name: str, request: IdempotentRequest
+) -> OperationAccepted | None:
+    """The answer to ``request`` when the cluster's latest operation is the one it recorded: its first
+    attempt got that far and then failed, or its answer was lost (a retry's 409 or 404 would hide it)."""
+    cluster = store.get_cluster(cluster_name)
+    operation = (
+        store.get_operation(cluster.last_operation_id)
+        if cluster is not None and cluster.last_operation_id
+        else None
+    )
+    if operation is None or not answer_recorded(request, operation.idempotency):
+        return None
+    logger.info(
+        "retry answered with its operation", cluster=cluster_name, operation_id=operation.operation_id
+    )
+    return OperationAccepted(
+        operation_id=operation.operation_id, cluster_name=cluster_name, status=operation.status
+    )
 
 
 def accept_once(*, request: IdempotentRequest, accept: Callable[[], OperationAccepted]) -> OperationAccepted:

@@ -15,7 +15,7 @@ from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidReques
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
     IdempotentRequest,
-    answer_recorded,
+    recorded_answer,
     request_marker,
 )
 from autopilot.logic.budget_enforcement import worker_groups
@@ -93,26 +93,10 @@ def create_cluster(
         # operation and then failed (a 503 for bookkeeping): answer that operation, not a 409.
         if idempotent is None:
             raise
-        accepted = _recorded_by(deps, str(body.cluster_config.get("ClusterName", "")), idempotent)
+        accepted = recorded_answer(deps.store, str(body.cluster_config.get("ClusterName", "")), idempotent)
         if accepted is None:
             raise
         return accepted
-
-
-def _recorded_by(deps: Dependencies, name: str, request: IdempotentRequest) -> OperationAccepted | None:
-    """The answer to ``request`` when the cluster's latest operation is the one it recorded."""
-    cluster = deps.store.get_cluster(name)
-    operation = (
-        deps.store.get_operation(cluster.last_operation_id)
-        if cluster is not None and cluster.last_operation_id
-        else None
-    )
-    if operation is None or not answer_recorded(request, operation.idempotency):
-        return None
-    logger.info(
-        "retry answered with its recorded operation", cluster=name, operation_id=operation.operation_id
-    )
-    return OperationAccepted(operation_id=operation.operation_id, cluster_name=name, status=operation.status)
 
 
 @dataclass(frozen=True)
