@@ -196,15 +196,21 @@ class SlurmCluster:
                 time.sleep(max(0.0, node.stopped_at + 1.1 - time.monotonic()))
             (self.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
             argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name, *(["-b"] if rebooted else [])]
+            previous = self.node_state(name).get("SlurmdStartTime") if rebooted else None
             node.process = _spawn(argv, self.env())
             if rebooted:
-                self._reboot_seen(name)
+                self._reboot_seen(name, previous)
 
-    def _reboot_seen(self, name: str) -> None:
+    def _reboot_seen(self, name: str, previous_start: str | None) -> None:
         """slurmctld checks a registration for a reboot only when it knew the node before: one that a
         controller restart left UNKNOWN (its slurmd was down then) registers as IDLE. Its reboot then
         gets the state slurmctld gives every other one, set as an operator would."""
-        self.wait_for(f"{name} to register", lambda: _registered(self.node_state(name)), _START_SECONDS)
+
+        def registered() -> bool:  # the new slurmd's registration (its start time), not the old state
+            fields = self.node_state(name)
+            return fields.get("SlurmdStartTime") != previous_start and _registered(fields)
+
+        self.wait_for(f"{name} to register", registered, _START_SECONDS)
         fields = self.node_state(name)
         if not fields.get("State", "").startswith("DOWN"):
             # as slurmctld does, a reason already there (a drain's) stays
