@@ -15,9 +15,12 @@ from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
+from autopilot.logic.agent.trust import ControllerReader
+from autopilot.logic.healing.login_targets import repair_login_targets
 from autopilot.logic.healing.slurm_signal import SlurmSignal
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
+from autopilot.logic.login_targets import LoginTargets
 from autopilot.logic.redrive_events import redrive_dead_letters
 from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import logger, metrics
@@ -60,6 +63,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         logger.info("resumed cluster swept", cluster=resumed.cluster_name, outcomes=outcomes)
         return outcomes
     outcomes = sweep.run(received.time)
+    outcomes.update(
+        repair_login_targets(
+            sweep.store,
+            LoginTargets(
+                elbv2=aws.client("elbv2"), reader=ControllerReader(sagemaker=sagemaker, s3=aws.client("s3"))
+            ),
+        )
+    )
     outcomes[f"redrive_{_redrive(sweep_settings, received.time)}"] = 1
     logger.info("healing sweep done", outcomes=outcomes)
     return outcomes

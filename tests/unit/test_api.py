@@ -14,6 +14,7 @@ import pytest
 from autopilot import aws
 from autopilot.api import routes
 from autopilot.api.models import OperationAccepted
+from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotentRequest
 from autopilot.logic import read_clusters
 from autopilot.models.records import OperationStatus
@@ -139,11 +140,53 @@ def test_a_dry_run_shows_the_create_and_creates_nothing(stack: Deployed) -> None
     assert tags["autopilot:operation-id"] == "assigned-at-create"
     assert plan["budget"]["limitAmount"] == "25000.00"
     assert plan["projectBudget"] is None
-    assert len(plan["checks"]) == 5
+    assert len(plan["checks"]) == 6
     assert executions(stack, "CreateClusterStateMachine") == []
     status, _ = call(api_event("get_cluster", path_parameters={"name": "ml-cluster"}))
     assert status == 404
     assert create()[0] == 202  # the dry run took neither the name nor an idempotency record
+
+
+def _target_group(stack: Deployed, name: str, target_type: str = "ip") -> str:
+    ec2 = stack.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    return str(
+        stack.client("elbv2").create_target_group(
+            Name=name, Protocol="TCP", Port=22, VpcId=vpc, TargetType=target_type
+        )["TargetGroups"][0]["TargetGroupArn"]
+    )
+
+
+def test_create_checks_and_stores_the_login_target_groups(stack: Deployed) -> None:
+    ssh = _target_group(stack, "autopilot-login-ssh")
+    by_instance = _target_group(stack, "autopilot-login-inst", target_type="instance")
+    unknown = ssh.rsplit("/", 1)[0] + "/0123456789abcdef"
+    other_account = ssh.replace(":123456789012:", ":210987654321:")
+
+    status, body = create(loginTargetGroupArns=[ssh, by_instance, unknown, other_account])
+
+    assert status == 400
+    messages = {e["path"]: e["message"] for e in body["errors"]}
+    assert set(messages) == {
+        "loginTargetGroupArns[1]",
+        "loginTargetGroupArns[2]",
+        "loginTargetGroupArns[3]",
+    }
+    assert "'instance'" in messages["loginTargetGroupArns[1]"]
+    assert "no such target group" in messages["loginTargetGroupArns[2]"]
+    assert "account 123456789012" in messages["loginTargetGroupArns[3]"]
+    assert executions(stack, "CreateClusterStateMachine") == []
+
+    status, body = create(loginTargetGroupArns=[ssh])
+
+    assert status == 202
+    [execution] = executions(stack, "CreateClusterStateMachine")
+    assert json.loads(execution["input"])["loginTargetGroupArns"] == [ssh]
+    status, _ = create("other", loginTargetGroupArns=[ssh] * 6)
+    assert status == 400
+    record = StateTable(stack.environment()["STATE_TABLE_NAME"]).get_cluster("ml-cluster")
+    assert record is not None
+    assert record.login_target_group_arns == [ssh]
 
 
 def test_a_dry_run_fails_as_the_create_would(stack: Deployed) -> None:

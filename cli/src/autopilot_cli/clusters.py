@@ -71,6 +71,13 @@ def add_parsers(subparsers: SubParsers) -> None:
         help="budget alert e-mail, repeatable (default: none)",
     )
     create.add_argument(
+        "--login-target-group",
+        action="append",
+        metavar="ARN",
+        help="an ELBv2 target group (target type ip) to hold the login nodes, repeatable up to 5 "
+        "(default: none)",
+    )
+    create.add_argument(
         "--rollback-on-failure", action="store_true", help="delete the cluster if creation fails"
     )
     create.add_argument(
@@ -90,6 +97,7 @@ def add_parsers(subparsers: SubParsers) -> None:
             "budget.projectMonthlyLimitUsd": "--project-budget-usd",
             "budget.alertEmails": "--alert-email",
             "rollbackOnFailure": "--rollback-on-failure",
+            "loginTargetGroupArns": "--login-target-group",
             "clusterConfig": "--cluster-config",
             "provisioningParameters": "--provisioning-parameters",
         },
@@ -167,6 +175,8 @@ def _create_body(args: argparse.Namespace) -> dict[str, Any]:
         body["provisioningParameters"] = _read_json(args.provisioning_parameters)
     if args.cost_center:
         body["costCenter"] = args.cost_center
+    if args.login_target_group:
+        body["loginTargetGroupArns"] = args.login_target_group
     budget = {
         "monthlyLimitUsd": args.budget_usd,
         "enforcement": args.budget_enforcement,

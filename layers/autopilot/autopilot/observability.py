@@ -41,6 +41,8 @@ class Count(StrEnum):
     UNTRUSTED_AGENT_REPORTS = "UntrustedAgentReports"
     # Slurm nodes down only for a reboot that the healing sweep had the agent resume (issue 21).
     SLURM_NODES_RESUMED = "SlurmNodesResumed"
+    # Login target group targets the healing sweep registered or deregistered: drift (issue 25).
+    LOGIN_TARGETS_REPAIRED = "LoginTargetsRepaired"
 
 
 def count(name: Count, value: int = 1) -> None:

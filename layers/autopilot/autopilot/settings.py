@@ -110,6 +110,14 @@ class ApiSettings(_Settings):
         return self.create_cluster_state_machine_arn.split(":")[4]
 
 
+class LoginTargetsSettings(_Settings):
+    """What LoginTargetsFunction needs (env var names are the aliases)."""
+
+    reader = "LoginTargetsFunction"
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+
+
 class RecordOutcomeSettings(_Settings):
     """What RecordOutcomeFunction needs (env var names are the aliases)."""
 
@@ -261,5 +269,6 @@ healing_settings = _from_environment(HealingSettings)
 healing_sweep_settings = _from_environment(HealingSweepSettings)
 reconciler_settings = _from_environment(ReconcilerSettings)
 record_outcome_settings = _from_environment(RecordOutcomeSettings)
+login_targets_settings = _from_environment(LoginTargetsSettings)
 session_guard_settings = _from_environment(SessionGuardSettings)
 spend_meter_settings = _from_environment(SpendMeterSettings)

@@ -166,6 +166,13 @@ class CreateClusterBody(ApiModel):
         "`arn:aws:sts::<account>:assumed-role/AWSReservedSSO_<PermissionSet>_<hex>/<user>`).",
     )
     budget: BudgetRequest | None = Field(default=None, description="Create an AWS Budget for the cluster.")
+    login_target_group_arns: list[str] | None = Field(
+        default=None,
+        max_length=5,
+        description="ELBv2 target groups (target type `ip`, this account and region) that hold the login "
+        "group's node IPs: registered once the cluster is InService on the port each group uses, kept "
+        "true on every replacement, scale and delete of a login node (docs/operations.md).",
+    )
     rollback_on_failure: bool = Field(
         default=False, description="Delete the cluster if creation fails after SageMaker accepted it."
     )
@@ -434,6 +441,15 @@ class SlurmNodeView(ApiModel):
     gpus: int = Field(description="The node's configured GPU (gres) count.")
 
 
+class TargetHealthView(ApiModel):
+    target_group_arn: str
+    port: int = Field(description="The port the node is registered on (the target group's).")
+    state: str = Field(
+        description="DescribeTargetHealth's State: initial | healthy | unhealthy | unused | draining | "
+        "unavailable; `unregistered` when the node is not a target of the group (the sweep registers it)."
+    )
+
+
 class NodeView(BaseModel):
     """A ListClusterNodes ClusterNodeSummaries entry (AWS spelling)."""
 
@@ -454,6 +470,12 @@ class NodeView(BaseModel):
         default=None,
         description="The node as Slurm shows it in the agent's latest report (matched by the first label of "
         "PrivateDnsHostname, Slurm's node name on HyperPod); null without a report naming it.",
+    )
+    load_balancer: list[TargetHealthView] | None = Field(
+        default=None,
+        alias="loadBalancer",
+        description="A login node of a cluster with loginTargetGroupArns: its target health in each group "
+        "(DescribeTargetHealth); absent for other nodes.",
     )
 
 

@@ -19,6 +19,7 @@ from autopilot.idempotency import (
     request_marker,
 )
 from autopilot.logic.budget_enforcement import worker_groups
+from autopilot.logic.login_targets import target_group_problems
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
@@ -118,6 +119,7 @@ PLAN_CHECKS = (
     "the CreateCluster request, cost tags included, passes botocore's parameter validation",
     "no cluster of that name is registered with Autopilot or exists in SageMaker",
     "a project budget asked for has the terms of the project's budget, unless the caller owns it",
+    "each login target group is an existing `ip` target group of this account and region",
 )
 
 
@@ -140,6 +142,7 @@ def _plan(
     _check_botocore(deps, "CreateCluster", request)
     _check_name_free(deps, name)
     warnings += check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
+    _check_login_target_groups(deps, body.login_target_group_arns or [])
     return _Plan(
         name=name,
         request=request,
@@ -205,6 +208,7 @@ def _create_cluster(
         worker_groups=worker_groups(body.cluster_config, body.provisioning_parameters),
         project_budget_limit_usd=project_budget.limit_amount if project_budget else None,
         project_budget_emails=list(body.budget.alert_emails) if project_budget and body.budget else None,
+        login_target_group_arns=body.login_target_group_arns or None,
     )
     try:
         deps.store.start_create(cluster, operation)
@@ -219,6 +223,7 @@ def _create_cluster(
         budget=budget,
         project_budget=project_budget,
         rollback_on_failure=body.rollback_on_failure,
+        login_target_group_arns=body.login_target_group_arns or [],
     )
     start_workflow(
         deps,
@@ -281,6 +286,22 @@ def _check_botocore(deps: Dependencies, operation: str, params: Mapping[str, Any
         raise InvalidRequestError(
             f"the {operation} request is invalid",
             [ErrorDetail(file=CLUSTER_CONFIG_FILE, path="", message=report.generate_report())],
+        )
+
+
+def _check_login_target_groups(deps: Dependencies, arns: list[str]) -> None:
+    if not arns:
+        return
+    problems = target_group_problems(
+        deps.login_targets, arns, account=deps.settings.account, region=deps.settings.region
+    )
+    if problems:
+        raise InvalidRequestError(
+            "a login target group cannot hold the login nodes",
+            [
+                ErrorDetail(path=f"loginTargetGroupArns[{i}]", message=f"{arns[i]} {why}")
+                for i, why in problems
+            ],
         )
 
 

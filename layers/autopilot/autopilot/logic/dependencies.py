@@ -14,6 +14,8 @@ from autopilot.dal.healing import HealingTable
 from autopilot.dal.operation_history import OperationHistory
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests
+from autopilot.logic.agent.trust import ControllerReader
+from autopilot.logic.login_targets import LoginTargets
 from autopilot.settings import healing_settings as load_healing_settings
 
 if TYPE_CHECKING:
@@ -87,6 +89,7 @@ class Dependencies:
         healing: HealingTable | None = None,
         healing_settings: HealingSettings | None = None,
         agents: AgentTable | None = None,
+        login_targets: LoginTargets | None = None,
     ) -> None:
         self.settings = settings
         self.store: StateStore = store or StateTable(settings.state_table_name)
@@ -102,6 +105,14 @@ class Dependencies:
         # The Slurm agent's latest report per cluster (GET /clusters/{name} and its nodes).
         self.agents = agents or AgentTable(settings.state_table_name)
         self._healing_settings = healing_settings
+        self._login_targets = login_targets
+
+    @property
+    def login_targets(self) -> LoginTargets:
+        """ELBv2 for the login target groups (created on first use: few requests name any)."""
+        if self._login_targets is None:
+            self._login_targets = LoginTargets(reader=ControllerReader(sagemaker=self._sagemaker))
+        return self._login_targets
 
     @property
     def healing_settings(self) -> HealingSettings:

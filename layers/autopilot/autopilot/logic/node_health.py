@@ -12,11 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import NodeHealthView, NodeList, NodeRepairView, NodeView, SlurmNodeView
+from autopilot.api.models import (
+    NodeHealthView,
+    NodeList,
+    NodeRepairView,
+    NodeView,
+    SlurmNodeView,
+    TargetHealthView,
+)
 from autopilot.aws import error_code
 from autopilot.errors import NotFoundError
 from autopilot.logic.read_access import may_read_live
 from autopilot.models.records import NodeHealth, NodeRecord
+from autopilot.observability import logger
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
@@ -44,6 +52,7 @@ def list_nodes(
     records = {r.node_id: r for r in deps.healing.list_nodes(name)} if summaries else {}
     agent = deps.agents.agent(name) if summaries else None
     slurm = agent.nodes if agent else {}
+    balanced = _load_balancer(deps, name) if summaries else {}
     nodes = [
         NodeView.model_validate(
             {
@@ -51,11 +60,39 @@ def list_nodes(
                 "health": _health(records.get(summary["InstanceId"])),
                 "repair": _repair(deps, records.get(summary["InstanceId"])),
                 "slurm": _slurm(slurm, summary.get("PrivateDnsHostname")),
+                "loadBalancer": balanced.get(summary["InstanceId"]),
             }
         )
         for summary in summaries
     ]
     return NodeList(nodes=nodes, next_token=response.get("NextToken") or None)
+
+
+def _load_balancer(deps: Dependencies, name: str) -> dict[str, list[TargetHealthView]]:
+    """Instance id -> its target health in each login target group, for the cluster's login nodes."""
+    cluster = deps.store.get_cluster(name)
+    arns = (cluster.login_target_group_arns if cluster else None) or []
+    if not arns:
+        return {}
+    targets = deps.login_targets
+    try:
+        ips = targets.login_ips(name)
+        ports = {arn: int(g["Port"]) for arn, g in targets.describe_groups(arns).items()}
+        health = targets.health(arns)
+    except ClientError:
+        # the nodes are still worth listing; the health shows again once ELBv2 answers
+        logger.warning("login target health not read", cluster=name, exc_info=True)
+        return {}
+    views: dict[str, list[TargetHealthView]] = {}
+    for instance_id, ip in ips.items():
+        found = {t["targetGroupArn"]: t for t in health.get(ip, [])}
+        views[instance_id] = [
+            TargetHealthView.model_validate(
+                found.get(arn, {"targetGroupArn": arn, "port": ports.get(arn, 0), "state": "unregistered"})
+            )
+            for arn in arns
+        ]
+    return views
 
 
 def _slurm(reported: Mapping[str, SlurmNode], hostname: str | None) -> SlurmNodeView | None:

@@ -122,6 +122,8 @@ class NodeAction(StrEnum):
     AWAIT_JOBS = "await-jobs"
     REQUEUE = "requeue"
     RESUME = "resume"
+    # A replaced login node's successor registered in the cluster's login target groups (issue 25).
+    REGISTER_TARGETS = "register-targets"
 
 
 class ActionResult(StrEnum):
@@ -230,6 +232,8 @@ class Cluster(_Item):
     # cluster that asked holds the budget's terms, its creator owns them (logic/project_budget.py).
     project_budget_limit_usd: str | None = None
     project_budget_emails: list[str] | None = None
+    # The ELBv2 target groups that hold the login group's node IPs (logic/login_targets.py).
+    login_target_group_arns: list[str] | None = None
 
 
 class NodeHealth(StrEnum):

@@ -43,6 +43,8 @@ class CreateClusterWorkflowInput(WorkflowModel):
     # The project's shared budget, created unless it exists (autopilot.logic.create_cluster).
     project_budget: WorkflowBudget | None = None
     rollback_on_failure: bool
+    # The cluster's login target groups: registered once it is InService (Register Login Targets).
+    login_target_group_arns: list[str] = []
 
 
 class CleanupClusterWorkflowInput(WorkflowModel):

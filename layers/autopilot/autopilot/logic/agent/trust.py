@@ -85,8 +85,8 @@ class ControllerReader:
         self._sagemaker = sagemaker
         self._s3 = s3
         self._now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
-        # cluster ARN -> controller_group of its provisioning parameters (they do not change while it runs)
-        self._provisioned: dict[str, str | None] = {}
+        # cluster ARN -> its provisioning parameters ({} unreadable; they do not change while it runs)
+        self._provisioned: dict[str, dict[str, Any]] = {}
         # (cluster, caller ARN) -> when it was last found the controller (see ACCEPTED_FOR)
         self._accepted: dict[tuple[str, str], datetime] = {}
 
@@ -142,12 +142,33 @@ class ControllerReader:
             }
         return frozenset(found)
 
-    def _provisioned_controller(self, cluster_arn: str, groups: list[dict[str, Any]]) -> str | None:
-        if cluster_arn not in self._provisioned:
-            self._provisioned[cluster_arn] = self._read_controller_group(groups)
-        return self._provisioned[cluster_arn]
+    def login_groups(self, cluster_name: str) -> list[str]:
+        """The cluster's login groups: ``SlurmConfig.NodeType`` Login, else provisioning_parameters'
+        ``login_group``; none on an EKS cluster or one without a login group (nothing guessed)."""
+        described = self.describe(cluster_name)
+        if "Eks" in (described.get("Orchestrator") or {}):
+            return []
+        groups: list[dict[str, Any]] = [dict(g) for g in described.get("InstanceGroups", [])]
+        by_type = [
+            str(g["InstanceGroupName"])
+            for g in groups
+            if (g.get("SlurmConfig") or {}).get("NodeType") == "Login"
+        ]
+        if by_type:
+            return by_type
+        name = self._provisioned_group(str(described["ClusterArn"]), groups, "login_group")
+        return [name] if name and name in {g["InstanceGroupName"] for g in groups} else []
 
-    def _read_controller_group(self, groups: list[dict[str, Any]]) -> str | None:
+    def _provisioned_controller(self, cluster_arn: str, groups: list[dict[str, Any]]) -> str | None:
+        return self._provisioned_group(cluster_arn, groups, "controller_group")
+
+    def _provisioned_group(self, cluster_arn: str, groups: list[dict[str, Any]], key: str) -> str | None:
+        if cluster_arn not in self._provisioned:
+            self._provisioned[cluster_arn] = self._read_parameters(groups)
+        value = self._provisioned[cluster_arn].get(key)
+        return value if isinstance(value, str) else None
+
+    def _read_parameters(self, groups: list[dict[str, Any]]) -> dict[str, Any]:
         for uri in dict.fromkeys(
             str((g.get("LifeCycleConfig") or {}).get("SourceS3Uri", "")) for g in groups
         ):
@@ -164,9 +185,9 @@ class ControllerReader:
                 raise
             except ValueError:
                 continue
-            if isinstance(parameters, dict) and isinstance(parameters.get("controller_group"), str):
-                return str(parameters["controller_group"])
-        return None
+            if isinstance(parameters, dict):
+                return parameters
+        return {}
 
 
 def check_reporter(reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str) -> str:
