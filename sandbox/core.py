@@ -200,6 +200,8 @@ class Sandbox:
     def stop(self) -> None:
         """Stop servers, executions, threads, simulators, seams and moto; restore the environment.
         Idempotent."""
+        if self.slurm is not None:  # first: an agent stops at once while its API still answers
+            self.slurm.stop()
         for server in self._servers:
             server.stop()
         self._servers.clear()

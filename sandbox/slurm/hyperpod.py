@@ -253,8 +253,8 @@ class HyperPodSlurm:
 
     def stop(self) -> None:
         """Stop every cluster's daemons and agent; remove the work directory if it is ours."""
-        self.stopping = True
         with self._lock:
+            self.stopping = True
             clusters, self._clusters = list(self._clusters.values()), {}
         for slurm in clusters:
             slurm.submit(None)
@@ -266,6 +266,8 @@ class HyperPodSlurm:
 
     def _submit(self, cluster: Cluster, change: _Change, *, create: bool = True) -> None:
         with self._lock:
+            if self.stopping:  # the sandbox is going: nothing new starts
+                return
             slurm = self._clusters.get(cluster.arn)
             if slurm is None:
                 if not create:

@@ -15,6 +15,7 @@ import pytest
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from sandbox.slurm.cluster import _processes_using
 from tests.sandbox.conftest import build_hyperpod_cluster_request
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
@@ -124,3 +125,13 @@ def admin_nodes(sandbox: Sandbox, name: str) -> list[str]:
     view = sandbox.slurm.view(name)
     assert view is not None
     return list(view["nodes"].values())
+
+
+def test_stopping_the_sandbox_leaves_no_slurm_daemon_or_agent(sandbox: Sandbox) -> None:
+    workdir = sandbox.slurm.workdir  # every cluster's daemons and agent live under it
+    agent = sandbox.slurm.cluster("with-agent").agent
+    assert _processes_using(str(workdir))
+    sandbox.stop()  # the module's last test: the fixture's own stop() is then a no-op
+    assert not _processes_using(str(workdir))
+    assert agent.poll() is not None
+    assert not workdir.exists()
