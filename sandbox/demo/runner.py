@@ -141,7 +141,7 @@ scenario: Final = REGISTRY.scenario
 
 
 # The story's order: a cluster is made, then healed, then governed (the others follow by name).
-MODULE_ORDER: Final = ("scenarios_lifecycle", "scenarios_healing", "scenarios_governance")
+MODULE_ORDER: Final = ("scenarios_lifecycle", "scenarios_healing", "scenarios_slurm", "scenarios_governance")
 
 
 def load_scenarios() -> ScenarioRegistry:
@@ -255,6 +255,10 @@ class DemoEnvironment(Protocol):
 
     def stack_output(self, name: str) -> str: ...
 
+    def slurm(self, cluster: str) -> dict[str, Any] | None:
+        """The sandbox's real Slurm of a cluster (``GET /_sandbox/slurm/{cluster}``: slurmConf, nodes by
+        instance id), None when the cluster has none."""
+
     def metrics(self) -> ControlPlaneMetrics: ...
 
     def state_transitions(self) -> int: ...
@@ -355,6 +359,10 @@ class SandboxEnvironment:
 
     def stack_output(self, name: str) -> str:
         return str(self.sandbox.stack.outputs[name])
+
+    def slurm(self, cluster: str) -> dict[str, Any] | None:
+        status, view = self.sandbox.admin("GET", f"/_sandbox/slurm/{cluster}", None)
+        return dict(view) if status == 200 else None
 
     def metrics(self) -> ControlPlaneMetrics:
         """AWS calls since deploy minus the demo's own observing calls; Lambda invocations per function."""

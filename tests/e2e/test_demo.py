@@ -23,6 +23,7 @@ SCENARIOS = [
     "node_failure_replace",
     "duplicate_events_ignored",
     "healing_breaker_trips",
+    "slurm_job_survives_repair",
     "session_limits",
     "cost_tags_drift_repaired",
     "budget_alert",

@@ -52,6 +52,9 @@ class FakeEnvironment:
     def stack_output(self, name: str) -> str:
         return f"arn:{name}"
 
+    def slurm(self, cluster: str) -> dict[str, Any] | None:
+        raise AssertionError("the runner itself must not look at Slurm")
+
     def touch(self) -> None:
         self.calls["sagemaker:CreateCluster"] = self.calls.get("sagemaker:CreateCluster", 0) + 1
 
@@ -236,6 +239,7 @@ def test_the_scenarios_are_discovered_in_the_story_s_order() -> None:
         "node_failure_replace",
         "duplicate_events_ignored",
         "healing_breaker_trips",
+        "slurm_job_survives_repair",
         "session_limits",
         "cost_tags_drift_repaired",
         "budget_alert",
