@@ -7,7 +7,6 @@ HyperPodSlurm serve the module, in order, on a frozen clock the tests advance.""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,9 +86,8 @@ def world() -> Iterator[World]:
             slurm = HyperPodSlurm(
                 api_url=lambda: "http://127.0.0.1:9/Prod",  # nothing listens: the agent retries, harmlessly
                 credentials=credentials,
-                workdir=Path(tempfile.mkdtemp(prefix="slurm-hp-")),
                 slurmd_timeout=3,
-            )
+            )  # its own work directory, removed by stop()
             clock = SandboxClock(speed=0)
             sim = HyperPodSimulator(clock, region=HYPERPOD_REGION, account_id=HYPERPOD_ACCOUNT, seed=21)
             sim.hooks = slurm
