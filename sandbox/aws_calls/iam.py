@@ -237,6 +237,14 @@ def _logs(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
     return [w.arn("logs", f"log-group:{group}")]
 
 
+def _elbv2(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    # the Service Authorization Reference: Register/DeregisterTargets act on the targetgroup; the
+    # Describe* calls take no resource-level permissions
+    if op in ("RegisterTargets", "DeregisterTargets") and p.get("TargetGroupArn"):
+        return [str(p["TargetGroupArn"])]
+    return ["*"]
+
+
 _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]]] = {
     "dynamodb": _dynamodb,
     "stepfunctions": _states,
@@ -253,6 +261,7 @@ _RESOURCES: Final[dict[str, Callable[[str, Mapping[str, Any], Where], list[str]]
     "iam": _iam,
     "ssm": _ssm,
     "logs": _logs,
+    "elbv2": _elbv2,
 }
 
 

@@ -16,7 +16,12 @@ from sandbox.lambda_runtime import LambdaRuntime
 from tests.events.stack import ACCOUNT, Deployed, deployed
 
 # The functions the workflows invoke themselves (lambda:invoke tasks).
-WORKFLOW_FUNCTIONS = ("CostTaggerFunction", "DiagnoseFailureFunction", "AgentFunction")
+WORKFLOW_FUNCTIONS = (
+    "CostTaggerFunction",
+    "DiagnoseFailureFunction",
+    "AgentFunction",
+    "LoginTargetsFunction",
+)
 
 
 @pytest.fixture

@@ -518,6 +518,38 @@ def test_nodes_come_from_list_cluster_nodes_page_by_page(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", cluster["sagemaker"]["CreationTime"])
 
 
+def test_login_nodes_show_their_target_health(stack: Deployed) -> None:
+    ssh, web = _target_group(stack, "autopilot-login-ssh"), _target_group(stack, "autopilot-login-web")
+    assert create("lb", loginTargetGroupArns=[ssh, web])[0] == 202
+    config = {k: v for k, v in create_body("lb")["clusterConfig"].items() if k != "Tags"}
+    for group in config["InstanceGroups"]:  # the login group named by its Slurm node type
+        group["SlurmConfig"] = {
+            "NodeType": "Login" if group["InstanceGroupName"] == "login-group" else "Compute"
+        }
+    sagemaker = stack.client("sagemaker")
+    sagemaker.create_cluster(**config)
+    stack.clock.advance(3 * 3600)
+    [login] = [
+        n
+        for n in sagemaker.list_cluster_nodes(ClusterName="lb")["ClusterNodeSummaries"]
+        if n["InstanceGroupName"] == "login-group"
+    ]
+    ip = sagemaker.describe_cluster_node(ClusterName="lb", NodeId=login["InstanceId"])["NodeDetails"][
+        "PrivatePrimaryIp"
+    ]
+    stack.client("elbv2").register_targets(TargetGroupArn=ssh, Targets=[{"Id": ip, "Port": 22}])
+
+    status, answer = call(api_event("list_cluster_nodes", path_parameters={"name": "lb"}))
+
+    assert status == 200
+    shown = {n["InstanceId"]: n.get("loadBalancer") for n in answer["nodes"]}
+    [state] = {t["state"] for t in shown[login["InstanceId"]] if t["targetGroupArn"] == ssh}
+    assert state in {"initial", "healthy"}
+    assert [(t["targetGroupArn"], t["port"]) for t in shown[login["InstanceId"]]] == [(ssh, 22), (web, 22)]
+    assert shown[login["InstanceId"]][1]["state"] == "unregistered"
+    assert [i for i, lb in shown.items() if lb is not None] == [login["InstanceId"]]
+
+
 def test_a_node_page_token_sagemaker_did_not_issue_is_400(
     stack: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
