@@ -182,6 +182,51 @@ def test_event_account_detects_a_changed_template(monkeypatch: pytest.MonkeyPatc
     assert seams.active_runtime() is None
 
 
+# --- keep_task_failure_cause: guards (outside a sandbox, before the module's sandbox starts) ----------------
+def _failed_through_its_token() -> dict[str, Any]:
+    """An execution waiting on a task token, failed with SendTaskFailure(error, cause)."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue = sqs.create_queue(QueueName="tokens")["QueueUrl"]
+    waiting = {
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+                "End": True,
+            }
+        },
+    }
+    machine = sfn.create_state_machine(
+        name="waiting", definition=json.dumps(waiting), roleArn="arn:aws:iam::123456789012:role/states"
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()))["executionArn"]
+    for _ in range(500):
+        messages = sqs.receive_message(QueueUrl=queue).get("Messages", [])
+        if messages:
+            break
+        time.sleep(0.01)
+    sfn.send_task_failure(taskToken=json.loads(messages[0]["Body"])["token"], error="E", cause="why")
+    for _ in range(500):
+        described = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            return dict(described)
+        time.sleep(0.01)
+    raise AssertionError("still running")
+
+
+def test_send_task_failure_keeps_its_cause_with_the_seam_and_loses_it_without() -> None:
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        with seams.installed(seams.keep_task_failure_cause):
+            kept = _failed_through_its_token()
+        lost = _failed_through_its_token()
+    assert (kept["status"], kept["error"], kept["cause"]) == ("FAILED", "E", "why")
+    # moto's own: the day this fails, moto keeps the cause and the seam can go
+    assert (lost["status"], lost["error"], lost.get("cause")) == ("FAILED", "E", None)
+
+
 # --- route_lambda_invoke ------------------------------------------------------------------------------
 def test_invoke_of_a_function_outside_the_template_keeps_moto_behaviour(sb: Sandbox) -> None:
     client = sb.client("lambda")
@@ -355,48 +400,3 @@ def test_aws_calls_are_counted_per_service_operation(sb: Sandbox) -> None:
     sb.client("sqs").list_queues()
     assert seams.aws_calls()["sqs:ListQueues"] == before + 2
     assert sb.metrics()["aws_calls"]["sqs:ListQueues"] == before + 2
-
-
-# --- keep_task_failure_cause -------------------------------------------------------------------------------
-def _failed_through_its_token() -> dict[str, Any]:
-    """An execution waiting on a task token, failed with SendTaskFailure(error, cause)."""
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    sqs = boto3.client("sqs", region_name="us-east-1")
-    queue = sqs.create_queue(QueueName="tokens")["QueueUrl"]
-    waiting = {
-        "StartAt": "Wait",
-        "States": {
-            "Wait": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
-                "End": True,
-            }
-        },
-    }
-    machine = sfn.create_state_machine(
-        name="waiting", definition=json.dumps(waiting), roleArn="arn:aws:iam::123456789012:role/states"
-    )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()))["executionArn"]
-    for _ in range(500):
-        messages = sqs.receive_message(QueueUrl=queue).get("Messages", [])
-        if messages:
-            break
-        time.sleep(0.01)
-    sfn.send_task_failure(taskToken=json.loads(messages[0]["Body"])["token"], error="E", cause="why")
-    for _ in range(500):
-        described = sfn.describe_execution(executionArn=execution)
-        if described["status"] != "RUNNING":
-            return dict(described)
-        time.sleep(0.01)
-    raise AssertionError("still running")
-
-
-def test_send_task_failure_keeps_its_cause_with_the_seam_and_loses_it_without() -> None:
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        with seams.installed(seams.keep_task_failure_cause):
-            kept = _failed_through_its_token()
-        lost = _failed_through_its_token()
-    assert (kept["status"], kept["error"], kept["cause"]) == ("FAILED", "E", "why")
-    # moto's own: the day this fails, moto keeps the cause and the seam can go
-    assert (lost["status"], lost["error"], lost.get("cause")) == ("FAILED", "E", None)
