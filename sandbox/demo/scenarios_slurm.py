@@ -190,7 +190,6 @@ def create_with_agent(ctx: DemoContext, cluster: str) -> None:
 
     NotificationsInbox.of(ctx)
     AlertsInbox.of(ctx)
-    ctx.shared.setdefault("clusters", []).append(cluster)  # cleanup_leaves_nothing deletes it
     result = ctx.call(f"POST /clusters ({cluster})", lambda: ctx.api.create_cluster(body), accepted)
     created = ctx.wait_for_operation(str(result["operationId"]))
     ctx.check(created["status"] == "SUCCEEDED", f"{cluster} created", json.dumps(created.get("error")))
@@ -202,6 +201,21 @@ def create_with_agent(ctx: DemoContext, cluster: str) -> None:
         timeout_s=SLURM_TIMEOUT_S,
     )
     ctx.check(True, f"GET /clusters/{cluster}: agent connected (version {agent.get('version')})")
+
+
+def delete_with_leftover(ctx: DemoContext, cluster: str) -> None:
+    """DELETE the cluster here, not in cleanup_leaves_nothing: its lifecycle bucket carries its cost tags
+    (CostTaggerFunction) and outlives it, which the cleanup reports as a leftover, never deletes."""
+    result = ctx.call(f"DELETE /clusters/{cluster}", lambda: ctx.api.delete_cluster(cluster), accepted)
+    deleted = ctx.wait_for_operation(str(result["operationId"]))
+    ctx.check(deleted["status"] == "SUCCEEDED", f"{cluster} deleted", json.dumps(deleted.get("error")))
+    bucket = f"arn:aws:s3:::{cluster}-lifecycle"
+    ctx.check(
+        deleted.get("leftovers") == [bucket],
+        f"the operator's lifecycle bucket is reported as a leftover ({bucket}), not deleted",
+        json.dumps(deleted.get("leftovers")),
+    )
+    ctx.check(ctx.env.slurm(cluster) is None, f"GET /_sandbox/slurm/{cluster}: 404, its Slurm stopped")
 
 
 @scenario(
@@ -291,6 +305,7 @@ def slurm_job_survives_repair(ctx: DemoContext) -> None:
         successor_name in slurm.run("scontrol", "show", "hostnames", on).split(),
         f"job {job_id} ({state}) runs again on two nodes, the successor among them ({on})",
     )
+    delete_with_leftover(ctx, cluster)
     ctx.details.update(
         cluster=cluster,
         node=node_id,
