@@ -18,6 +18,7 @@ from typing import Any
 
 from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.healing.node_health import NodeHealing
+from autopilot.logic.launch_watch import LaunchWatch
 from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cluster_events_settings, healing_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
@@ -37,10 +38,17 @@ def healing() -> NodeHealing:
     return NodeHealing(healing_settings())
 
 
+@cache
+def launches() -> LaunchWatch:
+    return LaunchWatch.of(cluster_events_settings().state_table_name)
+
+
 def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
     body: dict[str, Any] = json.loads(record.body)
     origin = Origin.of_function(lambda_context.invoked_function_arn)
-    kind = handle_message(body, int(record.attributes.sent_timestamp), waits(), healing(), origin=origin)
+    kind = handle_message(
+        body, int(record.attributes.sent_timestamp), waits(), healing(), origin=origin, launches=launches()
+    )
     logger.debug("message processed", kind=kind, message_id=record.message_id)
     count(Count.CLUSTER_EVENTS_HANDLED)
 

@@ -218,6 +218,7 @@ def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pyte
     waits = MemoryWaits(sagemaker_status="Creating")
     monkeypatch.setattr(app, "waits", lambda: waits)
     monkeypatch.setattr(app, "healing", lambda: None)  # the batch holds no Node Health event
+    monkeypatch.setattr(app, "launches", lambda: None)  # nor any scale or failed launch
     monkeypatch.setattr(app.metrics.provider, "namespace", "Test")  # the template's Globals set it
     event = load_event("cluster_events/sqs_batch.json")
     broken = copy.deepcopy(event["Records"][0])

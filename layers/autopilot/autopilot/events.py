@@ -30,6 +30,9 @@ NODE_REPAIRED = "Node Repaired"
 NODE_REPAIR_FAILED = "Node Repair Failed"
 DETAIL_TYPES = (OPERATION_SUCCEEDED, OPERATION_FAILED, NODE_REPAIRED, NODE_REPAIR_FAILED)
 SESSION_TERMINATED = "Session Terminated"
+# A Continuous cluster's background launch failed (logic/launch_watch.py); FailedOperationsRule sends
+# it to the alerts topic.
+NODE_LAUNCH_FAILED = "Node Launch Failed"
 # The healing sweep had a cluster's Slurm agent resume a node Slurm downed after a reboot
 # (logic/healing/slurm_signal.py).
 SLURM_NODE_RESUME_REQUESTED = "Slurm Node Resume Requested"
@@ -173,3 +176,24 @@ class HealingResumedEventDetail(BaseModel):
 def emit_healing_resumed(detail: HealingResumedEventDetail, *, client: EventBridgeClient) -> None:
     """Put one ``Healing Resumed`` event on the bus; raises if EventBridge rejects it."""
     put_event(client, HEALING_RESUMED, detail.model_dump_json(by_alias=True, exclude_none=True))
+
+
+class NodeLaunchFailedEventDetail(BaseModel):
+    """The ``detail`` of a ``Node Launch Failed`` event: HyperPod could not bring up an instance of a
+    Continuous cluster (an Error Cluster Event) and retries in the background; why, from its logs."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    cluster_name: str
+    instance_group_name: str | None = None
+    node_id: str
+    # the Cluster Event that reported it (ListClusterEvents / DescribeClusterEvent)
+    event_id: str
+    description: str
+    failure_message: str | None = None
+    diagnosis: Diagnosis
+
+
+def emit_node_launch_failed(detail: NodeLaunchFailedEventDetail, *, client: EventBridgeClient) -> None:
+    """Put one ``Node Launch Failed`` event on the bus; raises if EventBridge rejects it."""
+    put_event(client, NODE_LAUNCH_FAILED, detail.model_dump_json(by_alias=True, exclude_none=True))

@@ -2,9 +2,10 @@
 
 Two kinds of message share the queue (docs/architecture.md, "Event-driven waits"):
 - HyperPod's EventBridge events. A Cluster State Change updates the registry's SageMaker status (when
-  newer than what it holds) and resumes the workflows waiting on the cluster. A Node Health event is
-  held on the node's item and may start a repair (autopilot.logic.healing.node_health). Cluster
-  Events are parsed and logged.
+  newer than what it holds), resumes the workflows waiting on the cluster and ends the scales it
+  finished. A Node Health event is held on the node's item and may start a repair
+  (autopilot.logic.healing.node_health). Cluster Events are logged; an Error one about an instance is
+  a failed launch, diagnosed and announced once (autopilot.logic.launch_watch).
 - A workflow's wait request ("await-cluster"): the waiter is stored first, then DescribeCluster is
   checked once, so a state change that came before the request still resumes it at once.
 
@@ -24,7 +25,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from autopilot import clock
 from autopilot.logic.healing.node_health import NodeHealing, node_health_reported
+from autopilot.logic.launch_watch import LaunchWatch, launch_failed, update_over
 from autopilot.models.envelopes import EventBridgeModel
 from autopilot.models.hyperpod_events import (
     AWAIT_CLUSTER,
@@ -85,9 +88,11 @@ def handle_message(
     healing: NodeHealing | None = None,
     *,
     origin: Origin,
+    launches: LaunchWatch | None = None,
 ) -> str:
     """Process one queue message; returns what it was (for logs and tests). ``healing`` is required
-    for Node Health events (ClusterEventsFunction always passes it)."""
+    for Node Health events, ``launches`` to follow scales and failed launches (ClusterEventsFunction
+    always passes both)."""
     if body.get("autopilot") == AWAIT_CLUSTER:
         await_cluster(AwaitCluster.model_validate(body), sent_at, waits)
         return AWAIT_CLUSTER
@@ -100,7 +105,7 @@ def handle_message(
             changed = ClusterStateChangeEvent.model_validate(body)
             if untrusted(changed, changed.detail.ClusterName, changed.detail.ClusterArn, origin, waits):
                 return UNTRUSTED
-            cluster_state_changed(changed, waits)
+            cluster_state_changed(changed, waits, launches)
         elif detail_type == NODE_HEALTH:
             health = NodeHealthEvent.model_validate(body)
             if untrusted(health, health.detail.ClusterName, health.detail.ClusterArn, origin, waits):
@@ -114,6 +119,8 @@ def handle_message(
             if untrusted(reported, details.ClusterName, details.ClusterArn, origin, waits):
                 return UNTRUSTED
             cluster_event_reported(reported)
+            if launches is not None:
+                launch_failed(reported, launches, now=clock.now())
         else:
             raise UnknownMessageError(f"unknown message (detail-type {detail_type!r})")
     except ValidationError as exc:
@@ -176,7 +183,9 @@ def await_cluster(request: AwaitCluster, sent_at: int, waits: ClusterWaits) -> N
     resume(waiter, status, failure, waits)
 
 
-def cluster_state_changed(event: ClusterStateChangeEvent, waits: ClusterWaits) -> None:
+def cluster_state_changed(
+    event: ClusterStateChangeEvent, waits: ClusterWaits, launches: LaunchWatch | None = None
+) -> None:
     detail = event.detail
     version = StatusVersion(
         time=event.time.isoformat().replace("+00:00", "Z"), rank=_RANK.get(detail.ClusterStatus, 0)
@@ -195,6 +204,8 @@ def cluster_state_changed(event: ClusterStateChangeEvent, waits: ClusterWaits) -
         return
     for waiter in waits.waiters(detail.ClusterName):
         resume(waiter, detail.ClusterStatus, detail.FailureMessage, waits)
+    if launches is not None:
+        update_over(event, launches)
 
 
 def resume(waiter: Waiter, status: str, failure_message: str, waits: ClusterWaits) -> None:

@@ -57,6 +57,8 @@ def reconcile(
     for operation in store.list_running_operations(created_after=now - LOOKBACK):
         if operation.operation_type is OperationType.SCALE_TO_MIN:
             continue  # no execution: BudgetAlertsFunction's schedule retries it (logic/budget_alerts.py)
+        if operation.operation_type is OperationType.SCALE_INSTANCE_GROUP:
+            continue  # no execution: ended by HyperPod's state change (logic/launch_watch.py)
         execution_arn = operation.execution_arn or execution_arn_for(settings, operation)
         end = describe_execution_end(stepfunctions, execution_arn)
         if end.status is ExecutionStatus.RUNNING:

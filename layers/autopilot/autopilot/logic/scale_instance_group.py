@@ -6,8 +6,11 @@ leaves them out, decided at create time) stay as created. A scale-up (a count ab
 target count) is refused while the cluster's growth is blocked (budget enforcement ``block-growth``,
 logic/budget_enforcement.py); a scale-down never is. The group is re-specified whole as
 DescribeCluster shows it but for its count (logic/instance_group_spec.py, as scale-to-min does), and
-the request is recorded as a SUCCEEDED ScaleInstanceGroup operation in the cluster's history:
-SageMaker resizes asynchronously and GET /clusters/{name} follows it, so there is no workflow to follow.
+the request is recorded as a ScaleInstanceGroup operation in the cluster's history. On a classic
+cluster it is RUNNING until HyperPod reports the update over: ClusterEventsFunction then ends it
+SUCCEEDED, or FAILED with the diagnosis of the instances that did not come up (logic/launch_watch.py).
+A Continuous cluster stays InService and launches in the background, retrying what fails: the request
+is SUCCEEDED once SageMaker took it, each failed launch is alerted on its own (Node Launch Failed).
 """
 
 from __future__ import annotations
@@ -110,16 +113,20 @@ def scale_instance_group(
                 f"{error.get('Code')}: {error.get('Message')}"
             ) from exc
         raise
-    at = iso(deps.now())
+    # the time before the call: the launches it caused are the group's instances launched since
+    at = iso(now)
+    continuous = described.get("NodeProvisioningMode") == "Continuous"
     operation = Operation(
         operation_id=new_operation_id(now),
         operation_type=OperationType.SCALE_INSTANCE_GROUP,
         cluster_name=name,
-        status=OperationStatus.SUCCEEDED,
+        status=OperationStatus.SUCCEEDED if continuous else OperationStatus.RUNNING,
         created_at=at,
-        updated_at=at,
+        updated_at=iso(deps.now()),
         requested_by=requested_by,
         steps=[Step(name=f"Update Cluster: {group} {previous} -> {instance_count}", entered_at=at)],
+        instance_group=group,
+        instance_count=instance_count,
     )
     (table or BudgetAlertTable(deps.settings.state_table_name)).record_operation(operation)
     logger.info("instance group scaled", cluster=name, group=group, previous=previous, count=instance_count)

@@ -189,6 +189,10 @@ class Operation(_Item):
     actor: RepairActor | None = None
     actions: list[RepairAction] | None = None
     successor_node_id: str | None = None
+    # ScaleInstanceGroup: the group and the count asked (the launch watcher's reference when the
+    # UpdateCluster ends: logic/launch_watch.py).
+    instance_group: str | None = None
+    instance_count: int | None = None
 
     @field_validator("leftovers", mode="before")
     @classmethod
