@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from autopilot.api.models import CreateClusterBody
+from autopilot.api.models import CreateClusterBody, OperationView
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_operation
 from autopilot.logic.scale_instance_group import scale_instance_group
-from autopilot.models.records import Operation, OperationStatus
+from autopilot.models.records import OperationStatus
 
 from sandbox.lambda_runtime import LambdaRuntime
 from tests.events import create_body
@@ -102,7 +102,7 @@ def run_until(
     raise AssertionError(f"not done after {rounds} rounds of {STEP} simulated seconds")
 
 
-def scale(count: int) -> Operation:
+def scale(count: int) -> OperationView:
     answer = scale_instance_group(dependencies(), CLUSTER, WORKERS, count, requested_by="tester")
     assert answer.operation_id
     return get_operation(dependencies(), answer.operation_id)
@@ -175,6 +175,27 @@ def test_a_scale_whose_instances_come_up_ends_succeeded(cluster_events: Any) -> 
     )
 
 
+def test_a_scale_up_hyperpod_rolled_back_ends_failed_with_the_diagnosis(cluster_events: Any) -> None:
+    stack, handle = cluster_events()
+    assert wait(stack, start(), advance=STEP)["status"] == "SUCCEEDED"
+    handle()
+    stack.operation_events()
+    stack.hyperpod.fault_capacity(instance_type="ml.p5.48xlarge", operation="UpdateCluster")
+
+    operation = scale(5)
+    run_until(
+        stack, handle, lambda: get_operation(dependencies(), operation.operation_id).status != "RUNNING"
+    )
+
+    ended = get_operation(dependencies(), operation.operation_id)
+    assert ended.status is OperationStatus.FAILED  # RollingBack, then InService with 4 workers
+    assert ended.diagnosis is not None
+    assert ended.diagnosis.category == "insufficient-capacity"
+    assert ended.diagnosis.evidence[0].stream == "FailureMessage"
+    [event] = stack.operation_events()
+    assert event["detail"]["diagnosis"]["category"] == "insufficient-capacity"
+
+
 def _continuous_eks_body() -> dict[str, Any]:
     """The sample create as an EKS cluster with NodeProvisioningMode Continuous (botocore: EKS only)."""
     body = create_body(budget=None)
@@ -208,7 +229,10 @@ def test_a_continuous_clusters_failed_background_launch_is_alerted_once_with_its
         seen.extend(stack.operation_events())
         return [e for e in seen if e["detail-type"] == "Node Launch Failed"]
 
-    run_until(stack, lambda: records.extend(handle()) or records, lambda: bool(launch_alerts()))
+    def keep() -> None:
+        records.extend(handle())
+
+    run_until(stack, keep, lambda: bool(launch_alerts()))
     errors = [
         r
         for r in records
