@@ -167,7 +167,9 @@ def test_cluster_events_count_each_message_handled_not_the_failed_ones(
     event = load_event("cluster_events/sqs_batch.json")
     failing = event["Records"][0]["messageId"]
 
-    def handle(body: dict[str, Any], sent: int, waits: object, healing: object, origin: object) -> str:
+    def handle(
+        body: dict[str, Any], sent: int, waits: object, healing: object, origin: object, launches: object
+    ) -> str:
         if body == json.loads(event["Records"][0]["body"]):
             raise RuntimeError("throttled")
         return "event"
@@ -175,6 +177,7 @@ def test_cluster_events_count_each_message_handled_not_the_failed_ones(
     monkeypatch.setattr(app, "handle_message", handle)
     monkeypatch.setattr(app, "waits", lambda: None)
     monkeypatch.setattr(app, "healing", lambda: None)
+    monkeypatch.setattr(app, "launches", lambda: None)
 
     response = app.lambda_handler(event, _context("ClusterEventsFunction"))
 
