@@ -83,6 +83,11 @@ written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/
   items that copy was a fifth of a long fleet simulation. The seam backs up the items the transaction
   names instead and puts them back if it fails (the tables stay the same objects); runs under the
   DynamoDB lock like every write, so no reader sees the rollback.
+- ``hold_elbv2_targets_as_aws``: moto registers any IP in an ``ip`` target group, healthy at once, one
+  target per id, and forgets a deregistered one; the seam refuses an IP outside the group's VPC without
+  ``AvailabilityZone: all`` (and ``all`` inside it), keys targets by id and port, shows them ``initial``
+  until the health checks pass (``unused`` in a group no load balancer uses) and a deregistered one
+  ``draining`` for the group's deregistration delay, on the sandbox clock (sandbox/elbv2_targets.py).
 - ``bind_execution_role``: moto's Step Functions executor creates every task's boto3 client with
   ``boto_client_for(region, service, state_credentials)`` and ignores the credentials' role; the
   seam makes that client's calls the execution role's (sandbox.aws_calls.act_as), so IAM checks
@@ -119,6 +124,7 @@ from moto.core.responses import EmptyResult
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table as DynamoTable
 from moto.dynamodb.responses import DynamoHandler
+from moto.elbv2.models import ELBv2Backend
 from moto.events.models import Rule
 from moto.events.responses import EventsHandler
 from moto.events.utils import EventTemplateParser
@@ -140,6 +146,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 from moto.stepfunctions.responses import get_backend as sfn_backend
 
 from sandbox import (
+    elbv2_targets,
     product_clock,
     sdk_error_names,
     stepfunctions_clock,
@@ -699,6 +706,20 @@ def cache_stepfunctions_parse_trees() -> None:
     _state.undo.append(stepfunctions_parse_cache.install())
 
 
+def hold_elbv2_targets_as_aws() -> None:
+    seam = "hold_elbv2_targets_as_aws"
+    expect_signature(
+        ELBv2Backend, "register_targets", ["self", "target_group_arn", "instances"], seam, exact=True
+    )
+    expect_signature(
+        ELBv2Backend, "deregister_targets", ["self", "target_group_arn", "instances"], seam, exact=True
+    )
+    expect_signature(
+        ELBv2Backend, "describe_target_health", ["self", "target_group_arn", "targets"], seam, exact=True
+    )
+    _state.undo.append(elbv2_targets.install(now=_state.clock.now))
+
+
 def _use_clock(clock: SandboxClock) -> None:
     previous = _state.clock
     _state.clock = clock
@@ -958,6 +979,7 @@ SEAMS: Final = (
     keep_task_failure_cause,
     apply_stepfunctions_quotas,
     cache_stepfunctions_parse_trees,
+    hold_elbv2_targets_as_aws,
     record_aws_calls,
     intercept_aws_calls,
     back_up_transaction_items,  # before serialize_dynamodb_writes wraps the method it checks

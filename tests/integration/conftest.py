@@ -52,6 +52,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             seams.keep_task_failure_cause,  # the Slurm agent's failures carry their cause
             seams.route_lambda_invoke,
             seams.serialize_dynamodb_writes,
+            seams.hold_elbv2_targets_as_aws,  # login target groups as ELBv2 keeps them
             clock=stack.clock,
             runtime=runtime,
         )

@@ -13,10 +13,11 @@ not make). The login group is found as the agent's trust finds the controller gr
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
@@ -26,6 +27,9 @@ from autopilot.aws import LazyClient, error_code
 from autopilot.dal.state_store import StateStore
 from autopilot.logic.agent.trust import ControllerReader
 from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
 
 # An ELBv2 target group's ARN; account and region are checked against the stack's.
 TARGET_GROUP_ARN = re.compile(
@@ -86,10 +90,28 @@ class LoginTargets:
 
     # No mypy-boto3 stubs for elbv2 in the lock: typed as Any (the calls pass botocore's validation).
     elbv2: LazyClient[Any] = LazyClient("elbv2")
+    ec2: LazyClient[EC2Client] = LazyClient("ec2")
 
-    def __init__(self, *, elbv2: Any | None = None, reader: ControllerReader | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        elbv2: Any | None = None,
+        ec2: EC2Client | None = None,
+        reader: ControllerReader | None = None,
+    ) -> None:
         self._elbv2 = elbv2
+        self._ec2 = ec2
         self.reader = reader or ControllerReader()
+
+    def _subnets(self, vpc_id: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        """The CIDR blocks of the VPC's subnets: an IP in none of them is registered with AvailabilityZone
+        'all' (ELBv2 refuses it without; and 'all' for an IP inside the VPC)."""
+        paginator = self.ec2.get_paginator("describe_subnets")
+        return [
+            ipaddress.ip_network(subnet["CidrBlock"])
+            for page in paginator.paginate(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
+            for subnet in page["Subnets"]
+        ]
 
     def describe_groups(self, arns: Sequence[str]) -> dict[str, dict[str, Any]]:
         """DescribeTargetGroups by ARN (raises the ClientError of an unknown one)."""
@@ -131,8 +153,15 @@ class LoginTargets:
             drift = plan(wanted, int(group["Port"]), self.present(arn))
             drift.target_group_arn = arn
             if drift.registered:
+                subnets = self._subnets(str(group["VpcId"]))
                 self.elbv2.register_targets(
-                    TargetGroupArn=arn, Targets=[{"Id": t.id, "Port": t.port} for t in drift.registered]
+                    TargetGroupArn=arn,
+                    Targets=[
+                        {"Id": t.id, "Port": t.port}
+                        if any(ipaddress.ip_address(t.id) in subnet for subnet in subnets)
+                        else {"Id": t.id, "Port": t.port, "AvailabilityZone": "all"}
+                        for t in drift.registered
+                    ],
                 )
             if drift.deregistered:
                 self.elbv2.deregister_targets(
