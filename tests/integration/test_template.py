@@ -483,9 +483,12 @@ def test_cost_tagger_runs_on_its_schedule_with_its_settings() -> None:
 @pytest.mark.parametrize(
     ("machine", "functions"),
     [
-        ("CreateClusterStateMachine", ["CostTaggerFunction", "DiagnoseFailureFunction"]),
-        ("CleanupClusterStateMachine", ["CostTaggerFunction"]),
-        ("ReplaceNodeStateMachine", ["DiagnoseFailureFunction", "AgentFunction"]),
+        (
+            "CreateClusterStateMachine",
+            ["CostTaggerFunction", "DiagnoseFailureFunction", "LoginTargetsFunction"],
+        ),
+        ("CleanupClusterStateMachine", ["CostTaggerFunction", "LoginTargetsFunction"]),
+        ("ReplaceNodeStateMachine", ["DiagnoseFailureFunction", "AgentFunction", "LoginTargetsFunction"]),
     ],
 )
 def test_the_workflows_may_invoke_their_functions_and_nothing_else(
