@@ -165,6 +165,24 @@ def test_create_sends_the_request_body_and_prints_the_operation(
     ]
 
 
+def test_create_sends_each_login_target_group_and_names_the_flag_of_a_bad_one(
+    api: FakeApi, run: Any, config_files: dict[str, str]
+) -> None:
+    ssh = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/autopilot-login-ssh/0a1b2c3d"
+    web = ssh.replace("-ssh/", "-web/")
+    refused = {
+        "message": "a login target group cannot hold the login nodes",
+        "errors": [{"path": "loginTargetGroupArns[1]", "message": f"{web} no such target group"}],
+    }
+    api.answer("POST", "/clusters", (400, refused))
+
+    code, _, err = run(*create_argv(config_files, "--login-target-group", ssh, "--login-target-group", web))
+
+    assert code == 1
+    assert json.loads(api.requests[0]["body"])["loginTargetGroupArns"] == [ssh, web]
+    assert f"  --login-target-group: loginTargetGroupArns[1]: {web} no such target group" in err.splitlines()
+
+
 def test_a_dry_run_asks_the_api_to_check_and_prints_what_it_would_send(
     api: FakeApi, run: Any, config_files: dict[str, str]
 ) -> None:
