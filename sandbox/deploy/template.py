@@ -49,7 +49,10 @@ def load_template(path: Path | str) -> dict[str, Any]:
 
 
 def parameter_values(
-    template: Mapping[str, Any], overrides: Mapping[str, Any], *, max_values: Mapping[str, float] | None = None
+    template: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    *,
+    max_values: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Every parameter's value, checked as CloudFormation checks it before it creates anything (with
     ``max_values`` in place of those parameters' MaxValue)."""
@@ -70,9 +73,8 @@ def parameter_values(
             values[name] = raw if isinstance(raw, list) else [p.strip() for p in str(raw).split(",")]
             continue
         value = "true" if raw is True else "false" if raw is False else str(raw)
-        if max_values and name in max_values:
-            definition = {**definition, "MaxValue": max_values[name]}
-        _check(name, definition, kind, value)
+        lifted = {**definition, "MaxValue": max_values[name]} if max_values and name in max_values else None
+        _check(name, lifted or definition, kind, value)
         values[name] = value
     return values
 
