@@ -136,16 +136,29 @@ def test_the_controllers_report_is_stored_and_answered_with_the_pending_commands
     assert stored.nodes["ip-10-1-2-4"].state == "IDLE+DRAIN"
 
 
-def test_a_report_signed_by_anyone_else_is_refused_counted_and_not_stored(
-    handler: Handler, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "caller",
+    [
+        f"arn:aws:iam::{ACCOUNT}:user/mallory",
+        f"arn:aws:iam::{ACCOUNT}:root",
+        "arn:aws:sts::999988887777:assumed-role/ml-cluster-controller-role/i-0a1b2c3d4e5f60718",
+    ],
+    ids=["an IAM user", "root", "another account"],
+)
+@pytest.mark.parametrize("cluster", [None, described(), described(eks=True)], ids=["unknown", "slurm", "eks"])
+def test_a_caller_not_an_assumed_role_of_the_account_learns_nothing_of_the_cluster(
+    handler: Handler, capsys: pytest.CaptureFixture[str], caller: str, cluster: dict[str, Any] | None
 ) -> None:
-    handler.cluster(described())
-    answer = handler(report(caller=f"arn:aws:iam::{ACCOUNT}:user/mallory"))
+    # whatever the cluster is (none, Slurm, EKS), the same flat 403: SageMaker is not even asked
+    handler.cluster(cluster)
+    answer = handler(report(caller=caller))
     assert answer["statusCode"] == 403
     assert json.loads(answer["body"]) == {"message": "not allowed to report for cluster 'ml-cluster'"}
     assert handler.deps.agents.agent("ml-cluster") is None
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert [m.get("UntrustedAgentReports") for m in emitted] == [[1.0]]
+    with pytest.raises(AssertionError, match="remaining in queue"):
+        handler.stub.assert_no_pending_responses()  # the DescribeCluster queued was never called
 
 
 @pytest.mark.parametrize(

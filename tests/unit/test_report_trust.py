@@ -125,27 +125,54 @@ def test_a_session_not_named_as_an_instance_is_judged_by_its_role(stubs: Stubs) 
             "not the execution role",
         ),
         (session(WORKER_ROLE, WORKER_INSTANCE), "not the execution role"),
-        (session(CONTROLLER_ROLE, CONTROLLER_INSTANCE, account="999988887777"), "another account"),
-        (f"arn:aws:iam::{ACCOUNT}:user/alice", "not an assumed role"),
-        (f"arn:aws:iam::{ACCOUNT}:root", "not an assumed role"),
-        (None, "not an assumed role"),
-        # a role of the same name under another path is another role, but its assumed-role ARN reads
-        # the same: only the account tells them apart, and it is the stack's (accepted by name, as AWS
-        # does; docs/agent.md)
+        # IAM role names are unique in an account whatever their path, so the name alone is the role
     ],
-    ids=[
-        "another clusters role",
-        "a worker-only role",
-        "another account",
-        "an IAM user",
-        "root",
-        "no caller",
-    ],
+    ids=["another clusters role", "a worker-only role"],
 )
-def test_every_other_caller_is_refused(stubs: Stubs, caller: str | None, why: str) -> None:
+def test_every_other_role_is_refused(stubs: Stubs, caller: str | None, why: str) -> None:
     stubs.cluster(described(*SLURM_GROUPS))
     with pytest.raises(UntrustedReportError, match=why):
         check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT)
+
+
+@pytest.mark.parametrize(
+    ("caller", "why"),
+    [
+        (session(CONTROLLER_ROLE, CONTROLLER_INSTANCE, account="999988887777"), "another account"),
+        (f"arn:aws:iam::{ACCOUNT}:user/alice", "not an assumed role"),
+        (f"arn:aws:iam::{ACCOUNT}:root", "not an assumed role"),
+        (f"arn:aws:sts::{ACCOUNT}:federated-user/bob", "not an assumed role"),
+        (None, "not an assumed role"),
+    ],
+    ids=["another account", "an IAM user", "root", "a federated user", "no caller"],
+)
+def test_a_caller_not_an_assumed_role_of_the_account_is_refused_before_sagemaker_is_asked(
+    stubs: Stubs, caller: str | None, why: str
+) -> None:
+    # no DescribeCluster queued: the Stubber fails the test if the cluster is looked up (its existence
+    # or kind would otherwise show through as a 404 or 409)
+    for cluster in (CLUSTER, "no-such-cluster"):
+        with pytest.raises(UntrustedReportError, match=why):
+            check_reporter(stubs.reader, cluster, caller, account=ACCOUNT)
+
+
+def test_a_session_not_named_as_an_instance_is_refused_when_another_group_has_the_role(
+    stubs: Stubs,
+) -> None:
+    # the workers' jobs can read the shared role's credentials from IMDS and name their session freely
+    shared = (
+        group("controller-machine", CONTROLLER_ROLE, "Controller"),
+        group("workers", WORKER_ROLE, "Compute"),
+        group("login", CONTROLLER_ROLE, "Login"),
+    )
+    stubs.cluster(described(*shared))
+    with pytest.raises(UntrustedReportError, match=r"session names no instance.*'login'"):
+        check_reporter(stubs.reader, CLUSTER, session(CONTROLLER_ROLE, "autopilot-agent"), account=ACCOUNT)
+    # a session named as the controller's own instance still reports
+    stubs.cluster(described(*shared))
+    stubs.nodes("controller-machine", node(CONTROLLER_INSTANCE, "controller-machine"))
+    caller = session(CONTROLLER_ROLE, CONTROLLER_INSTANCE)
+    assert check_reporter(stubs.reader, CLUSTER, caller, account=ACCOUNT) == CONTROLLER_INSTANCE
 
 
 def test_the_controller_role_from_another_instance_is_refused(stubs: Stubs) -> None:

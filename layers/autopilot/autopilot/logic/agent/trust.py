@@ -10,7 +10,13 @@ with the stack's account, ``RoleName`` the name of the ExecutionRole of the clus
 instance group (DescribeCluster), and — when the session name is an instance id, as EC2 names an
 instance profile's sessions — one of the controller group's instances. Why the controller only: on a
 worker any user's job can read the instance's credentials from IMDS, and could then forge a report
-that starts, ends or skips a repair (docs/agent.md, "Trust").
+that starts, ends or skips a repair (docs/agent.md, "Trust"). A session not named like an instance
+(HyperPod's naming is unverified: docs/sandbox.md) cannot be placed on a node, so it is accepted only
+while no other group of the cluster has the controller's role; a role shared with another cluster
+cannot be told apart at all (``autopilot validate`` warns of both).
+
+The caller's form and account are checked before SageMaker is asked anything: a caller that is not an
+assumed role of the stack's account learns nothing about the cluster (no 404 or 409), only 403.
 
 The controller group is the one whose ``SlurmConfig.NodeType`` is Controller; else ``controller_group``
 of the lifecycle scripts' provisioning_parameters.json under a group's ``SourceS3Uri``. Unlike healing's
@@ -62,11 +68,18 @@ class UntrustedReportError(Exception):
 class Controller:
     group: str
     role_arn: str
+    # the cluster's other groups whose ExecutionRole is this one (their nodes hold its credentials)
+    shared_with: tuple[str, ...] = ()
 
     @property
     def role_name(self) -> str:
-        # arn:aws:iam::<account>:role[/<path>]/<name>: an assumed-role ARN carries the name alone
-        return self.role_arn.rsplit("/", 1)[-1]
+        return _role_name(self.role_arn)
+
+
+def _role_name(role_arn: str) -> str:
+    # arn:aws:iam::<account>:role[/<path>]/<name>: an assumed-role ARN carries the name alone (unique in
+    # an account whatever the path)
+    return role_arn.rsplit("/", 1)[-1]
 
 
 class ControllerReader:
@@ -130,7 +143,16 @@ class ControllerReader:
             group = named[0]
         if not group.get("ExecutionRole"):
             raise ConflictError(f"the controller group {group['InstanceGroupName']!r} has no ExecutionRole")
-        return Controller(group=str(group["InstanceGroupName"]), role_arn=str(group["ExecutionRole"]))
+        role_name = _role_name(str(group["ExecutionRole"]))
+        return Controller(
+            group=str(group["InstanceGroupName"]),
+            role_arn=str(group["ExecutionRole"]),
+            shared_with=tuple(
+                str(g["InstanceGroupName"])
+                for g in groups
+                if g is not group and _role_name(str(g.get("ExecutionRole") or "")) == role_name
+            ),
+        )
 
     def instances(self, cluster_name: str, group: str) -> frozenset[str]:
         """The instance ids of the group's nodes."""
@@ -192,19 +214,8 @@ class ControllerReader:
 
 def check_reporter(reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str) -> str:
     """Raise unless ``user_arn`` may report for the cluster (see the module); returns the session name.
-    NotFoundError / ConflictError (the cluster) come before UntrustedReportError (the caller)."""
-    caller = _ASSUMED_ROLE.match(user_arn or "")
-    if user_arn and caller and reader.accepted_lately(cluster_name, user_arn):
-        return caller["session"]
-    session = _check_reporter(reader, cluster_name, user_arn, account=account)
-    reader.accept(cluster_name, str(user_arn))
-    return session
-
-
-def _check_reporter(
-    reader: ControllerReader, cluster_name: str, user_arn: str | None, *, account: str
-) -> str:
-    controller = reader.controller(cluster_name)
+    A caller that is not an assumed role of the stack's account is refused before the cluster is looked
+    at; for one that is, NotFoundError / ConflictError (the cluster) come before UntrustedReportError."""
     caller = _ASSUMED_ROLE.match(user_arn or "")
     if caller is None:
         raise UntrustedReportError(
@@ -212,11 +223,29 @@ def _check_reporter(
         )
     if caller["account"] != account:
         raise UntrustedReportError(f"{user_arn} is of another account")
+    if user_arn and reader.accepted_lately(cluster_name, user_arn):
+        return caller["session"]
+    session = _check_session(reader, cluster_name, str(user_arn), caller, account=account)
+    reader.accept(cluster_name, str(user_arn))
+    return session
+
+
+def _check_session(
+    reader: ControllerReader, cluster_name: str, user_arn: str, caller: re.Match[str], *, account: str
+) -> str:
+    controller = reader.controller(cluster_name)
     if caller["role"] != controller.role_name or controller.role_arn.split(":")[4] != account:
         raise UntrustedReportError(
             f"{user_arn} is not the execution role of the controller group {controller.group!r}"
         )
     session = caller["session"]
-    if _INSTANCE_ID.match(session) and session not in reader.instances(cluster_name, controller.group):
-        raise UntrustedReportError(f"{user_arn}: {session} is not an instance of the controller group")
+    if _INSTANCE_ID.match(session):
+        if session not in reader.instances(cluster_name, controller.group):
+            raise UntrustedReportError(f"{user_arn}: {session} is not an instance of the controller group")
+    elif controller.shared_with:
+        # a session that names no instance could come from any node holding the role: a worker's job
+        raise UntrustedReportError(
+            f"{user_arn}: the session names no instance, and the controller group's role is also the "
+            f"ExecutionRole of {', '.join(repr(g) for g in controller.shared_with)}"
+        )
     return session
