@@ -179,6 +179,7 @@ class Cluster:
     tags: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     controller_groups: frozenset[str] = frozenset()
+    login_groups: frozenset[str] = frozenset()  # Slurm login nodes: no slurmd on them
     operation_token: int = 0  # bumps with every cluster-level operation; stale timers compare it
     needs_software_update: bool = False  # an "older cluster": no BatchReplaceClusterNodes until patched
     capacity_retry_due: bool = False  # Continuous: a background retry of failed launches is scheduled

@@ -443,13 +443,27 @@ class HyperPodSimulator:
         if explicit or "Eks" in request.get("Orchestrator", {}):
             return frozenset(explicit)
         for group in groups.values():
-            named = self._provisioning_controller_group(group.spec.get("LifeCycleConfig", {}))
+            named = self._provisioning_parameter(group.spec.get("LifeCycleConfig", {}), "controller_group")
             if named is not None:
                 return frozenset({named})
         # No provisioning parameters in (moto's) S3: fall back on the workshops' naming.
         return frozenset(g.name for g in groups.values() if "controller" in g.name.lower())
 
-    def _provisioning_controller_group(self, lifecycle: Params) -> str | None:
+    def _login_groups(self, groups: dict[str, InstanceGroup], request: Params) -> frozenset[str]:
+        """Which groups are Slurm login nodes (no slurmd): SlurmConfig, else provisioning_parameters.json's
+        login_group (the workshops' way)."""
+        explicit = {
+            g.name for g in groups.values() if g.spec.get("SlurmConfig", {}).get("NodeType") == "Login"
+        }
+        if explicit or "Eks" in request.get("Orchestrator", {}):
+            return frozenset(explicit)
+        for group in groups.values():
+            named = self._provisioning_parameter(group.spec.get("LifeCycleConfig", {}), "login_group")
+            if named is not None:
+                return frozenset({named})
+        return frozenset()
+
+    def _provisioning_parameter(self, lifecycle: Params, name: str) -> str | None:
         uri = str(lifecycle.get("SourceS3Uri", ""))
         if not uri.startswith("s3://"):
             return None
@@ -462,10 +476,10 @@ class HyperPodSimulator:
         if obj is None:
             return None
         try:
-            controller = json.loads(obj.value).get("controller_group")
-        except ValueError:
+            value = json.loads(obj.value).get(name)
+        except (ValueError, AttributeError):
             return None
-        return str(controller) if controller else None
+        return str(value) if value else None
 
     @staticmethod
     def _paginate(
@@ -548,6 +562,7 @@ class HyperPodSimulator:
             node_recovery=params.get("NodeRecovery", "Automatic"),
             tags={t["Key"]: t["Value"] for t in params.get("Tags", [])},
             controller_groups=self._controller_groups(groups, params),
+            login_groups=self._login_groups(groups, params),
         )
         self._clusters[cluster.arn] = cluster
         token = cluster.operation_token
@@ -748,8 +763,7 @@ class HyperPodSimulator:
         priority = [
             group.name
             for group in cluster.groups.values()
-            if group.name in cluster.controller_groups
-            or group.spec.get("SlurmConfig", {}).get("NodeType") == "Login"
+            if group.name in cluster.controller_groups or group.name in cluster.login_groups
         ]
         return all(any(n.provisioned for n in cluster.group_nodes(name)) for name in priority)
 
