@@ -207,7 +207,7 @@ class HyperPodSlurm:
                 "role": str(spec.get("ExecutionRole", "")),
             }
             self._submit(cluster, _Change("controller", node.instance_id, controller=controller))
-        elif group is not None and group.spec.get("SlurmConfig", {}).get("NodeType") != "Login":
+        elif group is not None and node.group_name not in cluster.login_groups:
             name = slurm_node_name(node)
             if rebooted:
                 self._submit(cluster, _Change("start", node.instance_id, name, rebooted=True))

@@ -221,3 +221,24 @@ def test_a_deleted_cluster_leaves_no_daemon_or_agent(world: World) -> None:
     assert agent.poll() is not None
     assert not _processes_using(workdir)
     assert world.slurm.view("with-agent") is None
+
+
+def test_a_login_group_named_by_the_provisioning_parameters_runs_no_slurmd(world: World) -> None:
+    """The workshops' clusters name their controller and login groups in provisioning_parameters.json,
+    not SlurmConfig: the login node must not join Slurm as a compute node (jobs landed on it)."""
+    request = build_hyperpod_cluster_request("workshop", workers=1)
+    groups = request["InstanceGroups"]
+    groups.append({**groups[0], "InstanceGroupName": "login-group", "InstanceType": "ml.m5.4xlarge"})
+    parameters = {"controller_group": "controller-machine", "login_group": "login-group"}
+    s3 = boto3.client("s3", region_name=HYPERPOD_REGION)
+    s3.create_bucket(Bucket="workshop-lifecycle")
+    s3.put_object(Bucket="workshop-lifecycle", Key="src/provisioning_parameters.json", Body=json.dumps(parameters))
+    source = "s3://workshop-lifecycle/src"
+    for group in groups:
+        group.pop("SlurmConfig", None)
+        group["LifeCycleConfig"] = {**group["LifeCycleConfig"], "SourceS3Uri": source}
+    world.sagemaker.create_cluster(**request)
+    world.advance(world.sim.timings.create_cluster + 1)
+    view = world.slurm.view("workshop")
+    assert view is not None
+    assert view["nodes"] == world.workers("workshop")  # the worker only: no slurmd on the login node
