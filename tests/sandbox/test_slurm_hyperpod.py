@@ -232,7 +232,8 @@ def test_a_login_group_named_by_the_provisioning_parameters_runs_no_slurmd(world
     parameters = {"controller_group": "controller-machine", "login_group": "login-group"}
     s3 = boto3.client("s3", region_name=HYPERPOD_REGION)
     s3.create_bucket(Bucket="workshop-lifecycle")
-    s3.put_object(Bucket="workshop-lifecycle", Key="src/provisioning_parameters.json", Body=json.dumps(parameters))
+    key = "src/provisioning_parameters.json"
+    s3.put_object(Bucket="workshop-lifecycle", Key=key, Body=json.dumps(parameters))
     source = "s3://workshop-lifecycle/src"
     for group in groups:
         group.pop("SlurmConfig", None)
