@@ -97,6 +97,7 @@ class Sandbox:
         duplicate_events: float = 0.0,
         repair_action_none: float = 0.0,
         slurm: bool = False,
+        slurm_gres: bool = True,
     ) -> None:
         self.template = Path(template).resolve()
         self.parameters = dict(parameters or {})
@@ -117,6 +118,8 @@ class Sandbox:
         # real Slurm (sandbox/slurm/) for the HyperPod simulator's Slurm clusters, and the agent where a
         # cluster installs it; off by default (hundreds of simulated nodes would be hundreds of slurmd)
         self.slurm_enabled = slurm
+        # False: its slurm.conf configures no gpu GRES (AWS's may not: docs/sandbox.md, unverified)
+        self.slurm_gres = slurm_gres
         self.slurm: Any = None
         self._agent_api_lock = threading.Lock()
         self.hyperpod: Any = None
@@ -311,7 +314,9 @@ class Sandbox:
             raise RuntimeError(
                 f"Sandbox(slurm=True) needs Slurm ({', '.join(missing)} missing): {INSTALL_HINT}"
             )
-        self.slurm = HyperPodSlurm(api_url=self._agent_api_url, credentials=self._controller_credentials)
+        self.slurm = HyperPodSlurm(
+            api_url=self._agent_api_url, credentials=self._controller_credentials, gres=self.slurm_gres
+        )
         self.hyperpod.hooks = self.slurm
         self._undo.append(self.slurm.stop)
 

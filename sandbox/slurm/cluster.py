@@ -69,8 +69,13 @@ class SlurmNode:
 class SlurmCluster:
     """A real Slurm cluster under ``workdir``: ``start()``, then add / stop / reboot / remove nodes."""
 
-    def __init__(self, name: str, workdir: Path | str, *, slurmd_timeout: int = 10) -> None:
+    def __init__(
+        self, name: str, workdir: Path | str, *, slurmd_timeout: int = 10, gres: bool = True
+    ) -> None:
         self.name = name
+        # gpu GRES in slurm.conf / gres.conf for the nodes' GPUs. Whether AWS's HyperPod slurm.conf has
+        # them is unverified (docs/sandbox.md): False configures none (every node's gpu count 0)
+        self.gres = gres
         self.workdir = Path(workdir).resolve()
         # Slurm's own timers run on wall time, not the sandbox clock: a slurmd that stopped answering is
         # DOWN* after about this many seconds (HyperPod's value is not published; Slurm's default is 300)
@@ -293,7 +298,7 @@ class SlurmCluster:
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
             "JobCompType=jobcomp/none",
-            "GresTypes=gpu",
+            *(["GresTypes=gpu"] if self.gres else []),
             "MailProg=/bin/true",
             # Unverified (docs/sandbox.md): HyperPod's value is not published; 1 returns a node that was
             # DOWN for not responding when it registers again, but not one that rebooted unexpectedly
@@ -312,13 +317,14 @@ class SlurmCluster:
         partitions: dict[str, list[str]] = {}
         gres: list[str] = []
         for node in self.nodes.values():
-            gpu_words = f" Gres=gpu:{node.gpus}" if node.gpus else ""
+            gpus = node.gpus if self.gres else 0
+            gpu_words = f" Gres=gpu:{gpus}" if gpus else ""
             lines.append(
                 f"NodeName={node.name} NodeAddr=127.0.0.1 NodeHostname=localhost Port={node.port}"
                 f" CPUs={max(1, node.gpus)}{gpu_words} State=UNKNOWN"
             )
-            if node.gpus:
-                devices = f"{work}/dev/{node.name}/nvidia[0-{node.gpus - 1}]"
+            if gpus:
+                devices = f"{work}/dev/{node.name}/nvidia[0-{gpus - 1}]"
                 gres.append(f"NodeName={node.name} Name=gpu File={devices}")
             for partition in node.partitions:
                 partitions.setdefault(partition, []).append(node.name)

@@ -2,8 +2,10 @@
 ``SlurmCluster`` per Slurm cluster, and the agent where a cluster installs it.
 
 What each HyperPod change does to Slurm (docs/sandbox.md, "Real Slurm"):
-- the controller node is Running → the cluster's slurmctld starts (Slurm clusters only: not EKS), and the
-  agent if the controller group's lifecycle scripts hold ``autopilot-agent/install.sh``;
+- the controller node is Running → the cluster's slurmctld starts (Slurm clusters only: not EKS); at its
+  launch (not after a reboot: lifecycle scripts run once) the controller group's lifecycle scripts install
+  the agent if they hold ``autopilot-agent/install.sh`` then (sandbox/slurm/agent.py), and the installed agent
+  starts, at launch and after every reboot (systemd); the controller stops answering → its agent stops;
 - a worker (not a controller or login group) is Running → its slurmd starts, named as HyperPod names
   Slurm nodes (the first label of PrivateDnsHostname), its GPUs the instance type's;
 - an instance stops answering (failed, rebooting, shutting down) → its slurmd and its jobs' processes
@@ -15,6 +17,7 @@ applies its changes in order (a slurmctld restart takes a fraction of a second),
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import tempfile
@@ -28,8 +31,17 @@ from typing import Any
 from autopilot.models.instance_types import gpus_for
 
 from sandbox.hyperpod.model import Cluster, Node
-from sandbox.slurm.agent import AGENT_MODULE, installs_agent, start_agent, stop_agent
+from sandbox.slurm.agent import (
+    AGENT_MODULE,
+    install_agent,
+    installed,
+    installs_agent,
+    start_agent,
+    stop_agent,
+)
 from sandbox.slurm.cluster import SlurmCluster
+
+_log = logging.getLogger(__name__)
 
 Credentials = Callable[[str, str], Mapping[str, str]]  # (role ARN, session name) → AWS_* variables
 
@@ -45,7 +57,7 @@ def is_slurm_cluster(cluster: Cluster) -> bool:
 
 @dataclass(frozen=True)
 class _Change:
-    kind: str  # controller | add | stop | start | remove
+    kind: str  # controller | controller_down | controller_gone | add | stop | start | remove
     instance_id: str = ""
     name: str = ""  # the Slurm node name
     gpus: int = 0
@@ -61,11 +73,12 @@ class ClusterSlurm:
         self.owner = owner
         self.name = name
         self.arn = arn
-        self.slurm = SlurmCluster(name, workdir, slurmd_timeout=owner.slurmd_timeout)
+        self.slurm = SlurmCluster(name, workdir, slurmd_timeout=owner.slurmd_timeout, gres=owner.gres)
         # instance id → Slurm node name, of the nodes in slurm.conf; replaced, never changed in place, so
         # a reader on another thread (the admin route) always sees a whole one
         self.nodes: dict[str, str] = {}
         self.agent: subprocess.Popen[bytes] | None = None
+        self.agent_instance = ""  # the controller instance the agent runs on
         self._waiting: list[_Change] = []  # workers up before the controller
         self._queue: list[_Change | None] = []
         self._busy = False
@@ -116,6 +129,8 @@ class ClusterSlurm:
         try:
             if change.kind == "controller":
                 self._controller_up(change)
+            elif change.kind in ("controller_down", "controller_gone"):
+                self._controller_down(change)
             elif change.kind == "add":
                 if self.slurm.running:
                     self._add(changes)
@@ -133,24 +148,51 @@ class ClusterSlurm:
             traceback.print_exc()
             self.owner.errors.append(f"{self.name}: {change.kind} {change.name}: {error}")
 
+    def node_root(self, instance_id: str) -> Path:
+        """The directory that stands for a controller instance's root file system (the agent's files)."""
+        return self.slurm.workdir / "nodes" / instance_id
+
     def _controller_up(self, change: _Change) -> None:
         if not self.slurm.running:
             self.slurm.start()
             waiting, self._waiting = self._waiting, []
             if waiting:
                 self._add(waiting)
-        if self.agent is None and not self.owner.stopping and self.owner.agent_wanted(change.controller):
-            controller = change.controller
+        if self.agent is not None or self.owner.stopping:
+            return
+        controller, root = change.controller, self.node_root(change.instance_id)
+        if not change.rebooted and self.owner.agent_wanted(controller):  # its lifecycle scripts, once
+            root.mkdir(parents=True, exist_ok=True)
+            if not install_agent(
+                root,
+                account_id=controller["account"],
+                source_s3_uri=controller["source"],
+                resource_config={"ClusterConfig": {"ClusterArn": self.arn, "ClusterName": self.name}},
+            ):
+                _log.warning(
+                    "%s: the agent did not install on %s: see %s",
+                    self.name,
+                    change.instance_id,
+                    root / "lifecycle.log",
+                )
+        if installed(root):  # systemd starts the enabled unit at every boot
             credentials = self.owner.credentials(controller["role"], change.instance_id)
             self.agent = start_agent(
-                self.slurm.workdir,
+                root,
                 api_url=self.owner.api_url(),
-                region=controller["region"],
-                cluster_name=self.name,
                 slurm_conf=self.slurm.conf,
                 credentials=credentials,
                 module=self.owner.agent_module,
             )
+            self.agent_instance = change.instance_id
+
+    def _controller_down(self, change: _Change) -> None:
+        """The controller stopped answering (its processes die) or is gone (its root volume too)."""
+        if self.agent is not None and self.agent_instance == change.instance_id:
+            stop_agent(self.agent)
+            self.agent = None
+        if change.kind == "controller_gone":
+            shutil.rmtree(self.node_root(change.instance_id), ignore_errors=True)
 
     def _add(self, changes: list[_Change]) -> None:
         self.slurm.add_nodes(
@@ -179,8 +221,10 @@ class HyperPodSlurm:
         workdir: Path | str | None = None,
         agent_module: str = AGENT_MODULE,
         slurmd_timeout: int = 10,
+        gres: bool = True,
     ) -> None:
         self.api_url = api_url
+        self.gres = gres  # False: slurm.conf without gpu GRES (SlurmCluster's gres)
         self.credentials = credentials
         self.agent_module = agent_module
         self.slurmd_timeout = slurmd_timeout
@@ -206,7 +250,8 @@ class HyperPodSlurm:
                 "source": str(spec.get("LifeCycleConfig", {}).get("SourceS3Uri", "")),
                 "role": str(spec.get("ExecutionRole", "")),
             }
-            self._submit(cluster, _Change("controller", node.instance_id, controller=controller))
+            change = _Change("controller", node.instance_id, rebooted=rebooted, controller=controller)
+            self._submit(cluster, change)
         elif group is not None and node.group_name not in cluster.login_groups:
             name = slurm_node_name(node)
             if rebooted:
@@ -218,11 +263,13 @@ class HyperPodSlurm:
 
     def instance_stopped(self, cluster: Cluster, node: Node) -> None:
         if is_slurm_cluster(cluster):
-            self._submit(cluster, _Change("stop", node.instance_id, slurm_node_name(node)), create=False)
+            kind = "controller_down" if node.group_name in cluster.controller_groups else "stop"
+            self._submit(cluster, _Change(kind, node.instance_id, slurm_node_name(node)), create=False)
 
     def instance_terminated(self, cluster: Cluster, node: Node) -> None:
         if is_slurm_cluster(cluster):
-            self._submit(cluster, _Change("remove", node.instance_id, slurm_node_name(node)), create=False)
+            kind = "controller_gone" if node.group_name in cluster.controller_groups else "remove"
+            self._submit(cluster, _Change(kind, node.instance_id, slurm_node_name(node)), create=False)
 
     def cluster_deleted(self, cluster: Cluster) -> None:
         with self._lock:

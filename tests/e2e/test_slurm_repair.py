@@ -33,6 +33,7 @@ from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from sandbox.slurm.agent import agent_files
 from tests.sandbox.conftest import build_hyperpod_cluster_request, slurm_required  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
@@ -78,8 +79,13 @@ def agent_cluster(sandbox: Sandbox) -> None:
     )
     s3 = sandbox.client("s3")
     s3.create_bucket(Bucket=BUCKET)
-    for key in ("on_create.sh", "autopilot-agent/install.sh"):
-        s3.put_object(Bucket=BUCKET, Key=f"{CLUSTER}/{key}", Body=b"#!/bin/bash\n")
+    # the agent as an operator ships it (the sandbox runs its install.sh on the controller, as a node would)
+    config = {
+        "apiUrl": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/Prod",
+        "region": sandbox.region,
+    }
+    for key, body in {"on_create.sh": b"#!/bin/bash\n", **agent_files(config)}.items():
+        s3.put_object(Bucket=BUCKET, Key=f"{CLUSTER}/{key}", Body=body)
     request = build_hyperpod_cluster_request(CLUSTER, workers=2)
     for group in request["InstanceGroups"]:
         group["LifeCycleConfig"]["SourceS3Uri"] = f"s3://{BUCKET}/{CLUSTER}"

@@ -13,10 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot_agent.slurm import Slurm as AgentSlurm
 from moto import mock_aws
 
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
+from sandbox.slurm.agent import agent_files
 from sandbox.slurm.cluster import _processes_using
 from sandbox.slurm.hyperpod import HyperPodSlurm
 from tests.sandbox.conftest import HYPERPOD_ACCOUNT, HYPERPOD_REGION, build_hyperpod_cluster_request
@@ -175,38 +177,154 @@ def test_a_scale_down_takes_the_node_out_of_slurm(world: World) -> None:
     world.sim.tick()
 
 
-def test_the_agent_starts_where_the_controllers_scripts_install_it(world: World) -> None:
+def put_lifecycle(prefix: str, files: dict[str, bytes]) -> str:
+    """The cluster's lifecycle scripts in S3 (``s3://<AGENT_BUCKET>/<prefix>``): its SourceS3Uri."""
     s3 = boto3.client("s3", region_name=HYPERPOD_REGION)
-    s3.create_bucket(Bucket=AGENT_BUCKET)
-    s3.put_object(Bucket=AGENT_BUCKET, Key="scripts/autopilot-agent/install.sh", Body=b"#!/bin/bash\n")
-    request = build_hyperpod_cluster_request("with-agent", workers=1)
+    if AGENT_BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=AGENT_BUCKET)
+    for key, body in {"on_create.sh": b"#!/bin/bash\n", **files}.items():
+        s3.put_object(Bucket=AGENT_BUCKET, Key=f"{prefix}/{key}", Body=body)
+    return f"s3://{AGENT_BUCKET}/{prefix}"
+
+
+def create_with_scripts(world: World, name: str, files: dict[str, bytes]) -> dict[str, Any]:
+    request = build_hyperpod_cluster_request(name, workers=1)
+    source = put_lifecycle(name, files)
     for group in request["InstanceGroups"]:
-        group["LifeCycleConfig"]["SourceS3Uri"] = f"s3://{AGENT_BUCKET}/scripts"
+        group["LifeCycleConfig"]["SourceS3Uri"] = source
     world.sagemaker.create_cluster(**request)
     world.advance(world.sim.timings.create_cluster + 1)
+    return request
+
+
+def controller_of(world: World, cluster: str) -> str:
+    nodes = world.sagemaker.list_cluster_nodes(ClusterName=cluster)["ClusterNodeSummaries"]
+    (controller,) = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "controller-machine"]
+    return str(controller)
+
+
+def reboot_controller(world: World, cluster: str) -> None:
+    world.sagemaker.batch_reboot_cluster_nodes(ClusterName=cluster, NodeIds=[controller_of(world, cluster)])
+    world.advance(world.sim.timings.reboot_node + 1)
+
+
+def agent_environ(pid: int) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/environ").read_text()
+    return dict(item.split("=", 1) for item in text.split("\0") if "=" in item)
+
+
+# the operator's config.json: the real API's URL; no clusterName (the agent reads the node's resource config)
+OPERATOR_CONFIG = {
+    "apiUrl": "https://a1b2c3d4e5.execute-api.us-west-2.amazonaws.com/Prod",
+    "region": HYPERPOD_REGION,
+}
+
+
+def test_the_agent_starts_where_the_controllers_scripts_install_it(world: World) -> None:
+    request = create_with_scripts(world, "with-agent", agent_files(OPERATOR_CONFIG))
     slurm = world.slurm.cluster("with-agent")
     assert slurm is not None
     assert slurm.agent is not None
-    nodes = world.sagemaker.list_cluster_nodes(ClusterName="with-agent")["ClusterNodeSummaries"]
-    (controller,) = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "controller-machine"]
+    controller = controller_of(world, "with-agent")
     role = request["InstanceGroups"][0]["ExecutionRole"]
     assert world.sessions == [(role, controller)]  # the controller's role, the instance as session
-    environ = dict(
-        item.split("=", 1)
-        for item in Path(f"/proc/{slurm.agent.pid}/environ").read_text().split("\0")
-        if "=" in item
-    )
+    root = slurm.node_root(controller)
+    log = (root / "lifecycle.log").read_text()
+    # install.sh ran on the "node": it installed, and found no systemd to start the service
+    assert "installed in" in log
+    assert "could not start the service" in log
+    environ = agent_environ(slurm.agent.pid)
     assert environ["SLURM_CONF"] == str(slurm.slurm.conf)
     assert environ["AWS_ACCESS_KEY_ID"] != "testing"  # the assumed role's, not the sandbox's own
-    assert environ["PYTHONPATH"].endswith("/agent")
+    assert environ["PYTHONPATH"] == str(root / "opt" / "autopilot-agent")  # the INSTALLED copy
+    # the installed config, apiUrl and pollSeconds overridden; the cluster's name from the node
     config = json.loads(Path(environ["AUTOPILOT_AGENT_CONFIG"]).read_text())
-    assert config == {
-        "apiUrl": "http://127.0.0.1:9/Prod",
-        "region": HYPERPOD_REGION,
-        "clusterName": "with-agent",
-        "pollSeconds": 0.5,
-    }
+    installed = json.loads((root / "etc" / "autopilot-agent" / "config.json").read_text())
+    assert installed == OPERATOR_CONFIG
+    assert config == {**OPERATOR_CONFIG, "apiUrl": "http://127.0.0.1:9/Prod", "pollSeconds": 0.5}
+    resource = json.loads(Path(environ["SAGEMAKER_RESOURCE_CONFIG_PATH"]).read_text())
+    assert resource["ClusterConfig"]["ClusterName"] == "with-agent"
     assert slurm.agent.poll() is None  # running (reporting to a URL where nothing answers)
+
+
+def test_a_controller_reboot_restarts_the_installed_agent_and_runs_no_script(world: World) -> None:
+    slurm = world.slurm.cluster("with-agent")
+    assert slurm is not None
+    before = slurm.agent
+    assert before is not None
+    s3 = boto3.client("s3", region_name=HYPERPOD_REGION)  # the scripts gone meanwhile: no matter
+    for key in agent_files(None):
+        s3.delete_object(Bucket=AGENT_BUCKET, Key=f"with-agent/{key}")
+    controller = controller_of(world, "with-agent")
+    world.sagemaker.batch_reboot_cluster_nodes(ClusterName="with-agent", NodeIds=[controller])
+    world.advance(1)
+    assert slurm.agent is None  # the instance is down: so is its agent
+    assert before.poll() is not None
+    world.advance(world.sim.timings.reboot_node)
+    after = slurm.agent
+    assert after is not None  # systemd starts the enabled unit again
+    assert after.pid != before.pid
+    log = (slurm.node_root(controller) / "lifecycle.log").read_text()
+    assert log.count("installed in") == 1  # the lifecycle scripts ran once, at the launch
+
+
+def test_install_sh_put_after_the_launch_changes_nothing_until_a_new_controller(world: World) -> None:
+    create_with_scripts(world, "late-agent", {})
+    slurm = world.slurm.cluster("late-agent")
+    assert slurm is not None
+    assert slurm.agent is None
+    put_lifecycle("late-agent", agent_files(OPERATOR_CONFIG))
+    reboot_controller(world, "late-agent")  # a reboot runs no lifecycle script
+    assert slurm.agent is None
+    assert not slurm.node_root(controller_of(world, "late-agent")).exists()
+    world.sagemaker.delete_cluster(ClusterName="late-agent")
+    world.sim.tick()
+
+
+@pytest.mark.parametrize(
+    ("name", "files", "why"),
+    [
+        ("no-config", agent_files(None), "config.json is missing"),
+        ("bad-config", agent_files({**OPERATOR_CONFIG, "region": "nowhere"}), "region 'nowhere'"),
+        (
+            "bad-script",
+            {**agent_files(OPERATOR_CONFIG), "autopilot-agent/install.sh": b"exit 7\n"},
+            "install.sh exited 7",
+        ),
+    ],
+)
+def test_a_failed_install_leaves_the_cluster_without_an_agent_and_says_why(
+    world: World, name: str, files: dict[str, bytes], why: str
+) -> None:
+    create_with_scripts(world, name, files)
+    slurm = world.slurm.cluster(name)
+    assert slurm is not None
+    assert slurm.agent is None
+    root = slurm.node_root(controller_of(world, name))
+    assert why in (root / "lifecycle.log").read_text()
+    assert not (root / "opt" / "autopilot-agent").exists()
+    assert world.sessions[-1][1] != controller_of(world, name)  # no credentials taken for an agent
+    world.sagemaker.delete_cluster(ClusterName=name)
+    world.sim.tick()
+
+
+def test_a_slurm_conf_without_gpu_gres_shows_the_agent_zero_gpus(world: World) -> None:
+    # AWS's HyperPod slurm.conf may configure no gpu GRES (unverified: docs/sandbox.md)
+    world.slurm.gres = False
+    try:
+        world.sagemaker.create_cluster(**build_hyperpod_cluster_request("no-gres", workers=1))
+        world.advance(world.sim.timings.create_cluster + 1)
+    finally:
+        world.slurm.gres = True
+    (name,) = world.workers("no-gres").values()
+    world.wait_for("no-gres", "the worker idle", lambda: world.sinfo("no-gres") == {name: "idle"})
+    slurm = world.slurm.cluster("no-gres")
+    assert slurm is not None
+    assert "GresTypes" not in slurm.slurm.conf.read_text()
+    agent_view = AgentSlurm(run=lambda argv: slurm.slurm.run(*argv))  # the agent's own code
+    assert [(view["name"], view["gpus"]) for view in agent_view.nodes()] == [(name, 0)]
+    world.sagemaker.delete_cluster(ClusterName="no-gres")
+    world.sim.tick()
 
 
 def test_a_deleted_cluster_leaves_no_daemon_or_agent(world: World) -> None:

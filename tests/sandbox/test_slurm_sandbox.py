@@ -15,7 +15,9 @@ import pytest
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from sandbox.slurm.agent import agent_files
 from sandbox.slurm.cluster import _processes_using
+from tests.events import api_event
 from tests.sandbox.conftest import build_hyperpod_cluster_request
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
@@ -26,7 +28,9 @@ ROLE = "HyperPodExecutionRole"
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(clock=SandboxClock(speed=0), slurm=True, schedules=False) as sb:
+    # the sample API events' caller an admin: GET /clusters/{name} of a cluster Autopilot did not create
+    admin = {"AdminPrincipalArns": "arn:aws:iam::123456789012:role/ResearcherRole"}
+    with Sandbox(clock=SandboxClock(speed=0), slurm=True, schedules=False, parameters=admin) as sb:
         yield sb
 
 
@@ -43,15 +47,20 @@ def admin(aws_url: str, path: str) -> tuple[int, Any]:
         return error.code, json.loads(error.read())
 
 
-def create_cluster(sandbox: Sandbox, name: str, *, with_agent: bool) -> None:
+def create_cluster(sandbox: Sandbox, name: str, *, with_agent: bool, config_missing: bool = False) -> None:
     """A Slurm cluster whose lifecycle scripts (and so, maybe, the agent's installer) are in S3."""
     s3 = sandbox.client("s3")
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket=BUCKET)
     prefix = f"{name}/scripts"
     s3.put_object(Bucket=BUCKET, Key=f"{prefix}/on_create.sh", Body=b"#!/bin/bash\n")
-    if with_agent:
-        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/autopilot-agent/install.sh", Body=b"#!/bin/bash\n")
+    if with_agent:  # the agent as an operator ships it; config.json without clusterName (the node has it)
+        config = {
+            "apiUrl": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/Prod",
+            "region": sandbox.region,
+        }
+        for key, body in agent_files(None if config_missing else config).items():
+            s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{key}", Body=body)
     request = build_hyperpod_cluster_request(name, workers=2)
     for group in request["InstanceGroups"]:
         group["LifeCycleConfig"]["SourceS3Uri"] = f"s3://{BUCKET}/{prefix}"
@@ -115,7 +124,8 @@ def test_the_agent_reports_as_the_controller_role_and_is_connected(sandbox: Sand
         if status["status"] == "connected" or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    log = sandbox.slurm.cluster("with-agent").slurm.workdir / "agent.log"
+    slurm = sandbox.slurm.cluster("with-agent")
+    log = slurm.node_root(slurm.agent_instance) / "agent.log"  # journald's, on a node
     assert status["status"] == "connected", log.read_text()
     assert set(status["nodes"]) == set(admin_nodes(sandbox, "with-agent"))  # Slurm's own view of the workers
     assert {view["gpus"] for view in status["nodes"].values()} == {8}  # ml.p5.48xlarge, as Slurm counts
@@ -125,6 +135,25 @@ def admin_nodes(sandbox: Sandbox, name: str) -> list[str]:
     view = sandbox.slurm.view(name)
     assert view is not None
     return list(view["nodes"].values())
+
+
+def test_a_config_json_missing_in_s3_leaves_the_cluster_without_an_agent(sandbox: Sandbox) -> None:
+    # install.sh refuses to install without config.json, as on a node: no agent, the reason in the
+    # node's lifecycle log, and the API and the repair workflow see the agent absent
+    create_cluster(sandbox, "no-config", with_agent=True, config_missing=True)
+    slurm = sandbox.slurm.cluster("no-config")
+    assert slurm.agent is None
+    nodes = sandbox.client("sagemaker").list_cluster_nodes(ClusterName="no-config")["ClusterNodeSummaries"]
+    (controller,) = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "controller-machine"]
+    assert "config.json is missing" in (slurm.node_root(controller) / "lifecycle.log").read_text()
+    answer = sandbox.invoke("ApiFunction", api_event("get_cluster", path_parameters={"name": "no-config"}))
+    response = answer.json()
+    assert response["statusCode"] == 200, response
+    assert json.loads(response["body"])["agent"]["status"] == "absent"
+    # what Check Agent reads: absent → today's repair with a warning (tests/integration/
+    # test_asl_replace_node_slurm.py, test_without_a_connected_agent_the_repair_is_todays_with_a_warning)
+    status = sandbox.invoke("AgentFunction", {"status": {"clusterName": "no-config"}}).json()
+    assert status["status"] == "absent"
 
 
 def test_stopping_the_sandbox_leaves_no_slurm_daemon_or_agent(sandbox: Sandbox) -> None:
