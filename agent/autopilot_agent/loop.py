@@ -35,6 +35,9 @@ class Command(NamedTuple):
     node: str
     reason: str
     deadline: datetime
+    # resume: the reason the node must still show to be resumed (the sweep's own resumes name it, so a
+    # drain an operator set since the report is never lifted); "" for none
+    expect_reason: str = ""
 
 
 class BadCommand(Exception):
@@ -170,6 +173,11 @@ class Agent:
         flags = state_flags(view["state"])
         held_out = flags[0] == "DOWN" or "DRAIN" in flags or "FAIL" in flags
         if held_out and "NOT_RESPONDING" not in flags and command.command_id not in self._resumed:
+            if not view["reason"].startswith(command.expect_reason):
+                raise SlurmError(
+                    f"the node no longer matches: {view['state']} with reason {view['reason']!r}, "
+                    f"not {command.expect_reason!r}: left as it is"
+                )
             self.slurm.resume(node)
             self._resumed.add(command.command_id)
             view = self.slurm.node(node)
@@ -227,7 +235,11 @@ def _parse(raw: Mapping[str, Any]) -> Command:
         raise BadCommand(f"deadline {deadline!r} is not an ISO time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return Command(raw["commandId"], verb, node, str(reason), parsed)
+    expect = raw.get("expect") or {}
+    expect_reason = expect.get("reasonPrefix", "") if isinstance(expect, dict) else None
+    if not isinstance(expect_reason, str):
+        raise BadCommand("expect must be an object whose reasonPrefix is a string")
+    return Command(raw["commandId"], verb, node, str(reason), parsed, expect_reason)
 
 
 def _iso(moment: datetime) -> str:

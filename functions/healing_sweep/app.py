@@ -38,8 +38,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     sweep_settings = healing_sweep_settings()
     sagemaker = aws.client("sagemaker")
     events = aws.client("events")
+    store = StateTable(settings.state_table_name)
     sweep = HealingSweep(
-        store=StateTable(settings.state_table_name),
+        store=store,
         healing=HealingTable(settings.state_table_name),
         stuck=StuckNodes(settings.state_table_name),
         watch=RepairWatch(settings.state_table_name),
@@ -52,6 +53,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         stuck_node_minutes=sweep_settings.stuck_node_minutes,
         slurm=SlurmSignal(
             agents=AgentTable(settings.state_table_name),
+            operations=store,
             events=events,
             poll_seconds=sweep_settings.agent_poll_seconds,
             not_responding_after=timedelta(minutes=sweep_settings.stuck_node_minutes),

@@ -24,7 +24,14 @@ from autopilot.logic.healing.slurm_signal import SlurmSignal
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.agent import CommandStatus
-from autopilot.models.records import iso
+from autopilot.models.records import (
+    Operation,
+    OperationError,
+    OperationStatus,
+    OperationType,
+    iso,
+    new_operation_id,
+)
 from autopilot.settings import HealingSweepSettings, healing_settings, healing_sweep_settings
 
 from tests.events import ROOT, load_event
@@ -110,6 +117,7 @@ class World:
             stuck_node_minutes=self.sweep_settings.stuck_node_minutes,
             slurm=SlurmSignal(
                 agents=self.agents,
+                operations=StateTable(table(stack), client=dynamodb),
                 events=stack.client("events"),
                 poll_seconds=self.sweep_settings.agent_poll_seconds,
                 not_responding_after=timedelta(minutes=self.sweep_settings.stuck_node_minutes),
@@ -119,6 +127,25 @@ class World:
     @property
     def stuck_after(self) -> timedelta:
         return timedelta(minutes=self.sweep_settings.stuck_node_minutes)
+
+    def repair(self, node: str, at: datetime, *, ended: datetime | None = None) -> str:
+        """A ReplaceNode operation of ``node`` claimed at ``at`` (its history entry with it) and, with
+        ``ended``, recorded FAILED then and the node freed, as the workflow's end leaves them."""
+        operation = Operation(
+            operation_id=new_operation_id(at),
+            operation_type=OperationType.REPLACE_NODE,
+            cluster_name="c1",
+            status=OperationStatus.RUNNING,
+            created_at=iso(at),
+            updated_at=iso(at),
+            node_id=node,
+        )
+        repairs_table = healing(self.stack)
+        assert repairs_table.claim_repair(operation, fault_at=iso(at))
+        if ended is not None:
+            error = OperationError(error="Autopilot.AgentCommandFailed", cause="the drain's result came late")
+            repairs_table.fail_unstarted_repair(operation, error, previous_fault_at=None, now=iso(ended))
+        return operation.operation_id
 
 
 @pytest.fixture
@@ -130,6 +157,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 def test_a_node_down_only_for_a_reboot_is_resumed_once(world: World) -> None:
     node = world.workers[0]
+    world.repair(node, T0 - timedelta(minutes=30), ended=T0 - timedelta(minutes=5))  # it rebooted the node
     rebooted = {node: ("DOWN", REBOOTED)}
     world.report(T0, rebooted)
 
@@ -145,6 +173,7 @@ def test_a_node_down_only_for_a_reboot_is_resumed_once(world: World) -> None:
     assert "slurm_resumes_queued" not in again
     assert (command["verb"], command["node"]) == ("resume", world.slurm[node])
     assert "reason" not in command
+    assert command["expect"] == {"reasonPrefix": REBOOTED}  # the agent leaves a node drained since
     assert pending == [command]
     assert repairs(world.stack) == []  # a resume, not a repair
     [event] = [e for e in world.stack.operation_events() if e["detail-type"] == "Slurm Node Resume Requested"]
@@ -165,6 +194,7 @@ def test_a_node_down_only_for_a_reboot_is_resumed_once(world: World) -> None:
 
 def test_nothing_is_resumed_on_a_silent_agents_word_or_while_a_repair_holds_the_node(world: World) -> None:
     first, second = world.workers[:2]
+    world.repair(first, T0 - timedelta(minutes=30), ended=T0 - timedelta(minutes=5))
     world.report(T0, {first: ("DOWN", REBOOTED), second: ("DOWN", REBOOTED)})
     # silent: no report for max(60 s, 3 polls)
     assert "slurm_resumes_queued" not in world.sweep(T0 + timedelta(minutes=2))
@@ -257,6 +287,7 @@ def test_the_sweep_function_acts_on_the_agents_report(world: World, monkeypatch:
     spec.loader.exec_module(function)
     event = load_event("schedule/scheduled_event.json")
     node = world.workers[0]
+    world.repair(node, datetime.fromisoformat(event["time"]) - timedelta(hours=1), ended=T0)
     world.report(datetime.fromisoformat(event["time"]) - timedelta(seconds=5), {node: ("DOWN", REBOOTED)})
 
     outcomes = function.lambda_handler(event, SimpleNamespace(**CONTEXT))
@@ -264,6 +295,49 @@ def test_the_sweep_function_acts_on_the_agents_report(world: World, monkeypatch:
     assert outcomes["slurm_resumes_queued"] == 1
     [command] = world.report(datetime.fromisoformat(event["time"]), {node: ("DOWN", REBOOTED)})
     assert (command["verb"], command["node"]) == ("resume", world.slurm[node])
+
+
+def test_a_reboot_no_repair_of_the_node_explains_is_left_to_the_operator(world: World) -> None:
+    # c1 is NodeRecovery None: HyperPod reboots nothing on its own, so a node down "unexpectedly
+    # rebooted" with no repair of it in the last 24 hours was rebooted by someone else (or panicked)
+    manual, long_ago, other = world.workers[:3]
+    world.repair(long_ago, T0 - timedelta(hours=30), ended=T0 - timedelta(hours=24, minutes=1))
+    world.repair(world.workers[3], T0 - timedelta(hours=1), ended=T0 - timedelta(minutes=30))
+    states = {n: ("DOWN", REBOOTED) for n in (manual, long_ago, other)}
+    world.report(T0, states)
+
+    outcomes = world.sweep(T0 + timedelta(seconds=5))
+
+    assert "slurm_resumes_queued" not in outcomes
+    assert world.report(T0 + timedelta(seconds=10), states) == []
+
+
+def test_a_drain_left_by_a_repair_that_ended_is_resumed_once(world: World) -> None:
+    # the repair drained the node, stopped waiting for the drain's result (late), and ended: its drain
+    # stays, and the sweep skips every other DRAIN
+    node = world.workers[0]
+    operation = world.repair(node, T0 - timedelta(minutes=40))
+    drained = {node: ("IDLE+DRAIN", f"autopilot {operation}: reboot (NvidiaErrorReboot)")}
+    world.report(T0, drained)
+    assert "slurm_resumes_queued" not in world.sweep(T0 + timedelta(seconds=5))  # still RUNNING
+
+    healing(world.stack).fail_unstarted_repair(
+        healing(world.stack).get_operation(operation),  # type: ignore[arg-type]
+        OperationError(error="Autopilot.AgentCommandFailed", cause="deadline"),
+        previous_fault_at=None,
+        now=iso(T0 + timedelta(minutes=1)),
+    )
+    world.report(T0 + timedelta(minutes=2), drained)
+    first = world.sweep(T0 + timedelta(minutes=2, seconds=5))
+    world.report(T0 + timedelta(minutes=3), drained)
+    again = world.sweep(T0 + timedelta(minutes=3, seconds=5))
+    [command] = world.report(T0 + timedelta(minutes=3, seconds=10), drained)
+
+    assert first["slurm_resumes_queued"] == 1
+    assert "slurm_resumes_queued" not in again  # one pending at a time
+    assert (command["verb"], command["node"]) == ("resume", world.slurm[node])
+    assert command["expect"] == {"reasonPrefix": f"autopilot {operation}:"}
+    assert repairs(world.stack) == []
 
 
 def test_a_cluster_wide_silence_is_stored_without_first_sightings(world: World) -> None:

@@ -198,6 +198,27 @@ def test_resume_of_a_node_slurm_already_schedules_changes_nothing(
     assert api.results()["c1"]["detail"]["node"]["state"] == "MIXED"
 
 
+def test_a_resume_expecting_a_reason_lifts_only_that_reason(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    # the sweep's resume names what it saw; an operator drained the node since (the reason is theirs)
+    slurm.nodes[A] = FakeNode("DOWN+DRAIN", "RMA 4711: bad HCA")
+    slurm.nodes[B] = FakeNode("IDLE+DRAIN", "autopilot op-20261127210000-0a1b2c3d: replace (XidError)")
+    agent = make_agent(api, slurm)
+    api.command("resume", A, "c1", expect={"reasonPrefix": "Node unexpectedly rebooted"})
+    api.command("resume", B, "c2", expect={"reasonPrefix": "autopilot op-20261127210000-0a1b2c3d:"})
+    api.command("resume", C, "c3", expect={"reasonPrefix": 7})
+
+    agent.poll_once()
+    slurm.nodes[B] = FakeNode("IDLE")  # slurmctld's next ping answered
+    agent.poll_once()
+    agent.poll_once()
+
+    assert slurm.actions() == [["scontrol", "update", f"NodeName={B}", "State=RESUME"]]
+    assert api.results()["c1"]["ok"] is False
+    assert api.results()["c1"]["error"].startswith("the node no longer matches: DOWN+DRAIN with reason")
+    assert api.results()["c2"]["ok"] is True
+    assert api.results()["c3"]["error"].startswith("bad command: expect")
+
+
 def test_resume_of_a_node_never_answering_fails_at_the_deadline(
     api: FakeApi, slurm: FakeSlurmCommands
 ) -> None:

@@ -47,7 +47,11 @@ def findings(
     status: str = "Running",
     records: dict[str, NodeRecord] | None = None,
     pending: frozenset[str] = frozenset(),
+    automatic: bool = True,
+    repaired: frozenset[str] = frozenset(),
+    ended: frozenset[str] = frozenset(),
 ) -> SlurmFindings:
+    # automatic (NodeRecovery Automatic) unless said: HyperPod reboots nodes on its own
     return slurm_findings(
         agent,
         [summary(status)],
@@ -55,6 +59,9 @@ def findings(
         pending_resumes=pending,
         now=NOW,
         not_responding_after=STUCK,
+        automatic=automatic,
+        repaired=repaired,
+        ended_operations=ended,
     )
 
 
@@ -70,6 +77,16 @@ def test_a_node_down_only_for_a_reboot_running_and_healthy_is_resumed(reason: st
     found = findings(report("DOWN", reason))
     assert resumed(found) == [(NODE, SLURM)]
     assert found.faults == {}
+
+
+def test_on_a_node_recovery_none_cluster_only_a_reboot_after_an_autopilot_repair_is_resumed() -> None:
+    # a manual reboot or a kernel panic: HyperPod reboots nothing itself there, so it is the operator's
+    assert resumed(findings(report("DOWN", REBOOTED), automatic=False)) == []
+    # a ReplaceNode operation of the instance ended lately (the sweep reads the operation history)
+    [resume] = findings(report("DOWN", REBOOTED), automatic=False, repaired=frozenset({NODE})).resumes
+    assert (resume.node_id, resume.expect_reason) == (NODE, REBOOTED)
+    other = findings(report("DOWN", REBOOTED), automatic=False, repaired=frozenset({"i-0bbbbbbbbbbbbbbb2"}))
+    assert resumed(other) == []
 
 
 def test_a_node_reported_healthy_after_its_fault_is_resumed() -> None:
@@ -124,6 +141,42 @@ def test_slurm_and_sagemaker_nodes_are_matched_by_name() -> None:
         not_responding_after=STUCK,
     )
     assert found == SlurmFindings(seen=iso(NOW))
+
+
+# --- Autopilot's own drain, left by a repair that ended ---------------------------------------------
+
+OPERATION = "op-20261127210000-0a1b2c3d"
+OWN_DRAIN = f"autopilot {OPERATION}: reboot (NvidiaErrorReboot)"
+
+
+@pytest.mark.parametrize("state", ["IDLE+DRAIN", "DOWN+DRAIN", "MIXED+DRAIN"])
+def test_a_drain_whose_repair_ended_is_resumed_expecting_its_reason(state: str) -> None:
+    # its drain's result came after the repair stopped waiting: nothing else would ever lift it
+    for automatic in (True, False):
+        found = findings(report(state, OWN_DRAIN), ended=frozenset({OPERATION}), automatic=automatic)
+        [resume] = found.resumes
+        assert (resume.node_id, resume.slurm_node) == (NODE, SLURM)
+        assert resume.expect_reason == f"autopilot {OPERATION}:"
+
+
+def test_a_drain_whose_repair_is_running_or_unknown_is_left_to_it() -> None:
+    # ``ended`` holds only operations the state store shows this cluster's and no longer RUNNING
+    assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN))) == []
+    other = "autopilot op-20261127220000-0b1b2c3d: replace (XidError)"
+    assert resumed(findings(report("IDLE+DRAIN", other), ended=frozenset({OPERATION}))) == []
+
+
+def test_an_ended_repairs_drain_waits_for_the_node_to_be_running_healthy_and_answering() -> None:
+    ended = frozenset({OPERATION})
+    assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), status="Pending", ended=ended)) == []
+    unhealthy = record(health=NodeHealth.UNHEALTHY, health_since=iso(NOW - timedelta(minutes=1)))
+    assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), records=unhealthy, ended=ended)) == []
+    repairing = record(open_repair="op-20261127214000-0a1b2c3d")
+    assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), records=repairing, ended=ended)) == []
+    assert resumed(findings(report("IDLE+DRAIN+NOT_RESPONDING", OWN_DRAIN), ended=ended)) == []
+    assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), pending=frozenset({SLURM}), ended=ended)) == []
+    # a reason that only looks like Autopilot's (no operation id) is an operator's
+    assert resumed(findings(report("IDLE+DRAIN", "autopilot: keep out"), ended=ended)) == []
 
 
 # --- not responding ---------------------------------------------------------------------------------

@@ -104,9 +104,12 @@ class CommandView(_Wire):
     node: str
     reason: str | None = None
     deadline: str
+    # the sweep's resume: what the node must still show to be resumed ({"reasonPrefix": ...}), so a
+    # drain an operator set since the report is never lifted (the agent refuses otherwise)
+    expect: dict[str, str] | None = None
 
     def wire(self) -> dict[str, Any]:
-        # "reason" is drain's alone
+        # "reason" is drain's alone, "expect" the sweep's resume's
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
@@ -185,6 +188,8 @@ class StoredCommand(_Item):
     status: CommandStatus = CommandStatus.PENDING
     # resume: the GPU count Slurm must show for the node to count as back (gpus_for(instanceType)).
     expected_gpus: int | None = None
+    # the sweep's resume: the node's state it was sent for (CommandView.expect)
+    expect: dict[str, str] | None = None
 
     def view(self) -> CommandView:
         return CommandView(
@@ -193,4 +198,5 @@ class StoredCommand(_Item):
             node=self.node,
             reason=self.reason,
             deadline=self.deadline,
+            expect=self.expect,
         )

@@ -15,7 +15,8 @@ Every HealingSweepScheduleExpression, for each ACTIVE registered cluster:
   in ``Failure``;
 - a paused cluster starts nothing (the reports are kept, so the sweep after the resume starts them);
 - on a Slurm cluster whose agent is connected, Slurm's view is a signal too: a node down only for a
-  reboot is resumed, one not responding past StuckNodeMinutes repaired, an operator's drain left alone
+  reboot Autopilot or HyperPod did is resumed, as is one an ended repair's drain still holds, one not
+  responding past StuckNodeMinutes repaired, an operator's drain left alone
   (logic/healing/slurm_signal.py);
 - lease holders and nodes' open repairs whose operation is no longer RUNNING (its execution died) are
   released, and ReplaceNode operations RUNNING
@@ -199,7 +200,11 @@ class HealingSweep:
         )
         paused = self.healing.get_healing(name).paused
         summaries = self._nodes(name)
-        slurm = self.slurm.findings(name, summaries, records, now) if self.slurm else SlurmFindings()
+        slurm = (
+            self.slurm.findings(name, summaries, records, now, automatic=automatic)
+            if self.slurm
+            else SlurmFindings()
+        )
         for summary in summaries:
             node_id = summary["InstanceId"]
             status = summary["InstanceStatus"]["Status"]
