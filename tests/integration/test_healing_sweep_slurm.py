@@ -34,6 +34,7 @@ from autopilot.models.records import (
 )
 from autopilot.settings import HealingSweepSettings, healing_settings, healing_sweep_settings
 
+from sandbox.sqs import MessageMoves
 from tests.events import ROOT, load_event
 from tests.events.stack import ACCOUNT, Deployed, deployed
 from tests.integration.test_healing_sweep import fail_node, healing, registered, repairs, settings, table
@@ -290,7 +291,14 @@ def test_the_sweep_function_acts_on_the_agents_report(world: World, monkeypatch:
     world.repair(node, datetime.fromisoformat(event["time"]) - timedelta(hours=1), ended=T0)
     world.report(datetime.fromisoformat(event["time"]) - timedelta(seconds=5), {node: ("DOWN", REBOOTED)})
 
-    outcomes = function.lambda_handler(event, SimpleNamespace(**CONTEXT))
+    moves = MessageMoves(
+        lambda: datetime.fromisoformat(event["time"])
+    )  # the run's DLQ redrive (moto lacks it)
+    moves.install()
+    try:
+        outcomes = function.lambda_handler(event, SimpleNamespace(**CONTEXT))
+    finally:
+        moves.uninstall()
 
     assert outcomes["slurm_resumes_queued"] == 1
     [command] = world.report(datetime.fromisoformat(event["time"]), {node: ("DOWN", REBOOTED)})
