@@ -139,8 +139,11 @@ class Agent:
             raise SlurmError("deadline")
         self.slurm.check(command.node)
         if command.verb == "drain":
+            # what the drain overwrites: an operator's drain (and its reason) is set again after a reboot
+            before = self.slurm.node(command.node)
             self.slurm.drain(command.node, command.reason)
-            return {"node": self.slurm.node(command.node)}
+            previous = {"state": before["state"], "reason": before["reason"]}
+            return {"node": self.slurm.node(command.node), "previous": previous}
         if command.verb == "requeue":
             requeued: List[str] = []
             refused: List[Dict[str, str]] = []

@@ -70,9 +70,26 @@ def test_drain_runs_scontrol_with_the_reason_as_one_argument(api: FakeApi, slurm
                 "reason": "autopilot op-123: replace; $(reboot)",
                 "gpus": 8,
                 "jobs": ["41"],
-            }
+            },
+            "previous": {"state": "IDLE", "reason": ""},
         },
     }
+
+
+def test_drain_reports_the_operators_drain_it_overwrote(api: FakeApi, slurm: FakeSlurmCommands) -> None:
+    slurm.nodes[B] = FakeNode("MIXED+DRAIN", "bad IB link, ticket 42")
+    agent = make_agent(api, slurm)
+    api.command("drain", B, "c1", reason="autopilot op-123: reboot (NvidiaErrorReboot)")
+
+    agent.poll_once()
+    agent.poll_once()
+
+    detail = api.results()["c1"]["detail"]
+    assert detail["previous"] == {"state": "MIXED+DRAIN", "reason": "bad IB link, ticket 42"}
+    assert (detail["node"]["state"], detail["node"]["reason"]) == (
+        "MIXED+DRAIN",
+        "autopilot op-123: reboot (NvidiaErrorReboot)",
+    )
 
 
 @pytest.mark.parametrize("verb", ["drain", "await_idle", "requeue", "resume"])
