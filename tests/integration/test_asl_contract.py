@@ -120,6 +120,20 @@ AGENT_TASK = [
         "Lambda.TooManyRequestsException",
     )
 ]
+# Check Agent is a read (AgentFunction's status: DescribeCluster and the state table), so its function
+# errors are retried too, twice: a throttled DescribeCluster must not cost a repair its drain, and a
+# status that keeps failing leaves today's repair within seconds.
+AGENT_READ = [
+    *AGENT_TASK,
+    {
+        "ErrorEquals": ["States.TaskFailed"],
+        "IntervalSeconds": 2,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 60,
+        "JitterStrategy": "FULL",
+        "MaxAttempts": 2,
+    },
+]
 # A conditional write whose condition failing is an answer (the lease is taken, the repair is not this
 # one's): never retried, although States.TaskFailed would match it.
 CONDITIONAL_WRITE = [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "MaxAttempts": 0}]
@@ -266,7 +280,7 @@ def test_every_task_retries_with_its_named_policy_and_catches_into_a_named_state
     if (machine, state_name) == ("replace_node", "Replace Node"):
         policy = REPLACE_NOT_RETRIED
     if "${AgentFunctionArn}" in json.dumps(state["Arguments"]):
-        policy = AGENT_TASK
+        policy = AGENT_READ if (machine, state_name) == ("replace_node", "Check Agent") else AGENT_TASK
     assert state["Retry"] == policy
     catchers = state["Catch"]
     assert catchers[-1]["ErrorEquals"] == ["States.ALL"]
@@ -505,14 +519,21 @@ def test_each_agent_command_carries_its_states_own_deadline_and_the_healing_code
         for name, state in states.items()
         if state.get("Resource") == "arn:${Partition}:states:::lambda:invoke.waitForTaskToken"
     }
-    assert set(commands) == {"Drain Node", "Await Jobs", "Requeue Jobs", "Resume In Slurm"}
+    # Keep Operator Drain takes Resume In Slurm's place after the reboot of a node an operator drained
+    assert set(commands) == {
+        "Drain Node",
+        "Await Jobs",
+        "Requeue Jobs",
+        "Resume In Slurm",
+        "Keep Operator Drain",
+    }
     for name, state in commands.items():
         command = state["Arguments"]["Payload"]["command"]
         assert command["timeoutSeconds"] == state["TimeoutSeconds"], name
         assert command["taskToken"] == "{% $states.context.Task.Token %}", name
         assert state["Arguments"]["FunctionName"] == "${AgentFunctionArn}", name
     poll = load_template(ROOT / "template.yaml")["Parameters"]["AgentPollSeconds"]["MaxValue"]
-    for name in ("Drain Node", "Requeue Jobs"):
+    for name in ("Drain Node", "Requeue Jobs", "Keep Operator Drain"):
         assert commands[name]["TimeoutSeconds"] == "{% 300 + 3 * ${AgentPollSeconds} %}"
     assert poll * 3 + 300 == AGENT_COMMAND_SECONDS
     assert commands["Await Jobs"]["TimeoutSeconds"] == "{% ${DrainTimeoutMinutes} * 60 %}"

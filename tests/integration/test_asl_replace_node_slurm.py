@@ -103,6 +103,7 @@ class PlayedAgent:
         self.jobs_end_at: datetime | None = None  # when the jobs on a drained node finish by themselves
         self.successor_gpus = GPUS  # what a new node's slurmd registers with
         self.registers = True  # whether a new node's slurmd joins at all
+        self.await_error: str | None = None  # await_idle's error other than its deadline (a Slurm error)
         self._polled_at: datetime | None = None
 
     def verbs(self) -> list[tuple[str, str]]:
@@ -151,8 +152,12 @@ class PlayedAgent:
             return {"ok": False, "error": "unknown node" if command["verb"] != "resume" else "deadline"}
         name = command["node"]
         if command["verb"] == "drain":
+            previous = {"state": node.state, "reason": node.reason}
             node.state, node.reason = node.state.split("+")[0] + "+DRAIN", command["reason"]
-        elif command["verb"] == "await_idle":
+            return {"ok": True, "detail": {"node": node.view(name), "previous": previous}}
+        if command["verb"] == "await_idle":
+            if self.await_error:
+                return {"ok": False, "error": self.await_error}
             if node.jobs:
                 return {"ok": False, "error": "deadline"} if past_deadline else None
         elif command["verb"] == "requeue":
@@ -335,10 +340,13 @@ def test_requeue_jobs_on_repair_false_leaves_the_jobs_to_the_repair_with_a_warni
     assert actions(execution) == [
         ("drain", "succeeded"),
         ("await-jobs", "timed-out"),
+        ("requeue", "skipped"),
         ("reboot", "succeeded"),
         ("resume", "succeeded"),
     ]
     assert "requeue" not in [verb for verb, _ in agent.verbs()]
+    [skipped] = [a for a in operation_of(execution).actions or [] if a.action.value == "requeue"]
+    assert skipped.message == f"RequeueJobsOnRepair is false: jobs {JOB} left on {name} end with the reboot"
     [warning] = operation_of(execution).warnings or []
     assert "RequeueJobsOnRepair is false" in warning
     assert JOB in warning
@@ -395,6 +403,138 @@ def test_an_agent_that_goes_silent_mid_drain_falls_back_to_todays_repair(make_st
     [warning] = operation_of(execution).warnings or []
     assert "was not drained (States.Timeout)" in warning
     assert "Resume In Slurm" not in entered(history(stack, arn))  # nothing waits for it again
+
+
+@pytest.mark.parametrize("configured", [0, 4])
+def test_the_resume_expects_the_gpu_count_slurm_showed_before_the_repair(
+    make_stack: Any, configured: int
+) -> None:
+    """A slurm.conf with no gpu GRES (0) or fewer than the instance type has (4 of a p5's 8): the
+    successor shows what the node showed, and the repair succeeds on that."""
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    for view in agent.slurm.values():
+        view.gpus = configured
+    stack.clock.advance(1)
+    agent.poll()  # the status call reads the node's view from the agent's last report
+    agent.successor_gpus = configured
+    found = fault(stack, node, "NvidiaErrorTerminate")
+
+    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+
+    assert execution["status"] == "SUCCEEDED", operation_of(execution).error
+    assert actions(execution)[-1] == ("resume", "succeeded")
+    [resume] = [a for a in operation_of(execution).actions or [] if a.action.value == "resume"]
+    assert resume.message is not None
+    assert resume.message.endswith(f"with {configured} GPUs")
+    [command] = [c for c in agent.commands.values() if c["verb"] == "resume"]
+    stored = agent.deps.agents.command(CLUSTER, command["commandId"])
+    assert stored is not None
+    assert stored.expected_gpus == (configured or None)  # 0: the state alone is checked
+
+
+def test_a_node_slurm_does_not_list_is_repaired_without_a_drain(make_stack: Any) -> None:
+    """A login node (no slurmd): nothing to drain, requeue or resume, and no failed drain recorded."""
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    agent.registers = False  # no slurmd on it
+    del agent.slurm[slurm_name(hostname(stack, node))]
+    stack.clock.advance(1)
+    agent.poll()
+
+    [execution] = run(
+        stack,
+        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
+        each_round=agent.poll,
+    )
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [("reboot", "succeeded")]
+    assert agent.verbs() == []
+    [warning] = operation_of(execution).warnings or []
+    assert "is not in the last report of the Slurm agent" in warning
+    assert "not drained" not in warning
+
+
+def test_a_wait_for_the_jobs_that_fails_for_another_reason_is_failed_with_its_cause(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    agent.await_error = "squeue: error: Unable to contact slurm controller (connect failure)"
+
+    [execution] = run(
+        stack,
+        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
+        each_round=agent.poll,
+    )
+
+    assert execution["status"] == "SUCCEEDED"
+    assert actions(execution) == [
+        ("drain", "succeeded"),
+        ("await-jobs", "failed"),
+        ("requeue", "succeeded"),
+        ("reboot", "succeeded"),
+        ("resume", "succeeded"),
+    ]
+    [waited] = [a for a in operation_of(execution).actions or [] if a.action.value == "await-jobs"]
+    assert waited.error_code == "Autopilot.AgentCommandFailed"
+    assert waited.message is not None
+    assert "Unable to contact slurm controller" in waited.message
+    assert "DrainTimeoutMinutes" not in waited.message
+
+
+def test_a_status_read_that_fails_once_is_retried_and_the_repair_stays_slurm_aware(make_stack: Any) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    agent.jobs_end_at = stack.clock.now()
+    # AgentFunction's DescribeCluster throttled on every attempt of its client's retries: one status
+    # invoke fails (a function error, States.TaskFailed), the next is answered
+    assert stack.aws_calls is not None
+    stack.aws_calls.apply_fault(
+        "throttling", {"rate": 1.0, "services": ["sagemaker"], "operations": ["DescribeCluster"], "times": 6}
+    )
+    arn = start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot"))
+
+    [execution] = run(stack, arn, each_round=agent.poll)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert [a for a, _ in actions(execution)] == ["drain", "reboot", "resume"]
+    assert not operation_of(execution).warnings
+    failed = [e for e in history(stack, arn) if e["type"] in ("TaskFailed", "LambdaFunctionFailed")]
+    assert failed, "the status invoke failed once"
+
+
+@pytest.mark.parametrize("action", [NodeAction.REBOOT, NodeAction.REPLACE])
+def test_an_operators_drain_survives_a_reboot(make_stack: Any, action: NodeAction) -> None:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack)
+    name = slurm_name(hostname(stack, node))
+    agent.slurm[name] = SlurmNode(state="IDLE+DRAIN", reason="bad IB link, ticket 42")
+    stack.clock.advance(1)
+    agent.poll()
+    found = fault(stack, node, "NvidiaErrorReboot")
+
+    [execution] = run(stack, start(stack, node, action, found), each_round=agent.poll)
+
+    assert execution["status"] == "SUCCEEDED"
+    operation = operation_of(execution)
+    if action is NodeAction.REBOOT:
+        assert actions(execution) == [("drain", "succeeded"), ("reboot", "succeeded"), ("drain", "succeeded")]
+        assert [c.get("reason") for c in agent.commands.values()] == [
+            f"autopilot {operation.operation_id}: reboot (NvidiaErrorReboot)",
+            "bad IB link, ticket 42",
+        ]
+        assert (agent.slurm[name].state, agent.slurm[name].reason) == ("IDLE+DRAIN", "bad IB link, ticket 42")
+        [warning] = operation.warnings or []
+        assert "drained by an operator before the repair (bad IB link, ticket 42)" in warning
+    else:  # the successor is a new node: nobody drained it
+        assert actions(execution) == [
+            ("drain", "succeeded"),
+            ("replace", "succeeded"),
+            ("resume", "succeeded"),
+        ]
+        assert operation.successor_node_id is not None
+        assert agent.verbs()[-1] == ("resume", slurm_name(hostname(stack, operation.successor_node_id)))
+        assert not operation.warnings
 
 
 @pytest.mark.parametrize("back", ["wrong-gpu-count", "never-registers"])

@@ -124,8 +124,12 @@ class CommandRequest(_Wire):
     # The state's own TimeoutSeconds: past it the command is never handed out again.
     timeout_seconds: int = Field(ge=1, le=7 * 24 * 3600)
     task_token: str = Field(min_length=1, max_length=8192)
-    # resume: the node's instance type, whose GPU count Slurm must show again (models/instance_types.py).
+    # resume: the node's instance type, whose GPU count Slurm must show again (models/instance_types.py)
+    # unless ``expected_gpus`` says otherwise.
     instance_type: str | None = Field(default=None, min_length=1, max_length=64)
+    # resume: the gpu GRES count Slurm showed for the node before the repair (the agent's view), which
+    # its slurm.conf gives the successor too; null when the workflow had no view.
+    expected_gpus: int | None = Field(default=None, ge=0, le=1024)
 
     @model_validator(mode="after")
     def _verb_arguments(self) -> Self:
@@ -186,7 +190,8 @@ class StoredCommand(_Item):
     task_token: str | None = None
     operation_id: str | None = None
     status: CommandStatus = CommandStatus.PENDING
-    # resume: the GPU count Slurm must show for the node to count as back (gpus_for(instanceType)).
+    # resume: the GPU count Slurm must show for the node to count as back (logic/agent/commands.py);
+    # None: the state alone is checked.
     expected_gpus: int | None = None
     # the sweep's resume: the node's state it was sent for (CommandView.expect)
     expect: dict[str, str] | None = None

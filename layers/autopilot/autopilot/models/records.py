@@ -133,6 +133,8 @@ class ActionResult(StrEnum):
     # HyperPod refused the call for this node (InvalidInstanceStatus).
     REFUSED = "refused"
     TIMED_OUT = "timed-out"
+    # Not done by choice (RequeueJobsOnRepair false: the jobs left end with the repair).
+    SKIPPED = "skipped"
 
 
 class Fault(_Item):

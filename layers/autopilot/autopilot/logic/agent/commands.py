@@ -33,9 +33,19 @@ def enqueue_command(agents: AgentTable, request: CommandRequest, *, now: datetim
         deadline=iso(deadline),
         task_token=request.task_token,
         operation_id=request.operation_id,
-        expected_gpus=gpus_for(request.instance_type)
-        if request.verb is Verb.RESUME and request.instance_type
-        else None,
+        expected_gpus=expected_gpus(request) if request.verb is Verb.RESUME else None,
     )
     agents.add_command(request.cluster_name, command, deadline=deadline)
     return {"commandId": command.command_id, "deadline": command.deadline}
+
+
+def expected_gpus(request: CommandRequest) -> int | None:
+    """The GPU count a resumed node must show in Slurm: what it showed before the repair (the workflow
+    passes the agent's view: its slurm.conf describes the successor the same way), else its instance
+    type's. None (the state alone is checked) when that is 0: a cluster whose slurm.conf declares no
+    gpu GRES, or an instance type Autopilot does not know, must not fail every repair."""
+    if request.expected_gpus is not None:
+        count = request.expected_gpus
+    else:
+        count = gpus_for(request.instance_type) if request.instance_type else 0
+    return count or None
