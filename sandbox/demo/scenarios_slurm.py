@@ -235,7 +235,9 @@ def slurm_job_survives_repair(ctx: DemoContext) -> None:
         lambda: True if {slurm.states().get(n) for n in names.values()} == {"idle"} else None,
         timeout_s=SLURM_TIMEOUT_S,
     )
-    submitted = slurm.run("sbatch", "-N2", "--requeue", "--job-name=pretrain", "--wrap", "sleep 100000")
+    submitted = slurm.run(
+        "sbatch", "-N2", "--requeue", "--job-name=pretrain", "-o", "/dev/null", "--wrap", "sleep 100000"
+    )
     job_id = submitted.split()[-1]
     ctx.info(f"  sbatch -N2 --requeue: {submitted.strip()}")
     ctx.wait_until(

@@ -236,8 +236,14 @@ class SlurmCluster:
     # ------------------------------------------------------------------ commands
     def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> str:
         """Run a Slurm client command against this cluster (argv, no shell); its stdout."""
-        result = subprocess.run(
-            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        result = subprocess.run(  # in the work dir: a job's default output file lands there, not in ours
+            list(argv),
+            env=self.env(),
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and result.returncode != 0:
             raise SlurmError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")

@@ -184,7 +184,9 @@ def signed_report(
 def test_a_job_survives_the_repair_of_its_node(sandbox: Sandbox, api: AutopilotClient, api_url: str) -> None:
     create_cluster(sandbox, api, api_url, "slurm-agent", agent=True)
     assert wait("the agent", lambda: api.get_cluster("slurm-agent")["agent"]["status"] == "connected")
-    submitted = slurm(sandbox, "slurm-agent", "sbatch", "-N2", "--requeue", "--wrap", "sleep 100000")
+    submitted = slurm(
+        sandbox, "slurm-agent", "sbatch", "-N2", "--requeue", "-o", "/dev/null", "--wrap", "sleep 100000"
+    )
     job_id = submitted.split()[-1]
     wait("the job running", lambda: job(sandbox, "slurm-agent", job_id)[:1] == ["RUNNING"])
     # GET /clusters/{name}/nodes: the agent's view of each worker, from its next report

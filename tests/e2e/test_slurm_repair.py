@@ -145,7 +145,7 @@ def slurm_name(sandbox: Sandbox, node_id: str) -> str:
 def test_a_job_survives_the_repair_of_its_node(sandbox: Sandbox) -> None:
     agent_cluster(sandbox)
     slurm = sandbox.slurm.cluster(CLUSTER).slurm
-    slurm.run("sbatch", "-N2", "--requeue", "--wrap", "sleep 100000")
+    slurm.run("sbatch", "-N2", "--requeue", "-o", "/dev/null", "--wrap", "sleep 100000")
     slurm.wait_for("the job running", lambda: slurm.run("squeue", "-h", "-o", "%t").split() == ["R"])
     nodes = sandbox.client("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
     worker, other = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == WORKERS]
