@@ -173,7 +173,9 @@ class PlayedAgent:
 # --------------------------------------------------------------------------------------------------
 
 
-def slurm_cluster(stack: Deployed, *, agent: bool = True) -> tuple[str, PlayedAgent]:
+def slurm_cluster(
+    stack: Deployed, *, agent: bool = True, node_recovery: str = "None"
+) -> tuple[str, PlayedAgent]:
     """The simulator's InService Slurm cluster, its lifecycle scripts naming the controller group
     (provisioning_parameters.json, as AWS's samples write it: the trust rule reads it), and its agent,
     which has reported once when ``agent``; a worker running a job, the node to repair."""
@@ -184,7 +186,7 @@ def slurm_cluster(stack: Deployed, *, agent: bool = True) -> tuple[str, PlayedAg
         Key="src/provisioning_parameters.json",
         Body=json.dumps({"version": "1.0.0", "workload_manager": "slurm", "controller_group": CONTROLLER}),
     )
-    groups = make_cluster(stack)
+    groups = make_cluster(stack, node_recovery=node_recovery)
     played = PlayedAgent(stack, groups[CONTROLLER][0])
     node = groups[WORKERS][0]
     if agent:
@@ -535,6 +537,37 @@ def test_an_operators_drain_survives_a_reboot(make_stack: Any, action: NodeActio
         assert operation.successor_node_id is not None
         assert agent.verbs()[-1] == ("resume", slurm_name(hostname(stack, operation.successor_node_id)))
         assert not operation.warnings
+
+
+@pytest.mark.parametrize("registers", [True, False])
+def test_hyperpods_own_repair_is_done_when_the_successor_is_back_in_slurm(
+    make_stack: Any, registers: bool
+) -> None:
+    """observe: HyperPod replaces the node itself (NodeRecovery Automatic); Autopilot drains nothing,
+    and the repair is SUCCEEDED only once the successor is back in Slurm."""
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
+    node, agent = slurm_cluster(stack, node_recovery="Automatic")
+    agent.registers = registers
+    found = fault(stack, node, "NvidiaErrorTerminate", auto_recover=True)
+
+    [execution] = run(stack, start(stack, node, NodeAction.OBSERVE, found), each_round=agent.poll)
+
+    operation = operation_of(execution)
+    successor = operation.successor_node_id
+    assert successor is not None
+    successor_name = slurm_name(hostname(stack, successor))
+    assert agent.verbs() == [("resume", successor_name)]  # no drain, no requeue: HyperPod's repair
+    assert actions(execution)[0] == ("observe", "succeeded")
+    if registers:
+        assert execution["status"] == "SUCCEEDED"
+        assert actions(execution) == [("observe", "succeeded"), ("resume", "succeeded")]
+        assert agent.slurm[successor_name].state == "IDLE"
+    else:
+        assert execution["status"] == "FAILED"
+        assert actions(execution)[-1][0] == "resume"
+        assert operation.error is not None
+        assert operation.error.error == "Autopilot.NodeNotBackInSlurm"
+    assert not operation.warnings
 
 
 @pytest.mark.parametrize("back", ["wrong-gpu-count", "never-registers"])
