@@ -73,7 +73,7 @@ EXPRESSION = re.compile(r"^\{%.*%\}$", re.DOTALL)
 WAIT_STATES = ("Await Cluster", "Check Cluster", "Cluster Reached")
 WAIT_EXITS = {
     "create_cluster": ("Continuous Provisioning", "Check Before Rollback"),
-    "cleanup_cluster": ("Delete Budget", "Record Cluster Failed"),
+    "cleanup_cluster": ("Deregister Login Targets", "Record Cluster Failed"),
 }
 
 
