@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from . import VERSION
 from .client import ApiError, ReportClient
@@ -22,6 +22,9 @@ from .slurm import NODE_NAME, Slurm, SlurmError, UnknownNode, state_flags
 log = logging.getLogger(__name__)
 
 VERBS = ("drain", "await_idle", "requeue", "resume")
+# Slurm's reason for a node whose slurmd registered with a new boot time (ReturnToService=1 keeps it DOWN)
+REBOOTED = "Node unexpectedly rebooted"
+MAX_RESUMES = 3  # a resume command's scontrol updates at most (a node rebooting in a loop stays out)
 MAX_REASON = 1000  # what the control plane accepts (autopilot.models.agent), as the results below
 MAX_ERROR = 2000
 MAX_REFUSED = 100  # requeue's notRequeued entries: a result's detail stays under the control plane's 64 KiB
@@ -55,7 +58,7 @@ class Agent:
         self.outbox: List[Dict[str, Any]] = []  # results not yet acknowledged by a 200
         self.finished: OrderedDict[str, None] = OrderedDict()
         self.delivered = False  # whether the last report got its 200
-        self._resumed: Set[str] = set()  # resume commands whose scontrol update ran
+        self._resumed: Dict[str, int] = {}  # resume commands: how many times their scontrol update ran
 
     # one round ----------------------------------------------------------------------------------
     def poll_once(self, *, take_commands: bool = True) -> float:
@@ -175,14 +178,18 @@ class Agent:
         view = self.slurm.node(node)
         flags = state_flags(view["state"])
         held_out = flags[0] == "DOWN" or "DRAIN" in flags or "FAIL" in flags
-        if held_out and "NOT_RESPONDING" not in flags and command.command_id not in self._resumed:
-            if not view["reason"].startswith(command.expect_reason):
+        resumed = self._resumed.get(command.command_id, 0)
+        # Once resumed, a node is resumed again only if Slurm marked it rebooted after that (slurmd's
+        # registration can reach slurmctld after the resume): that reason says nothing but "it rebooted".
+        again = 0 < resumed < MAX_RESUMES and view["reason"].startswith(REBOOTED)
+        if held_out and "NOT_RESPONDING" not in flags and (not resumed or again):
+            if not again and not view["reason"].startswith(command.expect_reason):
                 raise SlurmError(
                     f"the node no longer matches: {view['state']} with reason {view['reason']!r}, "
                     f"not {command.expect_reason!r}: left as it is"
                 )
             self.slurm.resume(node)
-            self._resumed.add(command.command_id)
+            self._resumed[command.command_id] = resumed + 1
             view = self.slurm.node(node)
             flags = state_flags(view["state"])
         if "NOT_RESPONDING" in flags:
@@ -200,7 +207,7 @@ class Agent:
         detail: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.open.pop(command_id, None)
-        self._resumed.discard(command_id)
+        self._resumed.pop(command_id, None)
         self.finished[command_id] = None
         while len(self.finished) > REMEMBERED_COMMANDS:
             self.finished.popitem(last=False)

@@ -391,3 +391,35 @@ def test_the_apis_poll_interval_applies_unless_the_config_pins_one(
     api.poll_seconds = 30
     assert make_agent(api, slurm).poll_once() == 30.0  # AgentPollSeconds, from the answer
     assert make_agent(api, slurm, poll_seconds=0.5).poll_once() == 0.5  # pinned (the sandbox's agents)
+
+
+def test_a_resumed_node_slurm_marks_rebooted_again_is_resumed_again_a_bounded_number_of_times(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    # slurmd's registration after a reboot can reach slurmctld after the resume: DOWN again, same reason
+    slurm.nodes[A] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    agent = make_agent(api, slurm)
+    api.command("resume", A, "c1")
+    for _ in range(5):
+        agent.poll_once()  # resumed, then Slurm marks it rebooted again
+        slurm.nodes[A] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    resume = ["scontrol", "update", f"NodeName={A}", "State=RESUME"]
+    assert slurm.actions() == [resume] * 3  # MAX_RESUMES: a node rebooting in a loop stays out
+    slurm.nodes[A] = FakeNode("IDLE")
+    agent.poll_once()
+    agent.poll_once()
+    assert api.results()["c1"]["ok"] is True
+
+
+def test_a_resumed_node_drained_by_someone_else_is_not_resumed_again(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    slurm.nodes[A] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    agent = make_agent(api, slurm)
+    api.command("resume", A, "c1")
+    agent.poll_once()
+    slurm.nodes[A] = FakeNode("IDLE+DRAIN", "RMA 4711: bad HCA")  # an operator, meanwhile
+    agent.poll_once()
+    agent.poll_once()
+    assert slurm.actions() == [["scontrol", "update", f"NodeName={A}", "State=RESUME"]]
+    assert api.results()["c1"]["detail"]["node"]["reason"] == "RMA 4711: bad HCA"
