@@ -19,7 +19,8 @@ from autopilot_agent.slurm import Slurm
 from sandbox.slurm import SlurmCluster
 from tests.unit.agent_fakes import FakeApi, make_client
 
-pytestmark = pytest.mark.usefixtures("slurm_required")
+# slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
 
 NODES = ("ip-10-1-2-3", "ip-10-1-2-4")
 GPUS = 8

@@ -14,7 +14,8 @@ import pytest
 from sandbox.slurm import SlurmCluster, SlurmError
 from sandbox.slurm.cluster import _processes_using
 
-pytestmark = pytest.mark.usefixtures("slurm_required")
+# slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
 
 A, B, C, D, E = "ip-10-1-0-11", "ip-10-1-0-12", "ip-10-1-0-13", "ip-10-1-7-14", "ip-10-1-7-15"
 

@@ -23,7 +23,8 @@ from sandbox.slurm.cluster import _processes_using
 from sandbox.slurm.hyperpod import HyperPodSlurm
 from tests.sandbox.conftest import HYPERPOD_ACCOUNT, HYPERPOD_REGION, build_hyperpod_cluster_request
 
-pytestmark = pytest.mark.usefixtures("slurm_required")
+# slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
 
 AGENT_BUCKET = "lifecycle-with-agent"
 

@@ -20,7 +20,8 @@ from sandbox.slurm.cluster import _processes_using
 from tests.events import api_event
 from tests.sandbox.conftest import build_hyperpod_cluster_request
 
-pytestmark = pytest.mark.usefixtures("slurm_required")
+# slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
 
 BUCKET = "lifecycle-scripts"
 ROLE = "HyperPodExecutionRole"

@@ -15,7 +15,8 @@ from autopilot_agent.slurm import Slurm
 
 from sandbox.slurm import SlurmCluster
 
-pytestmark = pytest.mark.usefixtures("slurm_required")
+# slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
 
 A, B, C = "ip-10-3-0-11", "ip-10-3-0-12", "ip-10-3-0-13"
 
