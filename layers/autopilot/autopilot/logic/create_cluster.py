@@ -14,9 +14,6 @@ from autopilot.api.models import CreateClusterBody, CreateClusterPlan, ErrorDeta
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
-    IdempotentRequest,
-    recorded_answer,
-    request_marker,
 )
 from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.login_targets import target_group_problems
@@ -68,36 +65,17 @@ def create_cluster(
     idempotency_key: str | None = None,
     lambda_context: LambdaContext | None = None,
 ) -> OperationAccepted:
-    request = body.model_dump(mode="json", by_alias=True)
-    idempotent = (
-        IdempotentRequest(
-            key=idempotency_key,
-            caller=requested_by,
-            action=OperationType.CREATE_CLUSTER.value,
-            request=request,
-        )
-        if idempotency_key is not None
-        else None
+    # "name taken" or "in progress" may be this key's own first attempt (Dependencies.once_or_recorded)
+    return deps.once_or_recorded(
+        idempotency_key,
+        OperationType.CREATE_CLUSTER,
+        body.model_dump(mode="json", by_alias=True),
+        lambda marker: _create_cluster(deps, body, requested_by=requested_by, marker=marker),
+        cluster_name=str(body.cluster_config.get("ClusterName", "")),
+        recorded_on=(ConflictError, IdempotencyKeyInProgressError),
+        requested_by=requested_by,
+        lambda_context=lambda_context,
     )
-    marker = request_marker(idempotent) if idempotent is not None else None
-    try:
-        return deps.once(
-            idempotency_key,
-            OperationType.CREATE_CLUSTER,
-            request,
-            lambda: _create_cluster(deps, body, requested_by=requested_by, marker=marker),
-            requested_by=requested_by,
-            lambda_context=lambda_context,
-        )
-    except (ConflictError, IdempotencyKeyInProgressError):
-        # "name taken" or "in progress" may be this key's own first attempt, which recorded its
-        # operation and then failed (a 503 for bookkeeping): answer that operation, not a 409.
-        if idempotent is None:
-            raise
-        accepted = recorded_answer(deps.store, str(body.cluster_config.get("ClusterName", "")), idempotent)
-        if accepted is None:
-            raise
-        return accepted
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,6 @@ from autopilot.api.models import OperationAccepted
 from autopilot.errors import ClusterBusyError, ConflictError, NotFoundError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
-    IdempotentRequest,
-    recorded_answer,
-    request_marker,
 )
 from autopilot.logic.authorize_delete import authorize_delete, check_stack, split_arns
 from autopilot.logic.read_clusters import describe_cluster
@@ -45,36 +42,20 @@ def delete_cluster(
     idempotency_key: str | None = None,
     lambda_context: LambdaContext | None = None,
 ) -> OperationAccepted:
-    request = {"clusterName": name, "stackName": stack_name}
-    idempotent = (
-        IdempotentRequest(
-            key=idempotency_key,
-            caller=requested_by,
-            action=OperationType.DELETE_CLUSTER.value,
-            request=request,
-        )
-        if idempotency_key is not None
-        else None
+    # "DELETING", "not found" (the cleanup already ended) or "in progress" may be this key's own first
+    # attempt (Dependencies.once_or_recorded)
+    return deps.once_or_recorded(
+        idempotency_key,
+        OperationType.DELETE_CLUSTER,
+        {"clusterName": name, "stackName": stack_name},
+        lambda marker: _delete_cluster(
+            deps, name, stack_name=stack_name, requested_by=requested_by, marker=marker
+        ),
+        cluster_name=name,
+        recorded_on=(ConflictError, NotFoundError, IdempotencyKeyInProgressError),
+        requested_by=requested_by,
+        lambda_context=lambda_context,
     )
-    marker = request_marker(idempotent) if idempotent is not None else None
-    try:
-        return deps.once(
-            idempotency_key,
-            OperationType.DELETE_CLUSTER,
-            request,
-            lambda: _delete_cluster(
-                deps, name, stack_name=stack_name, requested_by=requested_by, marker=marker
-            ),
-            requested_by=requested_by,
-            lambda_context=lambda_context,
-        )
-    except (ConflictError, NotFoundError, IdempotencyKeyInProgressError):
-        # "DELETING", "not found" (the cleanup already ended) or "in progress" may be this key's own
-        # first attempt, which recorded its operation and then failed: answer that operation.
-        accepted = recorded_answer(deps.store, name, idempotent) if idempotent is not None else None
-        if accepted is None:
-            raise
-        return accepted
 
 
 def _delete_cluster(

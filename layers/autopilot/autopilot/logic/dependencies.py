@@ -13,7 +13,7 @@ from autopilot.dal.agent import AgentTable
 from autopilot.dal.healing import HealingTable
 from autopilot.dal.operation_history import OperationHistory
 from autopilot.dal.state_table import StateTable
-from autopilot.idempotency import IdempotentRequest, IdempotentRequests
+from autopilot.idempotency import IdempotentRequest, IdempotentRequests, recorded_answer, request_marker
 from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.login_targets import LoginTargets
 from autopilot.settings import healing_settings as load_healing_settings
@@ -142,3 +142,41 @@ class Dependencies:
             return accept()
         idempotent = IdempotentRequest(key=key, caller=requested_by, action=action.value, request=request)
         return self.idempotency.run(idempotent, accept, lambda_context=lambda_context)
+
+    def once_or_recorded(
+        self,
+        key: str | None,
+        action: OperationType,
+        request: dict[str, Any],
+        accept: Callable[[str | None], OperationAccepted],
+        *,
+        cluster_name: str,
+        recorded_on: tuple[type[Exception], ...],
+        requested_by: str | None,
+        lambda_context: LambdaContext | None,
+    ) -> OperationAccepted:
+        """``once``, with ``accept`` given the request's marker to record on its operation. A ``recorded_on``
+        error ("name taken", "in progress", ...) may be this key's own first attempt, which recorded its
+        operation and then failed (a 503 for bookkeeping) or lost its answer: that operation answers it."""
+        idempotent = (
+            IdempotentRequest(key=key, caller=requested_by, action=action.value, request=request)
+            if key is not None
+            else None
+        )
+        marker = request_marker(idempotent) if idempotent is not None else None
+        try:
+            return self.once(
+                key,
+                action,
+                request,
+                lambda: accept(marker),
+                requested_by=requested_by,
+                lambda_context=lambda_context,
+            )
+        except recorded_on:
+            accepted = (
+                recorded_answer(self.store, cluster_name, idempotent) if idempotent is not None else None
+            )
+            if accepted is None:
+                raise
+            return accepted
