@@ -9,6 +9,7 @@ that Slurm refuses, becomes a result with ok=false: nothing a command does can s
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
@@ -24,6 +25,12 @@ log = logging.getLogger(__name__)
 VERBS = ("drain", "await_idle", "requeue", "resume")
 # Slurm's reason for a node whose slurmd registered with a new boot time (ReturnToService=1 keeps it DOWN)
 REBOOTED = "Node unexpectedly rebooted"
+# A Slurm client's errors while slurmctld cannot answer (restarting, reconfiguring, busy)
+TRANSIENT = re.compile(
+    r"Connection (reset|refused)|Unable to contact slurm controller|Socket timed out|"
+    r"Zero Bytes were transmitted|Transport endpoint is not connected",
+    re.IGNORECASE,
+)
 MAX_RESUMES = 3  # a resume command's scontrol updates at most (a node rebooting in a loop stays out)
 MAX_REASON = 1000  # what the control plane accepts (autopilot.models.agent), as the results below
 MAX_ERROR = 2000
@@ -165,6 +172,16 @@ class Agent:
         return {"node": self.slurm.node(command.node)}
 
     def _resume(self, command: Command, late: bool) -> Optional[Dict[str, Any]]:
+        try:
+            return self._try_resume(command, late)
+        except SlurmError as error:
+            # slurmctld restarting or reconfiguring (a node joining) refuses its clients for a moment:
+            # the command is held open and tried again at the next poll, until its deadline
+            if late or isinstance(error, UnknownNode) or not TRANSIENT.search(str(error)):
+                raise
+            return None
+
+    def _try_resume(self, command: Command, late: bool) -> Optional[Dict[str, Any]]:
         # a replaced node joins Slurm some time after SageMaker says Running: wait for it to be listed
         # and answering, then resume it only if Slurm holds it out (DOWN, DRAIN, FAIL), once. Slurm marks
         # a resumed node NOT_RESPONDING until its next ping: the result waits for that answer too.
@@ -192,7 +209,8 @@ class Agent:
             self._resumed[command.command_id] = resumed + 1
             view = self.slurm.node(node)
             flags = state_flags(view["state"])
-        if "NOT_RESPONDING" in flags:
+        # UNKNOWN: slurmctld has not heard from the node since it (re)started; it says nothing yet
+        if "NOT_RESPONDING" in flags or flags[0] == "UNKNOWN":
             if late:
                 raise SlurmError(f"deadline: the node is still {view['state']}")
             return None

@@ -40,12 +40,16 @@ class FakeSlurmCommands:
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
     broken: str | None = None  # raise this RuntimeError on any call (an agent bug's stand-in)
+    unavailable: int = 0  # the next this many calls fail as while slurmctld restarts
 
     def __call__(self, argv: Sequence[str]) -> str:
         argv = list(argv)
         self.calls.append(argv)
         if self.broken:
             raise RuntimeError(self.broken)
+        if self.unavailable:
+            self.unavailable -= 1
+            raise SlurmError("slurm_load_node: Connection reset by peer")
         match argv:
             case ["sinfo", "-h", "-N", "-o", "%N"]:
                 return "".join(f"{name}\n" for name in self.nodes)

@@ -423,3 +423,23 @@ def test_a_resumed_node_drained_by_someone_else_is_not_resumed_again(
     agent.poll_once()
     assert slurm.actions() == [["scontrol", "update", f"NodeName={A}", "State=RESUME"]]
     assert api.results()["c1"]["detail"]["node"]["reason"] == "RMA 4711: bad HCA"
+
+
+def test_a_resume_holds_on_while_slurmctld_restarts_or_does_not_know_the_node_yet(
+    api: FakeApi, slurm: FakeSlurmCommands
+) -> None:
+    # the sandbox and a reconfiguring controller: clients refused for a moment, then the node UNKNOWN
+    slurm.nodes[A] = FakeNode("UNKNOWN")
+    agent = make_agent(api, slurm)
+    api.command("resume", A, "c1")
+    slurm.unavailable = 2
+    agent.poll_once()
+    agent.poll_once()
+    assert api.results() == {}  # held: neither the refused call nor UNKNOWN is an answer
+    slurm.nodes[A] = FakeNode("DOWN", "Node unexpectedly rebooted")
+    agent.poll_once()
+    slurm.nodes[A] = FakeNode("IDLE")
+    agent.poll_once()
+    agent.poll_once()
+    assert api.results()["c1"]["ok"] is True
+    assert api.results()["c1"]["detail"]["node"]["state"] == "IDLE"
