@@ -49,7 +49,7 @@ def wait_for[T](check: Callable[[], T | None], *, advance: Sandbox | None = None
             return found
         if advance is not None:
             advance.advance(30)
-        time.sleep(0.05)
+        time.sleep(0.2)  # 5 polls a second: well under the stage's throttle (ApiThrottlingRateLimit 25/s)
     raise AssertionError(f"no {what} within {DEADLINE_S} s")
 
 
