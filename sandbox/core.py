@@ -297,6 +297,10 @@ class Sandbox:
         MaxValue (docs/sandbox.md, "Real Slurm"), within what the functions accept."""
         if not self.slurm_enabled or self.clock.speed <= 0 or "AgentPollSeconds" in self.parameters:
             return {"parameters": self.parameters}
+        from sandbox.deploy.template import load_template  # noqa: PLC0415 - only with Slurm on
+
+        if "AgentPollSeconds" not in (load_template(self.template).get("Parameters") or {}):
+            return {"parameters": self.parameters}  # another template (tests' fixtures): no agent parameter
         from autopilot.settings import AGENT_POLL_LIMIT  # noqa: PLC0415 - only with Slurm on
 
         poll = min(AGENT_POLL_LIMIT, max(10, round(self.clock.speed * AGENT_POLL_WALL_SECONDS)))
