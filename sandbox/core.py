@@ -486,13 +486,21 @@ class Sandbox:
         """Serve the template's API events on ``host:port`` (0 picks a free port); returns the base URL."""
         # Throttling refills per second of AWS's time, the sandbox clock's: a client polling once a
         # wall second at speed 600 polls once every ten simulated minutes.
-        wall_start, simulated = time.monotonic(), self.clock.elapsed
+        simulated = self.clock.elapsed
+        last = {"simulated": simulated(), "wall": time.monotonic(), "refill": 0.0}
+        lock = threading.Lock()
 
         def refill_clock() -> float:
-            # the throttle's buckets refill with whichever time runs faster: simulated time (a sped-up
-            # run is throttled no more than AWS would in that time) or the wall's (a frozen clock,
-            # speed 0 between a test's advances, would otherwise never refill: every call a 429)
-            return max(simulated(), time.monotonic() - wall_start)
+            # the throttle's buckets refill, between two requests, with whichever time ran faster:
+            # simulated time (a sped-up run is throttled no more than AWS would in that time) or the
+            # wall's (a frozen clock, speed 0 between a test's advances, would otherwise never refill).
+            # Step by step: a clock jumped hours ahead must not stop the wall's refills until the wall
+            # catches up with it (every call a 429 after the burst)
+            with lock:
+                now_simulated, now_wall = simulated(), time.monotonic()
+                last["refill"] += max(now_simulated - last["simulated"], now_wall - last["wall"], 0.0)
+                last["simulated"], last["wall"] = now_simulated, now_wall
+                return last["refill"]
 
         server = ApiServer(
             self.stack, self.runtime, host=host, port=port, dates=self.clock.now, monotonic=refill_clock
