@@ -25,7 +25,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from moto.s3.models import s3_backends
 
@@ -38,6 +38,32 @@ POLL_SECONDS: Final = 0.5  # wall seconds: the sandbox's time runs faster than a
 _NODE_TOOLS: Final = ("bash", "dirname", "mkdir", "rm", "cp", "mv", "find", "install", "env", "pgrep")
 _INSTALL_SECONDS: Final = 60.0
 _STOP_SECONDS: Final = 5.0
+
+
+def create_agent_role(iam: Any, role_name: str, cluster: str = "*") -> None:
+    """The execution role an operator creates for a cluster whose controller runs the agent: trusted by
+    SageMaker, allowed to report for ``cluster`` only (docs/agent.md, "Permissions")."""
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "sagemaker.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))
+    report = {
+        "Effect": "Allow",
+        "Action": "execute-api:Invoke",
+        "Resource": f"arn:aws:execute-api:*:*:*/*/POST/agent/{cluster}/reports",
+    }
+    iam.put_role_policy(
+        RoleName=role_name,
+        PolicyName="agent",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [report]}),
+    )
 
 
 def agent_files(config: Mapping[str, object] | None) -> dict[str, bytes]:

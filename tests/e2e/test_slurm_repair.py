@@ -11,7 +11,6 @@ frozen and moved 20 s a round: the agent polls every half second of wall time, s
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 
@@ -33,7 +32,7 @@ from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
-from sandbox.slurm.agent import agent_files
+from sandbox.slurm.agent import agent_files, create_agent_role
 from tests.sandbox.conftest import build_hyperpod_cluster_request, slurm_required  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("slurm_required")
@@ -55,28 +54,7 @@ def sandbox() -> Iterator[Sandbox]:
 
 def agent_cluster(sandbox: Sandbox) -> None:
     """A Slurm cluster whose lifecycle scripts install the agent, whose execution role may report."""
-    iam = sandbox.client("iam")
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "sagemaker.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-    iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust))
-    report = {
-        "Effect": "Allow",
-        "Action": "execute-api:Invoke",
-        "Resource": f"arn:aws:execute-api:*:*:*/*/POST/agent/{CLUSTER}/reports",
-    }
-    iam.put_role_policy(
-        RoleName=ROLE,
-        PolicyName="agent",
-        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [report]}),
-    )
+    create_agent_role(sandbox.client("iam"), ROLE, CLUSTER)
     s3 = sandbox.client("s3")
     s3.create_bucket(Bucket=BUCKET)
     # the agent as an operator ships it (the sandbox runs its install.sh on the controller, as a node would)

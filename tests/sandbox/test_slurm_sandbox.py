@@ -15,7 +15,7 @@ import pytest
 
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
-from sandbox.slurm.agent import agent_files
+from sandbox.slurm.agent import agent_files, create_agent_role
 from sandbox.slurm.cluster import _processes_using
 from tests.events import api_event
 from tests.sandbox.conftest import build_hyperpod_cluster_request
@@ -94,28 +94,7 @@ def test_the_admin_route_names_the_slurm_conf_and_each_workers_slurm_name(
 
 
 def test_the_agent_reports_as_the_controller_role_and_is_connected(sandbox: Sandbox) -> None:
-    iam = sandbox.client("iam")
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "sagemaker.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-    iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust))
-    invoke = {
-        "Effect": "Allow",
-        "Action": "execute-api:Invoke",
-        "Resource": "arn:aws:execute-api:*:*:*/*/POST/agent/*/reports",
-    }
-    iam.put_role_policy(
-        RoleName=ROLE,
-        PolicyName="agent",
-        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [invoke]}),
-    )
+    create_agent_role(sandbox.client("iam"), ROLE)
     create_cluster(sandbox, "with-agent", with_agent=True)
     agent = sandbox.slurm.cluster("with-agent").agent
     assert agent is not None
