@@ -113,8 +113,10 @@ def test_stop_leaves_no_daemon_job_or_file_behind() -> None:
     cluster.add_nodes({A: 1})
     job = cluster.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300").strip()
     cluster.wait_for("the job running", lambda: job_state(cluster, job) == "RUNNING")
+    # RUNNING is reported before slurmstepd has started the job's shell and sleep: wait for them too
+    # (slurmctld (+ slurmscriptd), slurmd, slurmstepd, the job's shell and sleep)
+    cluster.wait_for("the job's processes", lambda: len(_processes_using(str(cluster.workdir))) >= 4)
     ours = _processes_using(str(cluster.workdir))
-    assert len(ours) >= 4  # slurmctld (+ slurmscriptd), slurmd, slurmstepd, the job's shell and sleep
     cluster.stop()
     assert not _processes_using(str(cluster.workdir))
     assert not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in ours)
