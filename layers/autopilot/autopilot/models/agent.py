@@ -9,6 +9,8 @@ AgentFunction directly with ``{"command": {...}}`` (lambda:invoke.waitForTaskTok
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Self
 
@@ -85,6 +87,53 @@ class CommandResult(_Wire):
         return detail
 
 
+# A Slurm account or user name as sacct / the job completion log print them.
+SLURM_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,127}$"
+# Finished jobs one report may carry; the agent sends the rest in its next polls (its cursor advances
+# only past what the control plane accepted).
+MAX_FINISHED_JOBS = 2_000
+
+
+class FinishedJob(_Wire):
+    """One finished Slurm job from Slurm's accounting (sacct where slurmdbd runs, else the job
+    completion log): what chargeback prices (docs/agent.md, "Finished jobs"). Reported at least once:
+    the control plane counts a (cluster, jobId) once however often it arrives."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    # Slurm's job id (array and het jobs as sacct prints them: "123_4", "77+1")
+    job_id: str = Field(pattern=r"^[0-9]+([_+][0-9]+)?$", max_length=40)
+    account: str = Field(pattern=SLURM_NAME)  # "" never: a job without one is reported as "(none)"
+    user: str = Field(pattern=SLURM_NAME)
+    partition: str = Field(default="", max_length=128)
+    nodes: list[str] = Field(min_length=1, max_length=MAX_NODES)  # Slurm node names, expanded
+    gpus: int = Field(default=0, ge=0, le=1_000_000)  # GPUs allocated to the job in all (AllocTRES gres/gpu)
+    start: datetime  # UTC, timezone-aware
+    end: datetime
+    state: str = Field(default="COMPLETED", max_length=40)  # COMPLETED, FAILED, TIMEOUT, CANCELLED...
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            if not re.fullmatch(SLURM_NODE_NAME, node):
+                raise ValueError(f"{node!r} is not a Slurm node name")
+        return nodes
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("needs a timezone (UTC)")
+        return value
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> Self:
+        if self.end < self.start:
+            raise ValueError("end is before start")
+        return self
+
+
 class AgentReport(_Wire):
     """The body of ``POST /agent/{name}/reports``."""
 
@@ -92,6 +141,8 @@ class AgentReport(_Wire):
     sent_at: str = Field(min_length=1, max_length=40)
     nodes: list[SlurmNode] = Field(default_factory=list, max_length=MAX_NODES)
     results: list[CommandResult] = Field(default_factory=list, max_length=1000)
+    # finished jobs since the agent's last accepted report (an agent older than chargeback sends none)
+    jobs: list[FinishedJob] = Field(default_factory=list, max_length=MAX_FINISHED_JOBS)
 
 
 class CommandView(_Wire):
