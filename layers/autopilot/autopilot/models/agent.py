@@ -89,6 +89,10 @@ class CommandResult(_Wire):
 
 # A Slurm account or user name as sacct / the job completion log print them.
 SLURM_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,127}$"
+# The account of a job Slurm recorded without one (no default account, no AccountingStorageEnforce):
+# in parentheses, so it is never taken for an account named "none".
+NO_ACCOUNT = "(none)"
+SLURM_ACCOUNT = r"^(\(none\)|[A-Za-z0-9_][A-Za-z0-9._@-]{0,127})$"
 # Finished jobs one report may carry; the agent sends the rest in its next polls (its cursor advances
 # only past what the control plane accepted).
 MAX_FINISHED_JOBS = 2_000
@@ -103,7 +107,7 @@ class FinishedJob(_Wire):
 
     # Slurm's job id (array and het jobs as sacct prints them: "123_4", "77+1")
     job_id: str = Field(pattern=r"^[0-9]+([_+][0-9]+)?$", max_length=40)
-    account: str = Field(pattern=SLURM_NAME)  # "" never: a job without one is reported as "(none)"
+    account: str = Field(pattern=SLURM_ACCOUNT)  # "" never: a job without one is reported as NO_ACCOUNT
     user: str = Field(pattern=SLURM_NAME)
     partition: str = Field(default="", max_length=128)
     nodes: list[str] = Field(min_length=1, max_length=MAX_NODES)  # Slurm node names, expanded
