@@ -45,7 +45,6 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +56,7 @@ from moto.sqs.models import sqs_backends
 
 from sandbox import lambda_modules
 from sandbox.deploy import FunctionSpec
+from sandbox.invocation import CURRENT_FUNCTION
 
 # A synchronous invocation's response: "6 MB" in Lambda's quotas, 6,291,556 bytes in its error message.
 MAX_RESPONSE_BYTES: Final = 6_291_556
@@ -66,10 +66,6 @@ INIT_SECONDS: Final = 10.0
 SQS_POLLERS: Final = 5
 # Event (async) invocations of one function running at once: this machine's limit, not Lambda's
 EVENT_ENVIRONMENTS: Final = 2
-
-CURRENT_FUNCTION: Final[ContextVar[FunctionSpec | None]] = ContextVar("current_function", default=None)
-"""The function whose code (init or handler) runs in this context: sandbox.aws_calls makes its AWS
-calls with its role."""
 
 # Host variables that configure AWS SDKs, Powertools or Lambda itself: not in a function's
 # environment (it sees Lambda's and its template's values instead). The rest of the host environment

@@ -45,8 +45,8 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.loaders import Loader
 from moto.core.botocore_stubber import BotocoreStubber
 
+from sandbox.patching import expect_signature
 from sandbox.prices import DEFAULT_PRICES
-from sandbox.seams import expect_signature
 
 PRICE_LIST_REGIONS: Final = ("us-east-1", "ap-south-1", "eu-central-1")
 """Where AWS serves the Price List Query API (Billing user guide, "Using the Price List Query API")."""

@@ -2,7 +2,8 @@
 
 A seam is installed by ``install(...)`` when a Sandbox starts and removed by ``uninstall()`` when
 it stops; each checks, when installed, that the moto code it replaces still has the shape it was
-written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/test_seams.py.
+written against (``SeamDrift`` otherwise), and each is covered by tests/sandbox/test_seams.py. The
+toolkit a seam is written with (``SeamDrift``, ``expect_signature``, ``Patches``) is sandbox/patching.py.
 
 - ``route_lambda_invoke``: moto's no-docker Lambda (LambdaSimpleBackend.invoke) → the in-process
   runtime, for RequestResponse (synchronous, FunctionError on handler errors) and Event (queued,
@@ -161,11 +162,7 @@ from sandbox.aws_calls import Principal, act_as, interception, resource_policy
 from sandbox.aws_calls.policy import Decision
 from sandbox.clock import SandboxClock
 from sandbox.lambda_runtime import FunctionThrottled, LambdaRuntime
-
-
-class SeamDrift(RuntimeError):
-    """moto no longer has the shape a seam was written against: re-check the seam after an upgrade."""
-
+from sandbox.patching import SeamDrift, expect_signature
 
 # Outside a sandbox (seams.installed without a clock) Step Functions timers keep wall time.
 _WALL_CLOCK: Final = SandboxClock(speed=1.0)
@@ -184,40 +181,10 @@ _state: Final = _State()
 _lock: Final = threading.Lock()
 
 
-def expect_signature(
-    owner: type, name: str, parameters: list[str], seam: str, *, exact: bool = False
-) -> Callable[..., Any]:
-    """The moto function a seam replaces, after checking it still takes the parameters the seam passes
-    (first, or ``exact``ly these when the replacement has the original's signature)."""
-    target = owner.__dict__.get(name)
-    if not callable(target):
-        raise SeamDrift(f"{seam}: {owner.__module__}.{owner.__name__}.{name} is gone")
-    actual = list(inspect.signature(target).parameters)
-    if (actual if exact else actual[: len(parameters)]) != parameters:
-        raise SeamDrift(f"{seam}: {owner.__name__}.{name} has parameters {actual}, expected {parameters}")
-    return target  # type: ignore[no-any-return]
-
-
 def _replace(owner: type, name: str, replacement: Callable[..., Any]) -> None:
     original = owner.__dict__[name]
     setattr(owner, name, replacement)
     _state.undo.append(lambda: setattr(owner, name, original))
-
-
-class Patches:
-    """Attributes a seam module replaces on moto, put back in reverse order by ``undo``."""
-
-    def __init__(self) -> None:
-        self._undo: list[Callable[[], None]] = []
-
-    def replace(self, owner: Any, name: str, value: Any) -> None:
-        original = vars(owner)[name]
-        setattr(owner, name, value)
-        self._undo.append(lambda: setattr(owner, name, original))
-
-    def undo(self) -> None:
-        while self._undo:
-            self._undo.pop()()
 
 
 def _header(headers: Any, name: str) -> str | None:

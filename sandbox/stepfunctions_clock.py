@@ -51,9 +51,8 @@ from moto.stepfunctions.parser.asl.eval.states import ExecutionData, StateData
 from moto.stepfunctions.parser.backend import execution as backend_execution
 from moto.stepfunctions.parser.backend import execution_worker
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
 from sandbox.clock import SandboxClock
+from sandbox.patching import Patches, SeamDrift, expect_signature
 
 POLL_SECONDS: Final = 0.05
 
@@ -216,30 +215,26 @@ def _check_shape() -> None:
     seam = "run_stepfunctions_on_sandbox_clock"
     wait = vars(WaitFunction).get("_wait_interval")
     if not callable(wait) or list(inspect.signature(wait).parameters) != ["self", "env", "wait_seconds"]:
-        raise seams.SeamDrift(f"{seam}: WaitFunction._wait_interval(self, env, wait_seconds) is gone")
+        raise SeamDrift(f"{seam}: WaitFunction._wait_interval(self, env, wait_seconds) is gone")
     if "program_state_event.wait(" not in inspect.getsource(wait):
-        raise seams.SeamDrift(f"{seam}: WaitFunction._wait_interval no longer waits on program_state_event")
+        raise SeamDrift(f"{seam}: WaitFunction._wait_interval no longer waits on program_state_event")
     if vars(retrier_decl).get("time") is not time or "time.sleep(" not in inspect.getsource(retrier_decl):
-        raise seams.SeamDrift(f"{seam}: retrier_decl no longer sleeps with time.sleep")
+        raise SeamDrift(f"{seam}: retrier_decl no longer sleeps with time.sleep")
     if vars(callback).get("Event") is not threading.Event:
-        raise seams.SeamDrift(f"{seam}: asl.eval.callback no longer waits on threading.Event")
+        raise SeamDrift(f"{seam}: asl.eval.callback no longer waits on threading.Event")
     if vars(state_module).get("StateData") is not StateData:
-        raise seams.SeamDrift(f"{seam}: moto's states no longer build their context State with StateData")
+        raise SeamDrift(f"{seam}: moto's states no longer build their context State with StateData")
     if vars(execution_worker).get("ExecutionData") is not ExecutionData:
-        raise seams.SeamDrift(
-            f"{seam}: moto's execution worker no longer builds the context with ExecutionData"
-        )
+        raise SeamDrift(f"{seam}: moto's execution worker no longer builds the context with ExecutionData")
     for module in _DATED_MODULES:
         if vars(module).get("datetime") is not datetime_module:
-            raise seams.SeamDrift(
-                f"{seam}: {module.__name__} no longer reads the time with datetime.datetime.now"
-            )
+            raise SeamDrift(f"{seam}: {module.__name__} no longer reads the time with datetime.datetime.now")
 
 
 def install(clock: SandboxClock) -> Callable[[], None]:
     """Run moto's Step Functions timers and timestamps on ``clock``; returns the undo."""
     _check_shape()
-    eval_body = seams.expect_signature(
+    eval_body = expect_signature(
         Program, "_eval_body", ["self", "env"], "run_stepfunctions_on_sandbox_clock", exact=True
     )
 
@@ -256,7 +251,7 @@ def install(clock: SandboxClock) -> Callable[[], None]:
             with _Blocked.lock:
                 _count_work(counted, -1)
 
-    patches = seams.Patches()
+    patches = Patches()
     with _Blocked.lock:
         patches.replace(_Installed, "clock", clock)
     patches.replace(Program, "_eval_body", counted_eval_body)

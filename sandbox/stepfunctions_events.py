@@ -25,8 +25,8 @@ from typing import Any, Final
 from moto.stepfunctions.parser.api import StateMachineType
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import bus, seams
+from sandbox import bus
+from sandbox.patching import Patches, SeamDrift, expect_signature
 
 SOURCE: Final = "aws.states"
 DETAIL_TYPE: Final = "Step Functions Execution Status Change"
@@ -85,12 +85,12 @@ def _emit(execution: Execution, status: str) -> None:
 def install() -> Callable[[], None]:
     """Send the events from moto's executor; returns the undo."""
     seam = "emit_execution_status_events"
-    original_start = seams.expect_signature(Execution, "start", ["self"], seam, exact=True)
-    original_terminated = seams.expect_signature(
+    original_start = expect_signature(Execution, "start", ["self"], seam, exact=True)
+    original_terminated = expect_signature(
         BaseExecutionWorkerCommunication, "terminated", ["self"], seam, exact=True
     )
     if "_reflect_execution_status" not in BaseExecutionWorkerCommunication.__dict__:
-        raise seams.SeamDrift(f"{seam}: BaseExecutionWorkerCommunication._reflect_execution_status is gone")
+        raise SeamDrift(f"{seam}: BaseExecutionWorkerCommunication._reflect_execution_status is gone")
 
     def start(self: Execution) -> None:
         # Sent before the worker thread runs, so RUNNING always precedes the final event.
@@ -103,7 +103,7 @@ def install() -> Callable[[], None]:
         if status is not None:
             _emit(self.execution, str(status.value if hasattr(status, "value") else status))
 
-    patches = seams.Patches()
+    patches = Patches()
     patches.replace(Execution, "start", start)
     patches.replace(BaseExecutionWorkerCommunication, "terminated", terminated)
     return patches.undo

@@ -57,8 +57,7 @@ from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 from moto.stepfunctions.parser.asl.utils.encoding import to_json_str
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
+from sandbox.patching import Patches, SeamDrift
 
 HASH_ALGORITHMS: Final = {
     "MD5": "md5",
@@ -307,27 +306,27 @@ def _query_evaluation_failure(
 def _check_shape() -> None:
     seam = "evaluate_stepfunctions_jsonata"
     if "_eval_jsonata" not in vars(moto_jsonata):
-        raise seams.SeamDrift(f"{seam}: {moto_jsonata.__name__}._eval_jsonata is gone")
+        raise SeamDrift(f"{seam}: {moto_jsonata.__name__}._eval_jsonata is gone")
     if "return _eval_jsonata(jsonata_expression)" not in inspect.getsource(
         moto_jsonata.eval_jsonata_expression
     ):
-        raise seams.SeamDrift(f"{seam}: eval_jsonata_expression no longer calls the _eval_jsonata hook")
+        raise SeamDrift(f"{seam}: eval_jsonata_expression no longer calls the _eval_jsonata hook")
     for module in (moto_jsonata, states, variable_store):
         if not callable(vars(module).get("encode_jsonata_variable_declarations")):
-            raise seams.SeamDrift(f"{seam}: {module.__name__}.encode_jsonata_variable_declarations is gone")
+            raise SeamDrift(f"{seam}: {module.__name__}.encode_jsonata_variable_declarations is gone")
     if not isinstance(vars(intrinsic_declarations).get("_DECLARATION_BY_VARIABLE_REFERENCE"), dict):
-        raise seams.SeamDrift(
+        raise SeamDrift(
             f"{seam}: {intrinsic_declarations.__name__}._DECLARATION_BY_VARIABLE_REFERENCE is gone"
         )
     body = vars(string_expression.StringJSONata).get("_eval_body")
     if not callable(body) or list(inspect.signature(body).parameters) != ["self", "env"]:
-        raise seams.SeamDrift(f"{seam}: StringJSONata._eval_body(self, env) is gone")
+        raise SeamDrift(f"{seam}: StringJSONata._eval_body(self, env) is gone")
 
 
 def install(now: Callable[[], datetime]) -> Callable[[], None]:
     """Give moto's executor a JSONata evaluator (``$now()`` from ``now``); returns the undo."""
     _check_shape()
-    patches = seams.Patches()
+    patches = Patches()
     patches.replace(moto_jsonata, "_eval_jsonata", make_evaluator(now))
     for module in (moto_jsonata, states, variable_store):
         patches.replace(module, "encode_jsonata_variable_declarations", encode_variable_declarations)

@@ -50,8 +50,7 @@ from moto.stepfunctions.parser.asl.eval.event.event_manager import (
 )
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
+from sandbox.patching import Patches, SeamDrift, expect_signature
 
 MAX_PAYLOAD_BYTES: Final = 262_144
 MAX_HISTORY_EVENTS = 25_000  # not Final: a test lowers it rather than run 25,000 events
@@ -102,20 +101,18 @@ def install() -> Callable[[], None]:
     seam = "apply_stepfunctions_quotas"
     for module in _SIZE_CHECKERS:
         if vars(module).get("is_within_size_quota") is not quotas.is_within_size_quota:
-            raise seams.SeamDrift(
-                f"{seam}: {module.__name__} no longer checks sizes with is_within_size_quota"
-            )
-    eval_errors = seams.expect_signature(ErrorEqualsDecl, "_eval_body", ["self", "env"], seam, exact=True)
+            raise SeamDrift(f"{seam}: {module.__name__} no longer checks sizes with is_within_size_quota")
+    eval_errors = expect_signature(ErrorEqualsDecl, "_eval_body", ["self", "env"], seam, exact=True)
     if "_STATE_ALL_ERROR in self.error_names" not in inspect.getsource(eval_errors):
-        raise seams.SeamDrift(f"{seam}: ErrorEqualsDecl._eval_body no longer matches States.ALL itself")
+        raise SeamDrift(f"{seam}: ErrorEqualsDecl._eval_body no longer matches States.ALL itself")
     # a prefix: name_unnamed_executions may have wrapped it already (``*args, **kwargs`` after these)
-    start_execution = seams.expect_signature(
+    start_execution = expect_signature(
         StepFunctionsParserBackend,
         "start_execution",
         ["self", "state_machine_arn", "name", "execution_input"],
         seam,
     )
-    init = seams.expect_signature(
+    init = expect_signature(
         Environment,
         "__init__",
         [
@@ -132,16 +129,16 @@ def install() -> Callable[[], None]:
         seam,
         exact=True,
     )
-    add_event = seams.expect_signature(
+    add_event = expect_signature(
         EventManager,
         "add_event",
         ["self", "context", "event_type", "event_details", "timestamp", "update_source_event_id"],
         seam,
         exact=True,
     )
-    set_error = seams.expect_signature(Environment, "set_error", ["self", "error"], seam, exact=True)
+    set_error = expect_signature(Environment, "set_error", ["self", "error"], seam, exact=True)
     if getattr(EventIdGenerator(), "_next_id", None) != 1:  # type: ignore[no-untyped-call]
-        raise seams.SeamDrift(f"{seam}: EventIdGenerator no longer counts events in _next_id")
+        raise SeamDrift(f"{seam}: EventIdGenerator no longer counts events in _next_id")
 
     def error_equals(self: ErrorEqualsDecl, env: Environment) -> None:
         raised = env.stack[-1] if env.stack else None
@@ -210,7 +207,7 @@ def install() -> Callable[[], None]:
         if failure is None or error is failure:  # the quota's failure reaches the frames too
             set_error(self, error)
 
-    patches = seams.Patches()
+    patches = Patches()
     for module in _SIZE_CHECKERS:
         patches.replace(module, "is_within_size_quota", is_within_size_quota)
     patches.replace(ErrorEqualsDecl, "_eval_body", error_equals)

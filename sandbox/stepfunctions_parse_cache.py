@@ -35,8 +35,7 @@ from moto.stepfunctions.parser.asl.parse.asl_parser import (
 )
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
+from sandbox.patching import Patches, SeamDrift
 
 # Definitions a sandbox holds at once: three state machines and their updated revisions.
 _CAPACITY: Final = 64
@@ -116,15 +115,15 @@ def install() -> Callable[[], None]:
     seam = "cache_stepfunctions_parse_trees"
     original = vars(AmazonStateLanguageParser).get("parse")
     if not isinstance(original, staticmethod):
-        raise seams.SeamDrift(f"{seam}: AmazonStateLanguageParser.parse is no longer a staticmethod")
+        raise SeamDrift(f"{seam}: AmazonStateLanguageParser.parse is no longer a staticmethod")
     if list(inspect.signature(original.__func__).parameters) != ["definition"]:
-        raise seams.SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer takes (definition)")
+        raise SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer takes (definition)")
     source = inspect.getsource(original.__func__)
     if "parser.state_machine()" not in source or "Preprocessor()" not in source:
-        raise seams.SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer parses then preprocesses")
+        raise SeamDrift(f"{seam}: AmazonStateLanguageParser.parse no longer parses then preprocesses")
 
     _reset_stats()
-    patches = seams.Patches()
+    patches = Patches()
     patches.replace(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
     def undo() -> None:

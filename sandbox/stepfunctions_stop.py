@@ -22,8 +22,7 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution import Execution
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
+from sandbox.patching import Patches, SeamDrift, expect_signature
 
 
 def _interrupt_token_waits(execution: Execution) -> None:
@@ -36,13 +35,13 @@ def _interrupt_token_waits(execution: Execution) -> None:
 def install() -> Callable[[], None]:
     """Make a stopped execution end ABORTED at once; returns the undo."""
     seam = "abort_stopped_executions"
-    original_stop = seams.expect_signature(
+    original_stop = expect_signature(
         Execution, "stop", ["self", "stop_date", "error", "cause"], seam, exact=True
     )
-    original_set_error = seams.expect_signature(Environment, "set_error", ["self", "error"], seam, exact=True)
-    original_set_timed_out = seams.expect_signature(Environment, "set_timed_out", ["self"], seam, exact=True)
+    original_set_error = expect_signature(Environment, "set_error", ["self", "error"], seam, exact=True)
+    original_set_timed_out = expect_signature(Environment, "set_timed_out", ["self"], seam, exact=True)
     if "_pool" not in inspect.getsource(CallbackPoolManager.__init__):
-        raise seams.SeamDrift(f"{seam}: CallbackPoolManager no longer keeps its endpoints in _pool")
+        raise SeamDrift(f"{seam}: CallbackPoolManager no longer keeps its endpoints in _pool")
 
     def stop(self: Execution, stop_date: Any, error: str | None, cause: str | None) -> None:
         original_stop(self, stop_date, error, cause)
@@ -56,7 +55,7 @@ def install() -> Callable[[], None]:
         if not isinstance(self._program_state, ProgramStopped):
             original_set_timed_out(self)
 
-    patches = seams.Patches()
+    patches = Patches()
     patches.replace(Execution, "stop", stop)
     patches.replace(Environment, "set_error", set_error)
     patches.replace(Environment, "set_timed_out", set_timed_out)

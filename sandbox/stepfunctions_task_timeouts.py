@@ -28,14 +28,13 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task im
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
-# ``sandbox.seams`` imports this module; its SeamDrift is read at install time, not import time.
-from sandbox import seams
+from sandbox.patching import Patches, expect_signature
 
 
 def install() -> Callable[[], None]:
     """Make a task's read timeout ``States.TaskFailed``; returns the undo."""
     seam = "fail_tasks_on_read_timeouts"
-    original = seams.expect_signature(StateTask, "_from_error", ["self", "env", "ex"], seam, exact=True)
+    original = expect_signature(StateTask, "_from_error", ["self", "env", "ex"], seam, exact=True)
 
     def from_error(self: StateTask, env: Environment, ex: Exception) -> FailureEvent:
         if not isinstance(ex, ReadTimeoutError):
@@ -54,6 +53,6 @@ def install() -> Callable[[], None]:
             ),
         )
 
-    patches = seams.Patches()
+    patches = Patches()
     patches.replace(StateTask, "_from_error", from_error)
     return patches.undo

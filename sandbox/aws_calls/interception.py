@@ -13,7 +13,7 @@
   in place of the service's answer.
 
 The caller is the principal of the code making the call: the role of the Lambda function running
-on this thread (``sandbox.lambda_runtime.CURRENT_FUNCTION``), or the role a Step Functions client
+on this thread (``sandbox.invocation.CURRENT_FUNCTION``), or the role a Step Functions client
 was created for (the ``bind_execution_role`` seam calls :func:`act_as` on it). Calls with no
 principal are the sandbox's own (deploy, simulators, test clients) or an outside client's.
 """
@@ -34,7 +34,7 @@ from botocore.model import OperationModel, ServiceModel
 from moto.awslambda.utils import get_backend as lambda_backend
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 
-from sandbox.lambda_runtime import CURRENT_FUNCTION
+from sandbox.invocation import CURRENT_FUNCTION
 
 _CALL: Final = "sandbox_call"
 _PRINCIPAL: Final = "sandbox_principal"

@@ -26,6 +26,8 @@ from moto.iam import models as iam_models
 from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.policy_validation import BaseIAMPolicyValidator
 
+from sandbox.patching import SeamDrift
+
 from .stack import TemplateError
 
 
@@ -46,9 +48,6 @@ def policy_map(partition: str) -> dict[str, str]:
 
 def add_aws_managed_policies(account_id: str, partition: str, arns: list[str]) -> None:
     """Seam: the AWS managed policies among ``arns`` exist in moto's IAM (the others are left alone)."""
-    # Imported here: sandbox.seams imports the Lambda runtime, which imports this package.
-    from sandbox.seams import SeamDrift  # noqa: PLC0415
-
     backend = iam_models.iam_backends[account_id][partition]
     policies = getattr(backend, "managed_policies", None)
     if not isinstance(policies, dict) or not hasattr(iam_models.AWSManagedPolicy, "from_data"):
@@ -70,8 +69,6 @@ def add_aws_managed_policies(account_id: str, partition: str, arns: list[str]) -
 @contextmanager
 def versionless_policies_accepted() -> Iterator[None]:
     """Seam: while on, moto's IAM accepts a policy document without Version, as IAM does."""
-    from sandbox.seams import SeamDrift  # noqa: PLC0415 - see add_aws_managed_policies
-
     original = BaseIAMPolicyValidator.__dict__.get("_validate_version")
     if not callable(original) or "_policy_json" not in BaseIAMPolicyValidator("{}").__dict__:
         raise SeamDrift("versionless_policies_accepted: BaseIAMPolicyValidator._validate_version moved")

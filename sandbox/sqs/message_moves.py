@@ -31,7 +31,7 @@ from moto.sqs.exceptions import SQSException
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
-from sandbox.seams import SeamDrift
+from sandbox.patching import SeamDrift
 
 ACTIONS: Final = ("start_message_move_task", "list_message_move_tasks", "cancel_message_move_task")
 LISTED: Final = 10

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from sandbox import stepfunctions_task_timeouts
 from sandbox.core import Sandbox
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
-from sandbox.seams import SeamDrift
+from sandbox.patching import SeamDrift
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

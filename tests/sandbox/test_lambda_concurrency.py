@@ -21,7 +21,8 @@ from moto.dynamodb.responses import DynamoHandler
 
 from sandbox.core import Sandbox
 from sandbox.deploy import FunctionSpec
-from sandbox.lambda_runtime import CURRENT_FUNCTION, FunctionThrottled, LambdaRuntime
+from sandbox.invocation import CURRENT_FUNCTION
+from sandbox.lambda_runtime import FunctionThrottled, LambdaRuntime
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
