@@ -38,11 +38,10 @@ def add_parsers(subparsers: SubParsers) -> None:
 
 
 def run_completion(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    from autopilot_cli.main import build_parser  # noqa: PLC0415  (main imports this module)
-
+    # The whole command line's parser, handed over by main (which imports this module) as a default.
+    root: argparse.ArgumentParser = args.root_parser
     table = "\n".join(
-        f"  [{shlex.quote(path)}]={shlex.quote(' '.join(words))}"
-        for path, words in _words(build_parser(), "autopilot")
+        f"  [{shlex.quote(path)}]={shlex.quote(' '.join(words))}" for path, words in _words(root, "autopilot")
     )
     out.write(SCRIPT.format(table=table))
     return EXIT_OK

@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # `autopilot completion` completes this parser: a default hands it over without an import back.
+    parser.set_defaults(root_parser=parser)
     # (a _SubParsersAction[Parser]: every command's parser raises as this one does)
     subparsers = cast("SubParsers", parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     for add_parsers in PARSER_ADDERS:
