@@ -146,10 +146,9 @@ MODULE_ORDER: Final = ("scenarios_lifecycle", "scenarios_healing", "scenarios_sl
 
 def load_scenarios() -> ScenarioRegistry:
     """Import every ``sandbox.demo.scenarios_*`` module (MODULE_ORDER first, then by name)."""
-    package = importlib.import_module("sandbox.demo")
-    found = sorted(
-        info.name for info in pkgutil.iter_modules(package.__path__) if info.name.startswith("scenarios_")
-    )
+    # This module's folder is the package's (importing sandbox.demo here would import its importer back).
+    here = [str(Path(__file__).parent)]
+    found = sorted(info.name for info in pkgutil.iter_modules(here) if info.name.startswith("scenarios_"))
     first = [name for name in MODULE_ORDER if name in found]
     for name in [*first, *(n for n in found if n not in first)]:
         importlib.import_module(f"sandbox.demo.{name}")
