@@ -6,19 +6,25 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from functools import cache
 from http import HTTPStatus
 from typing import Any
 
 from autopilot import aws, clock
 from autopilot.dal.agent import AgentTable
+from autopilot.dal.spend import SpendTable
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.usage import UsageTable
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.agent.commands import enqueue_command
 from autopilot.logic.agent.reports import AgentDeps, InvalidReportError, handle_report
 from autopilot.logic.agent.status import workflow_status
 from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError
+from autopilot.logic.usage_ingest import UsageDeps, listed_node_types
 from autopilot.models.agent import CommandRequest, StatusRequest
 from autopilot.observability import logger, metrics
+from autopilot.pricing import ListPrices
 from autopilot.settings import agent_settings
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -31,6 +37,14 @@ _REFUSALS: tuple[tuple[type[Exception], HTTPStatus], ...] = (
 )
 
 
+def _cluster_tags(store: StateTable) -> Callable[[str], tuple[str | None, str | None]]:
+    def tags(name: str) -> tuple[str | None, str | None]:
+        cluster = store.get_cluster(name)
+        return (cluster.owner, cluster.project) if cluster else (None, None)
+
+    return tags
+
+
 @cache
 def dependencies(account: str) -> AgentDeps:
     settings = agent_settings()
@@ -41,6 +55,14 @@ def dependencies(account: str) -> AgentDeps:
         poll_seconds=settings.poll_seconds,
         account=account,
         now=lambda: clock.now(),  # noqa: PLW0108  (read at each call: the sandbox sets it)
+        usage=UsageDeps(
+            usage=UsageTable(settings.state_table_name),
+            prices=ListPrices(settings.region, SpendTable(settings.state_table_name)),
+            node_types=listed_node_types(lambda: aws.client("sagemaker")),
+            sns=lambda: aws.client("sns"),
+            alerts_topic_arn=settings.alerts_topic_arn,
+            cluster_tags=_cluster_tags(StateTable(settings.state_table_name)),
+        ),
     )
 
 

@@ -240,6 +240,9 @@ class Cluster(_Item):
     project_budget_emails: list[str] | None = None
     # The ELBv2 target groups that hold the login group's node IPs (logic/login_targets.py).
     login_target_group_arns: list[str] | None = None
+    # Department budgets: USD a month per Slurm account ("5000.00"), alerted at 50/80/100 % of the
+    # account's jobs' cost (logic/account_budget_alerts.py; PUT /clusters/{name}/account-budgets).
+    account_budgets: dict[str, str] | None = None
 
 
 class NodeHealth(StrEnum):

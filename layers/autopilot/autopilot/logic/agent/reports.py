@@ -5,8 +5,11 @@ In order: the caller must be the cluster's controller (trust.py; a refusal is lo
 UntrustedAgentReports and stores nothing), the body must have the report's shape (400 naming the
 field), then the report is stored as the cluster's latest view (lastSeen on the product clock), each
 result completes its command's workflow task, and the answer lists the commands not yet done nor past
-their deadline. A result for a command that is unknown, done, or whose task is gone (timed out, already
-completed) changes nothing: the agent repeats a result until it sees the command leave its list.
+their deadline. The report's finished jobs are then priced and counted for chargeback
+(logic/usage_ingest.py): a failure there fails the answer, so the agent sends the same jobs again (its
+cursor advances only past an accepted report). A result for a command that is unknown, done, or whose
+task is gone (timed out, already completed) changes nothing: the agent repeats a result until it sees
+the command leave its list.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pydantic import ValidationError
 
 from autopilot.aws import error_code
 from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError, check_reporter
+from autopilot.logic.usage_ingest import ingest_jobs
 from autopilot.models.agent import (
     AgentRecord,
     AgentReport,
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
     from autopilot.dal.agent import AgentTable
+    from autopilot.logic.usage_ingest import UsageDeps
 
 COMMAND_FAILED = "Autopilot.AgentCommandFailed"
 NOT_BACK_IN_SLURM = "Autopilot.NodeNotBackInSlurm"
@@ -62,6 +67,8 @@ class AgentDeps:
     # the stack's account: only its roles may report
     account: str
     now: Callable[[], datetime]
+    # chargeback's intake of the report's finished jobs (None: a report's jobs are refused with a 400)
+    usage: UsageDeps | None = None
 
 
 def handle_report(
@@ -92,11 +99,19 @@ def handle_report(
             continue
         complete(deps.stepfunctions, command, result)
         deps.agents.finish_command(cluster_name, command.command_id)
+    if report.jobs:
+        ingest(deps, cluster_name, report, now)
     pending = deps.agents.pending_commands(cluster_name, after=iso(now))
     return {
         "commands": [c.view().wire() for c in sorted(pending, key=lambda c: (c.deadline, c.command_id))],
         "pollSeconds": deps.poll_seconds,
     }
+
+
+def ingest(deps: AgentDeps, cluster_name: str, report: AgentReport, now: datetime) -> None:
+    if deps.usage is None:
+        raise InvalidReportError("jobs: this control plane does not take finished jobs")
+    ingest_jobs(deps.usage, cluster_name, report.jobs, running=report.nodes, now=now)
 
 
 def not_responding_since(

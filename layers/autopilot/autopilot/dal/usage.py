@@ -1,0 +1,360 @@
+"""Chargeback's items in the state table (docs/operations.md, "Chargeback"):
+
+- ``CLUSTER#<name>`` / ``USAGEJOB#<jobId>``: a finished job, priced (models/usage.py JobCost) — its
+  presence is what makes a report's job count once;
+- ``CLUSTER#<name>`` / ``USAGE#<YYYY-MM>#<account>#<user>``: the month's totals of one Slurm account
+  and user (usd, gpuHours, jobs), ADDed to by each job (per-account and per-user lines are their sums);
+- ``CLUSTER#<name>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
+  that month and threshold was sent (the conditional put is the dedup);
+- the cluster's registry item's ``accountBudgets`` (PUT /clusters/{name}/account-budgets).
+
+A job is written with the ADDs of its totals in one TransactWriteItems whose job put is conditional
+(``attribute_not_exists``): however often a report is retried or resent, and wherever an invocation
+dies, a job is counted once or not at all (then its next report counts it). All items but the
+registry's carry ``expiresAt`` (the table's TTL) and no ``kind``: they are never listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from autopilot.aws import LazyClient, error_code
+from autopilot.models.usage import JobCost, UsageTotals
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+# Jobs and totals outlive their month for more than a year (last year's chargeback stays readable).
+RETENTION: Final = timedelta(days=400)
+# DynamoDB's limits: 100 items per TransactWriteItems, 100 keys per BatchGetItem.
+MAX_TRANSACTION_ITEMS: Final = 100
+MAX_BATCH_GET: Final = 100
+# A transaction cancelled for a job another invocation counted meanwhile is rebuilt without it; more
+# rounds than this means something else is wrong.
+_MAX_ROUNDS: Final = 5
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _pk(cluster_name: str) -> str:
+    return f"CLUSTER#{cluster_name}"
+
+
+def job_key(cluster_name: str, job_id: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"USAGEJOB#{job_id}"}}
+
+
+def totals_sk(month: str, account: str, user: str) -> str:
+    # Slurm account and user names never hold "#" (models/agent.py SLURM_NAME)
+    return f"USAGE#{month}#{account}#{user}"
+
+
+def alert_key(cluster_name: str, month: str, account: str, threshold: int) -> dict[str, Any]:
+    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"ACCTALERT#{month}#{account}#{threshold}"}}
+
+
+def totals_adds(cost: JobCost) -> dict[tuple[str, str, str], tuple[Decimal, Decimal, int]]:
+    """(month, account, user) -> (usd, gpuHours, jobs) a job adds: its share of each month it ran in,
+    and one job to the month it ended in."""
+    adds: dict[tuple[str, str, str], tuple[Decimal, Decimal, int]] = {}
+    for month, share in cost.months.items():
+        adds[(month, cost.account, cost.user)] = (share.usd, share.gpu_hours, 0)
+    key = (cost.ended_month, cost.account, cost.user)
+    usd, gpu_hours, _ = adds.get(key, (Decimal(0), Decimal(0), 0))
+    adds[key] = (usd, gpu_hours, 1)
+    return adds
+
+
+class UsageStore(Protocol):
+    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
+        """Which of the jobs are counted already."""
+
+    def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
+        """Count the jobs not yet counted, each with its totals, atomically per job; their ids."""
+
+    def month_totals(self, cluster_name: str, month: str, *, account: str | None = None) -> list[UsageTotals]:
+        """The month's (account, user) totals, of one account or all."""
+
+    def account_budgets(self, cluster_name: str) -> dict[str, str]:
+        """The registry item's accountBudgets (USD a month as text); {} without any or any cluster."""
+
+    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+        """Replace the registry item's accountBudgets; False when the cluster is not registered."""
+
+    def claim_account_alert(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+    ) -> bool:
+        """Mark the alert sent; False when it was already."""
+
+    def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
+        """Undo a claim whose alert could not be published (the next report tries again)."""
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+class UsageTable:
+    """UsageStore on the state table (DynamoDB)."""
+
+    dynamodb: LazyClient[DynamoDBClient] = LazyClient("dynamodb")
+
+    def __init__(self, table_name: str, dynamodb: DynamoDBClient | None = None) -> None:
+        self._table = table_name
+        self._dynamodb = dynamodb
+
+    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        unique = list(dict.fromkeys(job_ids))
+        for first in range(0, len(unique), MAX_BATCH_GET):
+            keys = [job_key(cluster_name, j) for j in unique[first : first + MAX_BATCH_GET]]
+            request: dict[str, Any] = {
+                self._table: {"Keys": keys, "ProjectionExpression": "sk", "ConsistentRead": True}
+            }
+            while request:
+                answer = self.dynamodb.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self._table, []):
+                    known.add(str(item["sk"]["S"]).removeprefix("USAGEJOB#"))
+                request = dict(answer.get("UnprocessedKeys") or {})
+        return known
+
+    def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
+        expires_at = int((now + RETENTION).timestamp())
+        recorded: list[str] = []
+        waiting = list(costs)
+        rounds = 0
+        while waiting:
+            batch, waiting = _next_batch(waiting)
+            try:
+                self.dynamodb.transact_write_items(
+                    TransactItems=self._writes(cluster_name, batch, expires_at=expires_at)
+                )
+            except ClientError as exc:
+                if error_code(exc) != "TransactionCanceledException":
+                    raise
+                rounds += 1
+                if rounds > _MAX_ROUNDS:
+                    raise
+                # Some job of the batch was counted meanwhile (another invocation of the same report):
+                # nothing of the batch was written; it is tried again without the jobs now present.
+                present = self.known_jobs(cluster_name, [c.job_id for c in batch])
+                waiting = [c for c in batch if c.job_id not in present] + waiting
+                continue
+            recorded += [c.job_id for c in batch]
+        return recorded
+
+    def _writes(
+        self, cluster_name: str, batch: Sequence[JobCost], *, expires_at: int
+    ) -> list[TransactWriteItemTypeDef]:
+        writes: list[TransactWriteItemTypeDef] = []
+        totals: dict[tuple[str, str, str], list[Any]] = {}
+        for cost in batch:
+            item = {
+                **job_key(cluster_name, cost.job_id),
+                **{
+                    k: _serializer.serialize(v)
+                    for k, v in cost.model_dump(by_alias=True, mode="python", exclude_none=True).items()
+                    if k != "months"
+                },
+                "months": _serializer.serialize(
+                    {m: s.model_dump(by_alias=True) for m, s in cost.months.items()}
+                ),
+                "expiresAt": {"N": str(expires_at)},
+            }
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": item,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+            for key, (usd, gpu_hours, jobs) in totals_adds(cost).items():
+                held = totals.setdefault(key, [Decimal(0), Decimal(0), 0])
+                held[0] += usd
+                held[1] += gpu_hours
+                held[2] += jobs
+        for (month, account, user), (usd, gpu_hours, jobs) in totals.items():
+            writes.append(
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": {
+                            "pk": {"S": _pk(cluster_name)},
+                            "sk": {"S": totals_sk(month, account, user)},
+                        },
+                        "UpdateExpression": "SET account = :account, #user = :user, #month = :month, "
+                        "expiresAt = :expires ADD usd :usd, gpuHours :gpuHours, jobs :jobs",
+                        # "user" and "month" are DynamoDB reserved words
+                        "ExpressionAttributeNames": {"#user": "user", "#month": "month"},
+                        "ExpressionAttributeValues": {
+                            ":account": {"S": account},
+                            ":user": {"S": user},
+                            ":month": {"S": month},
+                            ":expires": {"N": str(expires_at)},
+                            ":usd": {"N": str(usd)},
+                            ":gpuHours": {"N": str(gpu_hours)},
+                            ":jobs": {"N": str(jobs)},
+                        },
+                    }
+                }
+            )
+        return writes
+
+    def month_totals(self, cluster_name: str, month: str, *, account: str | None = None) -> list[UsageTotals]:
+        prefix = f"USAGE#{month}#" + (f"{account}#" if account is not None else "")
+        found: list[UsageTotals] = []
+        paginator = self.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": _pk(cluster_name)}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        ):
+            found += [UsageTotals.model_validate(_plain(item)) for item in page.get("Items", [])]
+        return found
+
+    def account_budgets(self, cluster_name: str) -> dict[str, str]:
+        item = self.dynamodb.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": _pk(cluster_name)}, "sk": {"S": _pk(cluster_name)}},
+            ProjectionExpression="accountBudgets",
+            ConsistentRead=True,
+        ).get("Item")
+        budgets = _plain(item).get("accountBudgets") if item else None
+        return {str(k): str(v) for k, v in (budgets or {}).items()}
+
+    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+        key = {"pk": {"S": _pk(cluster_name)}, "sk": {"S": _pk(cluster_name)}}
+        if budgets:
+            expression = "SET accountBudgets = :budgets, updatedAt = :now"
+            values: dict[str, Any] = {
+                ":budgets": _serializer.serialize(budgets),
+                ":now": {"S": updated_at},
+            }
+        else:
+            expression, values = (
+                "SET updatedAt = :now REMOVE accountBudgets",
+                {":now": {"S": updated_at}},
+            )
+        try:
+            self.dynamodb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=expression,
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def claim_account_alert(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+    ) -> bool:
+        try:
+            self.dynamodb.put_item(
+                TableName=self._table,
+                Item={
+                    **alert_key(cluster_name, month, account, threshold),
+                    "expiresAt": {"N": str(expires_at)},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
+        self.dynamodb.delete_item(
+            TableName=self._table, Key=alert_key(cluster_name, month, account, threshold)
+        )
+
+
+def _next_batch(costs: Sequence[JobCost]) -> tuple[list[JobCost], list[JobCost]]:
+    """The first jobs whose puts and (merged) totals updates fit one transaction, and the rest."""
+    batch: list[JobCost] = []
+    keys: set[tuple[str, str, str]] = set()
+    for index, cost in enumerate(costs):
+        mine = set(totals_adds(cost))
+        if batch and len(batch) + 1 + len(keys | mine) > MAX_TRANSACTION_ITEMS:
+            return batch, list(costs[index:])
+        batch.append(cost)
+        keys |= mine
+    return batch, []
+
+
+class InMemoryUsageStore:
+    """UsageStore in memory with the same rules (unit tests); ``budgets`` stands for the
+    registry items' accountBudgets of the clusters it was given."""
+
+    def __init__(self, clusters: Iterable[str] = ()) -> None:
+        self.jobs: dict[tuple[str, str], JobCost] = {}
+        self.totals: dict[tuple[str, str, str, str], UsageTotals] = {}
+        self.alerts: set[tuple[str, str, str, int]] = set()
+        self.budgets: dict[str, dict[str, str]] = {name: {} for name in clusters}
+        # a test makes a transaction fail after N jobs: nothing of that transaction is kept
+        self.fail_after: int | None = None
+
+    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
+        return {j for j in job_ids if (cluster_name, j) in self.jobs}
+
+    def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
+        recorded: list[str] = []
+        for cost in costs:
+            if (cluster_name, cost.job_id) in self.jobs:
+                continue
+            if self.fail_after is not None and len(recorded) >= self.fail_after:
+                raise RuntimeError("the transaction failed (test)")
+            self.jobs[(cluster_name, cost.job_id)] = cost
+            for (month, account, user), (usd, gpu_hours, jobs) in totals_adds(cost).items():
+                held = self.totals.setdefault(
+                    (cluster_name, month, account, user),
+                    UsageTotals(account=account, user=user, month=month),
+                )
+                held.usd += usd
+                held.gpu_hours += gpu_hours
+                held.jobs += jobs
+            recorded.append(cost.job_id)
+        return recorded
+
+    def month_totals(self, cluster_name: str, month: str, *, account: str | None = None) -> list[UsageTotals]:
+        return [
+            t.model_copy()
+            for (name, m, a, _), t in sorted(self.totals.items())
+            if name == cluster_name and m == month and (account is None or a == account)
+        ]
+
+    def account_budgets(self, cluster_name: str) -> dict[str, str]:
+        return dict(self.budgets.get(cluster_name, {}))
+
+    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+        if cluster_name not in self.budgets:
+            return False
+        self.budgets[cluster_name] = dict(budgets)
+        return True
+
+    def claim_account_alert(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+    ) -> bool:
+        key = (cluster_name, month, account, threshold)
+        if key in self.alerts:
+            return False
+        self.alerts.add(key)
+        return True
+
+    def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
+        self.alerts.discard((cluster_name, month, account, threshold))

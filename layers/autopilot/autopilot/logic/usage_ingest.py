@@ -1,0 +1,149 @@
+"""Chargeback's intake: the finished jobs of an agent report (``POST /agent/{name}/reports``, after the
+caller is trusted and the body parsed), priced and counted once each, then the department budgets of
+the accounts they ran under checked (logic/account_budget_alerts.py).
+
+The agent resends a job until a report carrying it is answered 200 (its cursor advances only past an
+accepted report), so every job arrives at least once, maybe many times, maybe in two invocations at
+once: the jobs already counted are skipped (one BatchGetItem), the others are written with their
+totals in transactions whose job put is conditional (dal/usage.py). An error here fails the report
+(the agent sends the same jobs again) rather than losing them. The budgets are checked on every
+report carrying jobs, counted now or before: an alert a failure left unsent goes out on the resend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Protocol
+
+from autopilot.logic.account_budget_alerts import check_account_budgets
+from autopilot.logic.healing.slurm_signal import slurm_name
+from autopilot.logic.spend_meter import BILLABLE_STATUSES, month_of
+from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
+from autopilot.models.agent import FinishedJob, SlurmNode
+from autopilot.models.instance_types import gpus_for
+from autopilot.observability import logger
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sns import SNSClient
+
+    from autopilot.dal.usage import UsageStore
+
+_LIST_PAGE = 100
+
+
+class PriceList(Protocol):
+    """autopilot.pricing.ListPrices: the spend meter's list prices (cached in the state table)."""
+
+    def price(self, instance_type: str, *, now: datetime) -> Decimal | None: ...
+
+
+@dataclass
+class UsageDeps:
+    usage: UsageStore
+    prices: PriceList
+    # cluster name -> {Slurm node name: instance type} of the nodes SageMaker lists now
+    node_types: Callable[[str], dict[str, str]]
+    # made on first use (a report without jobs, or without an alert due, needs none)
+    sns: Callable[[], SNSClient]
+    alerts_topic_arn: str
+    # the cluster's owner and project, for the alert (None: not registered)
+    cluster_tags: Callable[[str], tuple[str | None, str | None]] = field(default=lambda _: (None, None))
+
+
+@dataclass(frozen=True)
+class Ingested:
+    counted: int
+    skipped: int
+    alerts: int
+    unpriced_nodes: int
+
+
+def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str], dict[str, str]]:
+    """Slurm node name -> instance type of each billed node ListClusterNodes shows (all pages); the
+    client is made on first use (a report without jobs needs none)."""
+
+    def node_types(cluster_name: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for page in (
+            sagemaker()
+            .get_paginator("list_cluster_nodes")
+            .paginate(ClusterName=cluster_name, PaginationConfig={"PageSize": _LIST_PAGE})
+        ):
+            for summary in page.get("ClusterNodeSummaries", []):
+                name = slurm_name(summary)
+                if name and summary["InstanceStatus"]["Status"] in BILLABLE_STATUSES:
+                    found[name] = str(summary["InstanceType"])
+        return found
+
+    return node_types
+
+
+def node_rates(
+    deps: UsageDeps, cluster_name: str, nodes: Iterable[str], *, now: datetime
+) -> dict[str, NodeRate]:
+    """The rate of each named node SageMaker lists; a node it does not list has none (unpriced)."""
+    types = deps.node_types(cluster_name)
+    prices: dict[str, Decimal | None] = {}
+    rates: dict[str, NodeRate] = {}
+    for node in sorted(set(nodes)):
+        instance_type = types.get(node)
+        if instance_type is None:
+            continue
+        if instance_type not in prices:
+            prices[instance_type] = deps.prices.price(instance_type, now=now)
+        rates[node] = NodeRate(instance_type, prices[instance_type], gpus_for(instance_type))
+    return rates
+
+
+def ingest_jobs(
+    deps: UsageDeps,
+    cluster_name: str,
+    jobs: Sequence[FinishedJob],
+    *,
+    running: Sequence[SlurmNode],
+    now: datetime,
+) -> Ingested:
+    """Count the report's finished jobs once each, then check the budgets of their accounts."""
+    if not jobs:
+        return Ingested(0, 0, 0, 0)
+    unique = list({job.job_id: job for job in reversed(jobs)}.values())[::-1]  # the first of each id
+    known = deps.usage.known_jobs(cluster_name, [j.job_id for j in unique])
+    new = [j for j in unique if j.job_id not in known]
+    unpriced = 0
+    counted: list[str] = []
+    if new:
+        rates = node_rates(deps, cluster_name, (n for j in new for n in j.nodes), now=now)
+        costs = [price_job(job, rates) for job in new]
+        for cost in costs:
+            if cost.unpriced_nodes:
+                unpriced += len(cost.unpriced_nodes)
+                logger.warning(
+                    "job's nodes not priced",
+                    cluster=cluster_name,
+                    job_id=cost.job_id,
+                    nodes=cost.unpriced_nodes[:20],
+                )
+        counted = deps.usage.record_jobs(cluster_name, costs, now=now)
+    months = _months(jobs)
+    alerts = check_account_budgets(
+        deps,
+        cluster_name,
+        accounts={j.account for j in jobs},
+        months=months,
+        running=running,
+        now=now,
+    )
+    result = Ingested(len(counted), len(jobs) - len(counted), alerts, unpriced)
+    logger.info("finished jobs ingested", cluster=cluster_name, **result.__dict__)
+    return result
+
+
+def _months(jobs: Iterable[FinishedJob]) -> set[str]:
+    months: set[str] = set()
+    for job in jobs:
+        months |= {month for month, _ in month_spans(job.start, job.end)} | {month_of(job.end)}
+    return months
