@@ -13,10 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from autopilot.api.models import CreateClusterBody
 from autopilot.logic import create_cluster as create_cluster_module
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_cluster, get_operation
+from autopilot.models.bodies import CreateClusterBody
 
 from tests.events import create_body
 from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history, start, wait

@@ -16,12 +16,12 @@ import time
 from typing import Any
 
 import pytest
-from autopilot.api.models import OperationView
 from autopilot.dal.healing import HealingTable, healing_key, node_key
 from autopilot.dal.state_table import _key_attributes
 from autopilot.logic.cluster_events import handle_message
 from autopilot.logic.healing.start_repair import repair_deadlines
 from autopilot.logic.read_clusters import get_operation
+from autopilot.models.bodies import OperationView
 from autopilot.models.hyperpod_events import NODE_HEALTH, NodeHealthEvent
 from autopilot.models.records import (
     Fault,

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from autopilot.api.models import CreateClusterBody, OperationView
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_operation
 from autopilot.logic.scale_instance_group import scale_instance_group
+from autopilot.models.bodies import CreateClusterBody, OperationView
 from autopilot.models.records import OperationStatus
 
 from sandbox.lambda_runtime import LambdaRuntime

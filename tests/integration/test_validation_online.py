@@ -19,12 +19,12 @@ import boto3
 import botocore.handlers
 import pytest
 from autopilot import aws
-from autopilot.api.models import CreateClusterBody, ValidateBody
 from autopilot.dal.in_memory import InMemoryStateStore
 from autopilot.errors import InvalidRequestError
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.validate_config import validate_config as validate_body
+from autopilot.models.bodies import CreateClusterBody, ValidateBody
 from autopilot.settings import ApiSettings
 from autopilot.validation import (
     CLUSTER_CONFIG,

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autopilot.api.models import CreateClusterBody
 from autopilot.logic.cluster_events import Origin, handle_message
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_clusters import get_operation
+from autopilot.models.bodies import CreateClusterBody
 from autopilot.settings import api_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 

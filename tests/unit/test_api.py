@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from autopilot import aws
 from autopilot.api import routes
-from autopilot.api.models import OperationAccepted
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotentRequest
 from autopilot.logic import read_clusters
+from autopilot.models.bodies import OperationAccepted
 from autopilot.models.records import OperationStatus
 from autopilot.settings import api_settings
 from botocore.awsrequest import AWSResponse

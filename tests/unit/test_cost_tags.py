@@ -14,7 +14,6 @@ from typing import Any
 import boto3
 import botocore.session
 import pytest
-from autopilot.api.models import CreateClusterBody
 from autopilot.dal.cost_tags import TagRepairRecords
 from autopilot.dal.in_memory import InMemoryStateStore
 from autopilot.logic.cost_tags import (
@@ -27,6 +26,7 @@ from autopilot.logic.cost_tags import (
     tag_cluster,
 )
 from autopilot.logic.create_cluster import create_cluster
+from autopilot.models.bodies import CreateClusterBody
 from autopilot.models.cost_allocation import (
     CostTagKeys,
     budget_name_for,

@@ -11,13 +11,13 @@ from typing import Any, cast
 
 import boto3
 import pytest
-from autopilot.api.models import CreateClusterBody
 from autopilot.dal.in_memory import InMemoryStateStore
 from autopilot.errors import ConflictError, NotFoundError, WorkflowStartError
 from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.delete_cluster import delete_cluster
 from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_clusters import get_operation, list_clusters
+from autopilot.models.bodies import CreateClusterBody
 from autopilot.models.records import ClusterStatus, OperationStatus
 from autopilot.settings import ApiSettings
 from autopilot.validation.report import ValidationReport

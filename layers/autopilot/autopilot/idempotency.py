@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from autopilot import aws
-from autopilot.api.models import OperationAccepted
+from autopilot.models.bodies import OperationAccepted
 from autopilot.observability import logger
 
 if TYPE_CHECKING:

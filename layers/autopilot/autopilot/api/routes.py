@@ -35,26 +35,6 @@ from autopilot.api.body import (
     parse_json,
     unsupported_media_type,
 )
-from autopilot.api.models import (
-    ClusterList,
-    ClusterView,
-    CostView,
-    CreateClusterBody,
-    CreateClusterPlan,
-    ErrorBody,
-    ErrorDetail,
-    GrowthBlockLifted,
-    HealingBody,
-    HealingView,
-    InstanceGroupScaled,
-    NodeList,
-    OperationAccepted,
-    OperationList,
-    OperationView,
-    ScaleInstanceGroupBody,
-    ValidateBody,
-    ValidationResult,
-)
 from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
 from autopilot.errors import (
     ConflictError,
@@ -80,6 +60,26 @@ from autopilot.logic.read_cost import read_cost
 from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.logic.validate_config import validate_config
+from autopilot.models.bodies import (
+    ClusterList,
+    ClusterView,
+    CostView,
+    CreateClusterBody,
+    CreateClusterPlan,
+    ErrorBody,
+    ErrorDetail,
+    GrowthBlockLifted,
+    HealingBody,
+    HealingView,
+    InstanceGroupScaled,
+    NodeList,
+    OperationAccepted,
+    OperationList,
+    OperationView,
+    ScaleInstanceGroupBody,
+    ValidateBody,
+    ValidationResult,
+)
 from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
 from autopilot.settings import api_settings

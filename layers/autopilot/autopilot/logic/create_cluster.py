@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.validate import ParamValidator
 
-from autopilot.api.models import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
 from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
@@ -20,6 +19,7 @@ from autopilot.logic.login_targets import target_group_problems
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
+from autopilot.models.bodies import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
 from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import OperationAccepted
 from autopilot.errors import ClusterBusyError, ConflictError, NotFoundError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
 )
 from autopilot.logic.authorize_delete import authorize_delete, check_stack, split_arns
 from autopilot.logic.read_clusters import describe_cluster
+from autopilot.models.bodies import OperationAccepted
 from autopilot.models.cost_allocation import TAG_CLUSTER_NAME, budget_name_for
 from autopilot.models.records import (
     Cluster,

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
 
-    from autopilot.api.models import OperationAccepted
     from autopilot.dal.state_store import StateStore
+    from autopilot.models.bodies import OperationAccepted
     from autopilot.models.records import OperationType
     from autopilot.settings import ApiSettings, HealingSettings
     from autopilot.validation.report import ValidationReport

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from autopilot.api.models import BreakerView, HealingView
 from autopilot.errors import NotFoundError
 from autopilot.events import HealingResumedEventDetail, emit_healing_resumed
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
 from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
+from autopilot.models.bodies import BreakerView, HealingView
 from autopilot.models.records import ClusterStatus, iso
 from autopilot.observability import logger
 

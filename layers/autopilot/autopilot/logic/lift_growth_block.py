@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import GrowthBlockLifted
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import NotFoundError
 from autopilot.logic.authorize_delete import NotAllowedError, split_arns
 from autopilot.logic.budget_enforcement import growth_blocked
 from autopilot.logic.callers import acts_as_any
+from autopilot.models.bodies import GrowthBlockLifted
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies

@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import (
+from autopilot.aws import error_code
+from autopilot.errors import NotFoundError
+from autopilot.logic.read_access import may_read_live
+from autopilot.models.bodies import (
     NodeHealthView,
     NodeList,
     NodeRepairView,
@@ -20,9 +23,6 @@ from autopilot.api.models import (
     SlurmNodeView,
     TargetHealthView,
 )
-from autopilot.aws import error_code
-from autopilot.errors import NotFoundError
-from autopilot.logic.read_access import may_read_live
 from autopilot.models.records import NodeHealth, NodeRecord
 from autopilot.observability import logger
 

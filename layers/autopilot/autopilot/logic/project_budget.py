@@ -17,15 +17,15 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import ErrorDetail
 from autopilot.dal.state_store import every_cluster
 from autopilot.errors import ConflictError
 from autopilot.logic.callers import OwnerMatching, acts_as
+from autopilot.models.bodies import ErrorDetail
 from autopilot.models.records import Cluster, ClusterStatus
 
 if TYPE_CHECKING:
-    from autopilot.api.models import CreateClusterBody
     from autopilot.dal.state_store import StateStore
+    from autopilot.models.bodies import CreateClusterBody
 
 # A cluster in these states may still use the project's budget (logic/cost_tags.KEEPS_PROJECT_BUDGET).
 _HOLDS = frozenset({ClusterStatus.CREATING, ClusterStatus.ACTIVE, ClusterStatus.DELETE_FAILED})

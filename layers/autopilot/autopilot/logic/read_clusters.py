@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import (
+from autopilot.aws import error_code
+from autopilot.errors import NotFoundError
+from autopilot.logic.agent.status import agent_state
+from autopilot.logic.budget_enforcement import growth_blocked
+from autopilot.logic.read_access import is_admin, is_managed, may_read, readable_cluster
+from autopilot.logic.read_operations import operation_view
+from autopilot.models.bodies import (
     AgentView,
     ClusterList,
     ClusterSummary,
@@ -15,12 +21,6 @@ from autopilot.api.models import (
     LiveClusterView,
     OperationView,
 )
-from autopilot.aws import error_code
-from autopilot.errors import NotFoundError
-from autopilot.logic.agent.status import agent_state
-from autopilot.logic.budget_enforcement import growth_blocked
-from autopilot.logic.read_access import is_admin, is_managed, may_read, readable_cluster
-from autopilot.logic.read_operations import operation_view
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies

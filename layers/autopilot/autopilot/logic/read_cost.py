@@ -11,10 +11,10 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import CostView
 from autopilot.dal.spend import SpendTable, iso
 from autopilot.logic.read_access import readable_cluster
 from autopilot.logic.spend_meter import forecast, month_of
+from autopilot.models.bodies import CostView
 
 if TYPE_CHECKING:
     from autopilot.dal.spend import SpendStore

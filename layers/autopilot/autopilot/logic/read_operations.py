@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import OperationErrorView, OperationList, OperationView
 from autopilot.logic.read_access import readable_cluster
+from autopilot.models.bodies import OperationErrorView, OperationList, OperationView
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies

@@ -13,12 +13,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import OperationAccepted
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
 from autopilot.logic.healing.decide import NodeRole
 from autopilot.logic.healing.start_repair import RepairRequest, start_repair
 from autopilot.logic.healing.topology import TopologyReader
+from autopilot.models.bodies import OperationAccepted
 from autopilot.models.records import (
     Cluster,
     ClusterStatus,

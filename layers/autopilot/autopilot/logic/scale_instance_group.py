@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from autopilot.api.models import ErrorDetail, InstanceGroupScaled
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import ConflictError, InvalidRequestError, NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete, split_arns
 from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_count
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.repair_node import managed_cluster
+from autopilot.models.bodies import ErrorDetail, InstanceGroupScaled
 from autopilot.models.records import Operation, OperationStatus, OperationType, Step, iso, new_operation_id
 from autopilot.observability import logger
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopilot.api.models import ErrorDetail, ValidateBody, ValidationResult
+from autopilot.models.bodies import ErrorDetail, ValidateBody, ValidationResult
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
