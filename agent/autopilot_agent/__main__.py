@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -13,10 +14,12 @@ from typing import List, Optional
 from . import VERSION, config
 from .client import ReportClient
 from .credentials import CredentialSource
+from .jobs import FinishedJobs
 from .loop import Agent
 from .slurm import Slurm
 
 log = logging.getLogger("autopilot_agent")
+DEFAULT_STATE_DIR = "/var/lib/autopilot-agent"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -37,7 +40,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.check:
         log.info("configuration ok: cluster %s, %s", settings.cluster_name, settings.reports_url)
         return 0
-    agent = Agent(ReportClient(settings, CredentialSource()), Slurm(), settings.poll_seconds)
+    slurm = Slurm()
+    agent = Agent(
+        ReportClient(settings, CredentialSource()),
+        slurm,
+        settings.poll_seconds,
+        FinishedJobs(slurm, state_dir()),
+    )
     log.info(
         "autopilot agent %s for cluster %s, reporting to %s every %s",
         VERSION,
@@ -61,6 +70,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     agent.run(stop)
     log.info("stopped")
     return 0
+
+
+def state_dir() -> str:
+    """Where the finished jobs' cursor lives: systemd's StateDirectory (the unit's, STATE_DIRECTORY),
+    else DEFAULT_STATE_DIR."""
+    return (os.environ.get("STATE_DIRECTORY") or DEFAULT_STATE_DIR).split(":", 1)[0]
 
 
 if __name__ == "__main__":

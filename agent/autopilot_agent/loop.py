@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections import OrderedDict
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from . import VERSION
 from .client import ApiError, ReportClient
 from .config import DEFAULT_POLL_SECONDS, is_interval
+from .jobs import EMPTY, Batch, FinishedJobs
 from .slurm import NODE_NAME, Slurm, SlurmError, UnknownNode, state_flags
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,10 @@ MAX_ERROR = 2000
 MAX_REFUSED = 100  # requeue's notRequeued entries: a result's detail stays under the control plane's 64 KiB
 REMEMBERED_COMMANDS = 4096
 RETRY_AFTER_FAILURE_SECONDS = 30.0
+JOBS_EVERY_POLLS = 6  # finished jobs are read every sixth poll at most (a minute at the default 10 s)
+# a report refused (400/413) while it carried finished jobs: the next reports go without them this long,
+# so one job the control plane will not take never costs the heartbeat and the commands
+JOBS_PAUSE_SECONDS = 600.0
 
 
 class Command(NamedTuple):
@@ -55,9 +61,20 @@ class BadCommand(Exception):
 
 
 class Agent:
-    def __init__(self, client: ReportClient, slurm: Slurm, poll_seconds: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        client: ReportClient,
+        slurm: Slurm,
+        poll_seconds: Optional[float] = None,
+        jobs: Optional[FinishedJobs] = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.slurm = slurm
+        self.jobs = jobs  # None: no finished jobs in the reports (no state directory)
+        self._monotonic = monotonic
+        self._jobs_paused_until = 0.0
         # a configured interval is pinned; else the API's answers set it (AgentPollSeconds)
         self.pinned = poll_seconds is not None
         self.poll_seconds = DEFAULT_POLL_SECONDS if poll_seconds is None else poll_seconds
@@ -72,22 +89,33 @@ class Agent:
         """One report (and, with ``take_commands``, the commands it brings, carried out); the seconds
         until the next round: 0 when results wait to be sent."""
         sending = list(self.outbox)
-        report = {
+        report: Dict[str, Any] = {
             "agentVersion": VERSION,
             "sentAt": _iso(self.client.signing_now()),
             "nodes": self._node_views(),
             "results": sending,
         }
+        batch = self._finished_jobs()
+        if self.jobs is not None:
+            report["jobs"] = batch.jobs
         try:
             answer = self.client.send(report)
         except ApiError as error:
             self.delivered = False
             log.error("report refused or undelivered: %s", error)
+            if batch.jobs and error.status in (400, 413):
+                self._jobs_paused_until = self._monotonic() + JOBS_PAUSE_SECONDS
+                log.error("the next reports carry no finished jobs for %.0f s", JOBS_PAUSE_SECONDS)
+                return 0.0  # the heartbeat and results again at once, without them
             if error.status in (400, 403, 404, 409):  # a refusal: asking again at once will not change it
                 return max(self.poll_seconds, RETRY_AFTER_FAILURE_SECONDS)
             return self.poll_seconds
         self.delivered = True
         self.outbox = [result for result in self.outbox if result not in sending]
+        try:
+            batch.commit()  # the control plane has these jobs: the cursor moves past them
+        except OSError as error:
+            log.error("cannot save the finished jobs' cursor (they will be sent again): %s", error)
         poll: Any = answer.get("pollSeconds")
         if not self.pinned and is_interval(poll):
             self.poll_seconds = float(poll)
@@ -233,6 +261,12 @@ class Agent:
             {"commandId": command_id, "ok": ok, "error": error and error[:MAX_ERROR], "detail": detail or {}}
         )
         log.info("command %s done: ok=%s%s", command_id, ok, f" ({error})" if error else "")
+
+    def _finished_jobs(self) -> Batch:
+        if self.jobs is None or self._monotonic() < self._jobs_paused_until:
+            return EMPTY
+        self.jobs.min_interval = JOBS_EVERY_POLLS * self.poll_seconds
+        return self.jobs.read()
 
     def _node_views(self) -> List[Dict[str, Any]]:
         try:

@@ -8,6 +8,7 @@ any state but PENDING)}. Slurm 22.05's scontrol has no --json: the one-line (-o)
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from typing import Any, Callable, Dict, List, Sequence
@@ -38,6 +39,8 @@ def run_command(argv: Sequence[str]) -> str:
     try:
         done = subprocess.run(
             list(argv),
+            # Slurm's times as the agent parses them, whatever the node's profile sets
+            env={**os.environ, "SLURM_TIME_FORMAT": "standard"},
             capture_output=True,
             text=True,
             timeout=TIMEOUT_SECONDS,
