@@ -51,6 +51,7 @@ from autopilot.idempotency import (
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import healing_control, node_health, read_clusters, read_operations
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
+from autopilot.logic.account_budgets import set_account_budgets
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.create_cluster import plan_create
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
@@ -60,6 +61,7 @@ from autopilot.logic.read_cost import read_cost
 from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.logic.validate_config import validate_config
+from autopilot.logic.usage_report import read_usage
 from autopilot.models.bodies import (
     ClusterList,
     ClusterView,
@@ -82,6 +84,7 @@ from autopilot.models.bodies import (
 )
 from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
+from autopilot.models.usage import MONTH_PATTERN, AccountBudgetsBody, AccountBudgetsView, UsageBy, UsageView
 from autopilot.settings import api_settings
 
 TITLE = "HyperPod Autopilot API"
@@ -356,6 +359,53 @@ def get_cluster_cost(name: CLUSTER_NAME) -> CostView:
     summary="Delete a cluster",
     description="Starts the Cleanup workflow: delete the cluster, its budget, optionally a CloudFormation "
     "stack, and report resources still tagged with the cluster. Allowed to the principal that created "
+@app.get(
+    "/clusters/<name>/usage",
+    summary="What each Slurm account or user spent on a cluster",
+    description="One line per Slurm account (`by=account`) or user (`by=user`) of the month's finished jobs, "
+    "each priced at the list prices of the nodes it held while it ran (a node's price shared by its GPUs), "
+    "as the cluster's Slurm agent reported them; then the capacity no job used: the spend meter's "
+    "month-to-date spend of the cluster less the jobs' cost, so the lines add up to the cluster's spend "
+    "(`GET /clusters/{name}/cost`). Never negative: when the jobs cost more than the meter counted, "
+    "`warnings` says by how much. `month` defaults to the current one (UTC).",
+    tags=["clusters"],
+    operation_id="getClusterUsage",
+    responses=_responses(HTTPStatus.OK, UsageView, "The month's usage.", HTTPStatus.NOT_FOUND),
+)
+def get_cluster_usage(
+    name: CLUSTER_NAME,
+    by: Annotated[UsageBy, Query(description="Lines per Slurm account or per user")] = UsageBy.ACCOUNT,
+    month: Annotated[
+        str | None, Query(pattern=MONTH_PATTERN, description="YYYY-MM (UTC); the current month by default")
+    ] = None,
+) -> UsageView:
+    return read_usage(get_dependencies(), name, by=by, month=month, caller=_caller())
+
+
+@app.put(
+    "/clusters/<name>/account-budgets",
+    summary="Set a cluster's department budgets",
+    description="Replaces the cluster's budgets per Slurm account (USD a month; `{}` removes them). When an "
+    "account's jobs on the cluster (as `GET /clusters/{name}/usage` counts them) cross 50, 80 and 100 % "
+    "of its budget in a month, one alert per threshold goes to the alerts topic: the account, its spend "
+    "and budget, its top users and the jobs Slurm runs. Allowed to the cluster's creator, its owners and "
+    "the stack's AdminPrincipalArns (403 otherwise).",
+    tags=["clusters"],
+    operation_id="setClusterAccountBudgets",
+    responses=_responses(
+        HTTPStatus.OK,
+        AccountBudgetsView,
+        "The cluster's department budgets.",
+        HTTPStatus.FORBIDDEN,
+        HTTPStatus.NOT_FOUND,
+    ),
+)
+def put_account_budgets(
+    name: CLUSTER_NAME, body: Annotated[AccountBudgetsBody, Body()]
+) -> AccountBudgetsView:
+    return set_account_budgets(get_dependencies(), name, body.account_budgets, requested_by=_caller())
+
+
     "the cluster and to the stack's AdminPrincipalArns (403 otherwise); `stackName` must name a stack "
     "tagged `ClusterName` = the cluster, never Autopilot's own (400 naming `stackName` otherwise).",
     tags=["clusters"],

@@ -1,0 +1,271 @@
+"""Chargeback on the template deployed into moto with the HyperPod simulator (issue 25): the agent's
+reports go through AgentFunction's logic with the clients and environment the template gives it (the
+state table, ListClusterNodes of the simulated cluster, the alerts topic), the spend meter meters the
+same nodes, and the API answers GET /clusters/{name}/usage and PUT .../account-budgets. Who may report
+is trust.py's (tested on its own): here the controller is given."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from autopilot import aws
+from autopilot.api import routes
+from autopilot.dal.agent import AgentTable
+from autopilot.dal.spend import SpendTable
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.usage import UsageTable
+from autopilot.logic.agent.reports import AgentDeps, handle_report
+from autopilot.logic.agent.trust import Controller, ControllerReader
+from autopilot.logic.spend_meter import month_end, month_of, run_spend_meter
+from autopilot.logic.usage_ingest import UsageDeps, listed_node_types
+from autopilot.settings import AgentSettings, api_settings
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sandbox.prices import price_per_hour
+from tests.events import api_event
+from tests.events.stack import ACCOUNT, Deployed, deployed
+from tests.integration.test_healing_sweep import registered
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+CALLER = f"arn:aws:sts::{ACCOUNT}:assumed-role/controller-role/i-0controller"
+ADMIN = "arn:aws:sts::123456789012:assumed-role/ResearcherRole/researcher"  # the sample events' caller
+P5 = price_per_hour("ml.p5.48xlarge")
+
+
+class GivenController(ControllerReader):
+    def controller(self, cluster_name: str) -> Controller:
+        return Controller(group="controller-machine", role_arn=f"arn:aws:iam::{ACCOUNT}:role/controller-role")
+
+    def instances(self, cluster_name: str, group: str) -> frozenset[str]:
+        return frozenset({"i-0controller"})
+
+    def describe(self, cluster_name: str) -> dict[str, Any]:
+        return {"ClusterName": cluster_name, "Orchestrator": {"Slurm": {}}}
+
+
+class Prices:
+    """The list prices the sandbox's Price List serves (sandbox/prices.py)."""
+
+    def price(self, instance_type: str, *, now: datetime) -> Decimal | None:
+        return price_per_hour(instance_type)
+
+
+class World:
+    def __init__(self, stack: Deployed) -> None:
+        self.stack = stack
+        # a month with a day left at least: the jobs and the meter stay within one month
+        now = stack.clock.now()
+        if month_end(now) - now < timedelta(days=1):
+            stack.clock.advance((month_end(now) - now).total_seconds() + 3600)
+        self.workers = registered(stack, "c1")["worker-group-1"]
+        sagemaker = stack.client("sagemaker")
+        nodes = sagemaker.list_cluster_nodes(ClusterName="c1")["ClusterNodeSummaries"]
+        self.slurm = {
+            n["InstanceId"]: n["PrivateDnsHostname"].split(".")[0]
+            for n in nodes
+            if n["InstanceGroupName"] == "worker-group-1"
+        }
+        self.launched = max(n["LaunchTime"] for n in nodes)
+        settings = AgentSettings.from_environ(stack.environment("AgentFunction"))
+        dynamodb = stack.client("dynamodb")
+        self.usage = UsageTable(settings.state_table_name, dynamodb=dynamodb)
+        self.deps = AgentDeps(
+            agents=AgentTable(settings.state_table_name, dynamodb=dynamodb),
+            controllers=GivenController(),
+            stepfunctions=stack.client("stepfunctions"),
+            poll_seconds=settings.poll_seconds,
+            account=ACCOUNT,
+            now=stack.clock.now,
+            usage=UsageDeps(
+                usage=self.usage,
+                prices=Prices(),
+                node_types=listed_node_types(lambda: sagemaker),
+                sns=lambda: stack.client("sns"),
+                alerts_topic_arn=settings.alerts_topic_arn,
+            ),
+        )
+        self.alerts_queue = self._subscribe(settings.alerts_topic_arn)
+
+    def _subscribe(self, topic: str) -> str:
+        sqs = self.stack.client("sqs")
+        url = sqs.create_queue(QueueName="alerts-subscriber")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.stack.client("sns").subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        return str(url)
+
+    def alerts(self) -> list[dict[str, Any]]:
+        sqs = self.stack.client("sqs")
+        found = []
+        while messages := sqs.receive_message(QueueUrl=self.alerts_queue, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            for m in messages:
+                found.append(json.loads(m["Body"]))
+                sqs.delete_message(QueueUrl=self.alerts_queue, ReceiptHandle=m["ReceiptHandle"])
+        return [a for a in found if a.get("kind") == "AccountBudgetThresholdCrossed"]
+
+    def job(
+        self, job_id: str, account: str, user: str, workers: list[str], start: datetime, end: datetime
+    ) -> dict[str, Any]:
+        return {
+            "jobId": job_id,
+            "account": account,
+            "user": user,
+            "partition": "gpu",
+            "nodes": [self.slurm[w] for w in workers],
+            "gpus": 8 * len(workers),
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "state": "COMPLETED",
+        }
+
+    def report(self, *jobs: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "agentVersion": "1.1.0",
+            "sentAt": self.stack.clock.now().isoformat(),
+            "nodes": [{"name": s, "state": "IDLE", "gpus": 8, "jobs": []} for s in self.slurm.values()],
+            "jobs": list(jobs),
+        }
+        return handle_report(self.deps, "c1", CALLER, body)
+
+    def meter(self) -> None:
+        settings_env = self.stack.environment("SpendMeterFunction")
+        state = settings_env["STATE_TABLE_NAME"]
+        run_spend_meter(
+            self.stack.clock.now(),
+            store=StateTable(state),
+            spend=SpendTable(state, dynamodb=self.stack.client("dynamodb")),
+            prices=Prices(),  # type: ignore[arg-type]
+            sagemaker=self.stack.client("sagemaker"),
+            sns=self.stack.client("sns"),
+            alerts_topic_arn=settings_env["ALERTS_TOPIC_ARN"],
+        )
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
+    with deployed(execute=False) as stack:
+        for key, value in stack.environment().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("ADMIN_PRINCIPAL_ARNS", ADMIN)
+        api_settings.cache_clear()
+        routes.get_dependencies.cache_clear()
+        aws.client.cache_clear()
+        yield World(stack)
+    api_settings.cache_clear()
+    routes.get_dependencies.cache_clear()
+    aws.client.cache_clear()
+
+
+def call(event: dict[str, Any]) -> tuple[int, Any]:
+    response = routes.app.resolve(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def usage(by: str = "account", month: str | None = None) -> tuple[int, Any]:
+    query = {"by": by} | ({"month": month} if month else {})
+    return call(api_event("get_cluster_usage", path_parameters={"name": "c1"}, query=query))
+
+
+def test_the_same_report_twice_counts_its_jobs_once(world: World) -> None:
+    start = world.launched + timedelta(minutes=10)
+    world.stack.clock.advance(4 * 3600)
+    jobs = [
+        world.job("11", "physics", "ann", world.workers[:2], start, start + timedelta(hours=1)),
+        world.job("12", "chemistry", "cy", world.workers[2:3], start, start + timedelta(hours=2)),
+    ]
+    world.report(*jobs)
+    world.report(*jobs)
+    world.report(jobs[1])
+    totals = world.usage.month_totals("c1", month_of(start))
+    assert sum(t.jobs for t in totals) == 2
+    assert sum(t.usd for t in totals) == (2 * P5 + 2 * P5).quantize(Decimal("0.000001"))
+
+
+def test_usage_lines_and_unused_capacity_add_up_to_the_spend_meters_month_to_date(world: World) -> None:
+    world.meter()  # the meter's first run: the nodes from their launch
+    start = world.stack.clock.now()
+    world.stack.clock.advance(3 * 3600)
+    end = world.stack.clock.now()
+    world.report(
+        world.job("21", "physics", "ann", world.workers[:2], start, end),
+        world.job("22", "physics", "bob", world.workers[2:3], start, start + timedelta(hours=1)),
+        world.job("23", "chemistry", "cy", world.workers[3:], start, end),
+    )
+    world.meter()
+    state = world.stack.environment("SpendMeterFunction")["STATE_TABLE_NAME"]
+    meter = SpendTable(state, dynamodb=world.stack.client("dynamodb")).get_meter("c1", month_of(end))
+    assert meter is not None
+    month_to_date = float(meter.month_to_date_usd)
+    status, view = usage(month=month_of(end))
+    assert status == 200, view
+    lines = {line["name"]: line for line in view["lines"]}
+    assert lines["physics"]["usd"] == pytest.approx(float(7 * P5), abs=0.01)
+    assert lines["chemistry"]["usd"] == pytest.approx(float(3 * P5), abs=0.01)
+    assert lines["(unused capacity)"]["usd"] > 0
+    assert view["warnings"] == []
+    total = sum(line["usd"] for line in view["lines"])
+    assert total == pytest.approx(month_to_date, rel=0.01)
+    assert view["clusterSpendUsd"] == pytest.approx(month_to_date, abs=0.01)
+    status, by_user = usage(by="user", month=month_of(end))
+    assert [line["name"] for line in by_user["lines"]] == ["ann", "cy", "bob", "(unused capacity)"]
+    assert sum(line["usd"] for line in by_user["lines"]) == pytest.approx(total, abs=0.05)
+
+
+def test_an_account_crossing_80_percent_of_its_budget_gives_one_alert(world: World) -> None:
+    budget = float((P5 * 10).quantize(Decimal("0.01")))
+    event = api_event(
+        "put_account_budgets", path_parameters={"name": "c1"}, body={"accountBudgets": {"physics": budget}}
+    )
+    status, answer = call(event)
+    assert status == 200, answer
+    assert answer["accountBudgets"] == {"physics": budget}
+    start = world.launched + timedelta(minutes=5)
+    world.stack.clock.advance(6 * 3600)
+    world.report(
+        world.job("31", "physics", "ann", world.workers[:1], start, start + timedelta(hours=4))
+    )  # 40 %
+    assert world.alerts() == []
+    crossing = world.job(
+        "32", "physics", "bob", world.workers[1:2], start, start + timedelta(hours=4, minutes=30)
+    )
+    world.report(crossing)  # 85 %
+    world.report(crossing)
+    alerts = world.alerts()
+    assert sorted(a["thresholdPercent"] for a in alerts) == [50, 80]
+    eighty = next(a for a in alerts if a["thresholdPercent"] == 80)
+    assert eighty["account"] == "physics"
+    assert [u["user"] for u in eighty["topUsers"]] == ["bob", "ann"]
+    world.report(world.job("33", "chemistry", "cy", world.workers[2:3], start, start + timedelta(hours=1)))
+    assert world.alerts() == []
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [({"by": "group"}, "by"), ({"month": "2026-13"}, "month"), ({"month": "Nov"}, "month")],
+)
+def test_a_bad_usage_query_is_a_400_naming_the_field(world: World, query: dict[str, str], field: str) -> None:
+    status, body = call(api_event("get_cluster_usage", path_parameters={"name": "c1"}, query=query))
+    assert status == 400
+    assert [(e["location"], e["path"]) for e in body["errors"]] == [("query", field)]
+
+
+def test_bad_account_budgets_are_a_400_naming_the_field_and_an_unknown_cluster_a_404(world: World) -> None:
+    bad = api_event(
+        "put_account_budgets", path_parameters={"name": "c1"}, body={"accountBudgets": {"physics": -5}}
+    )
+    status, body = call(bad)
+    assert status == 400
+    assert body["errors"][0]["path"] == "accountBudgets"
+    unknown = api_event("get_cluster_usage", path_parameters={"name": "nope"}, query={"by": "account"})
+    assert call(unknown)[0] == 404
+    assert call(api_event("put_account_budgets", path_parameters={"name": "nope"}))[0] == 404
