@@ -52,6 +52,7 @@ from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import healing_control, node_health, read_clusters, read_operations
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.account_budgets import set_account_budgets
+from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
 from autopilot.logic.create_cluster import plan_create
 from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
@@ -62,6 +63,7 @@ from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.logic.validate_config import validate_config
 from autopilot.logic.usage_report import read_usage
+from autopilot.logic.validate_config import validate_config
 from autopilot.models.bodies import (
     ClusterList,
     ClusterView,
@@ -85,6 +87,7 @@ from autopilot.models.bodies import (
 from autopilot.models.records import NodeAction, OperationType
 from autopilot.observability import logger
 from autopilot.models.usage import MONTH_PATTERN, AccountBudgetsBody, AccountBudgetsView, UsageBy, UsageView
+from autopilot.observability import logger
 from autopilot.settings import api_settings
 
 TITLE = "HyperPod Autopilot API"
@@ -406,6 +409,12 @@ def put_account_budgets(
     return set_account_budgets(get_dependencies(), name, body.account_budgets, requested_by=_caller())
 
 
+@app.delete(
+    "/clusters/<name>",
+    status_code=HTTPStatus.ACCEPTED.value,
+    summary="Delete a cluster",
+    description="Starts the Cleanup workflow: delete the cluster, its budget, optionally a CloudFormation "
+    "stack, and report resources still tagged with the cluster. Allowed to the principal that created "
     "the cluster and to the stack's AdminPrincipalArns (403 otherwise); `stackName` must name a stack "
     "tagged `ClusterName` = the cluster, never Autopilot's own (400 naming `stackName` otherwise).",
     tags=["clusters"],
