@@ -50,7 +50,6 @@ from autopilot.idempotency import (
 )
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.logic import healing_control, node_health, read_clusters, read_operations
-from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.account_budgets import set_account_budgets
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
@@ -61,7 +60,6 @@ from autopilot.logic.lift_growth_block import lift_growth_block as lift_growth_b
 from autopilot.logic.read_cost import read_cost
 from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group
-from autopilot.logic.validate_config import validate_config
 from autopilot.logic.usage_report import read_usage
 from autopilot.logic.validate_config import validate_config
 from autopilot.models.bodies import (
@@ -85,7 +83,6 @@ from autopilot.models.bodies import (
     ValidationResult,
 )
 from autopilot.models.records import NodeAction, OperationType
-from autopilot.observability import logger
 from autopilot.models.usage import MONTH_PATTERN, AccountBudgetsBody, AccountBudgetsView, UsageBy, UsageView
 from autopilot.observability import logger
 from autopilot.settings import api_settings
@@ -356,12 +353,6 @@ def get_cluster_cost(name: CLUSTER_NAME) -> CostView:
     return read_cost(get_dependencies(), name, caller=_caller())
 
 
-@app.delete(
-    "/clusters/<name>",
-    status_code=HTTPStatus.ACCEPTED.value,
-    summary="Delete a cluster",
-    description="Starts the Cleanup workflow: delete the cluster, its budget, optionally a CloudFormation "
-    "stack, and report resources still tagged with the cluster. Allowed to the principal that created "
 @app.get(
     "/clusters/<name>/usage",
     summary="What each Slurm account or user spent on a cluster",
