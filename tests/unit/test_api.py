@@ -697,6 +697,8 @@ def test_openapi_document_is_served_and_docs_are_current(stack: Deployed) -> Non
         "/clusters/{name}",
         "/clusters/{name}/nodes",
         "/clusters/{name}/cost",
+        "/clusters/{name}/usage",
+        "/clusters/{name}/account-budgets",
         "/clusters/{name}/growth-block",
         "/clusters/{name}/nodes/{nodeId}/reboot",
         "/clusters/{name}/nodes/{nodeId}/replace",
