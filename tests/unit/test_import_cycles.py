@@ -1,5 +1,6 @@
-"""No import cycle anywhere in the repository's code, and ``autopilot.logic`` never imports ``autopilot.api``
-(issue 22; docs/architecture.md "Imports run downward").
+"""No import cycle anywhere in the repository's code, and the layer package imports downward (``LAYERS``:
+``autopilot.logic`` never imports ``autopilot.api``, ``dal`` never ``logic``...) (issue 22;
+docs/architecture.md "Imports run downward, and never in a circle").
 
 The graph is read from the sources with ``ast``, nothing imported: every ``import``/``from … import``
 in a module is an edge, at module level or inside a function (a lazy import only hides a cycle until
@@ -102,7 +103,8 @@ def import_graph(modules: dict[str, Module]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module in modules.values():
         targets: set[str] = set()
-        for name in _imported_names(module, ast.parse(module.path.read_text(), str(module.path))):
+        for imported in _imported_names(module, ast.parse(module.path.read_text(), str(module.path))):
+            name = imported
             while name and name not in modules:
                 name = name.rpartition(".")[0]
             if name and name != module.name:
@@ -165,27 +167,31 @@ def describe(cycle: list[str], graph: dict[str, set[str]], modules: dict[str, Mo
     return "\n".join(lines)
 
 
+Repository = tuple[dict[str, Module], dict[str, set[str]]]
+
+
 @pytest.fixture(scope="module")
-def repository() -> tuple[dict[str, Module], dict[str, set[str]]]:
+def repository() -> Repository:
     modules = find_modules(REPO, SOURCES)
     return modules, import_graph(modules)
 
 
-def test_no_import_cycle_in_the_repository(repository: tuple[dict[str, Module], dict[str, set[str]]]) -> None:
+def test_no_import_cycle_in_the_repository(repository: Repository) -> None:
     modules, graph = repository
     found = cycles(graph)
     assert not found, "\n".join(describe(cycle, graph, modules) for cycle in found)
 
 
-def test_the_graph_covers_every_code_tree(repository: tuple[dict[str, Module], dict[str, set[str]]]) -> None:
+def test_the_graph_covers_every_code_tree(repository: Repository) -> None:
     # A source root that moved would otherwise leave its code unchecked, and this test green.
     modules, graph = repository
-    assert {"autopilot.logic", "autopilot_cli.main", "autopilot_agent.loop", "functions.api.app"} <= set(modules)
+    assert {"autopilot.logic", "autopilot_cli.main", "autopilot_agent.loop"} <= set(modules)
+    assert {"functions.api.app", "functions.agent.app"} <= set(modules)
     assert {"sandbox.seams", "sandbox.core", "tests.events.stack"} <= set(modules)
     assert "autopilot.api.routes" in graph["functions.api.app"]
 
 
-def test_logic_imports_nothing_from_api(repository: tuple[dict[str, Module], dict[str, set[str]]]) -> None:
+def test_logic_imports_nothing_from_api(repository: Repository) -> None:
     # Use cases take and return models; the REST layer (routes, bodies, OpenAPI) sits above them.
     modules, graph = repository
     upward = sorted(
@@ -196,6 +202,73 @@ def test_logic_imports_nothing_from_api(repository: tuple[dict[str, Module], dic
         if target == "autopilot.api" or target.startswith("autopilot.api.")
     )
     assert not upward, "\n".join(upward)
+
+
+# The layer package's layers, lowest first: a module imports its own part or a lower layer, never a
+# part beside it or above it. A new part of the package must be given its layer here.
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(layer.split())
+    for layer in (
+        "autopilot autopilot.clock autopilot.errors autopilot.aws autopilot.observability",
+        "autopilot.models",
+        "autopilot.settings",
+        "autopilot.dal autopilot.events autopilot.diagnosis autopilot.validation autopilot.idempotency "
+        "autopilot.pricing",
+        "autopilot.workflows",
+        "autopilot.logic",
+        "autopilot.api",
+    )
+)
+
+
+def part_of(name: str) -> str:
+    """``autopilot.logic.healing.decide`` -> ``autopilot.logic``; ``autopilot`` -> ``autopilot``."""
+    return ".".join(name.split(".")[:2])
+
+
+def test_the_layer_package_imports_downward(repository: Repository) -> None:
+    modules, graph = repository
+    rank = {part: index for index, layer in enumerate(LAYERS) for part in layer}
+    parts = {part_of(name) for name in modules if name.split(".")[0] == "autopilot"}
+    assert parts <= set(rank), f"give these a layer in LAYERS: {sorted(parts - set(rank))}"
+    upward = sorted(
+        f"{modules[name].path.relative_to(REPO)} imports {target} (layer {rank[part_of(target)]} >= "
+        f"{rank[part_of(name)]})"
+        for name, targets in graph.items()
+        if name.split(".")[0] == "autopilot"
+        for target in targets
+        if target.split(".")[0] == "autopilot"
+        and part_of(target) != part_of(name)
+        and rank[part_of(target)] >= rank[part_of(name)]
+    )
+    assert not upward, "\n".join(upward)
+
+
+def allowed_targets(name: str) -> tuple[str, ...] | None:
+    """The packages of the repository a layer module or a handler may import (the rest of it is never
+    deployed with them): the layer itself, and a handler its own folder. None: not restricted here."""
+    top = name.split(".")
+    if top[0] == "autopilot":
+        return ("autopilot",)
+    if top[0] == "functions":
+        return ("autopilot", f"functions.{top[1]}")
+    return None
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def test_the_layer_and_each_handler_import_only_what_is_deployed_with_them(repository: Repository) -> None:
+    modules, graph = repository
+    wrong = sorted(
+        f"{modules[name].path.relative_to(REPO)} imports {target}"
+        for name, targets in graph.items()
+        if (allowed := allowed_targets(name)) is not None
+        for target in targets
+        if not any(within(target, package) for package in allowed)
+    )
+    assert not wrong, "\n".join(wrong)
 
 
 # The finder itself, on a small tree: each rule above is one that could let a cycle through.
@@ -227,7 +300,8 @@ def test_a_type_checking_import_is_no_edge_but_its_else_branch_and_import_module
         tmp_path,
         {
             "pkg/__init__.py": "from pkg.a import A\n",
-            "pkg/a.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.b import B\nelse:\n    import pkg.c\n",
+            "pkg/a.py": "import typing\n"
+            "if typing.TYPE_CHECKING:\n    from pkg.b import B\nelse:\n    import pkg.c\n",
             "pkg/b.py": "from pkg import a\n",
             "pkg/c.py": "import importlib\nimportlib.import_module('pkg.sub.d')\n",
             "pkg/sub/__init__.py": "",
