@@ -16,7 +16,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 .PHONY: help venv slurm test test-slow test-fast lint build deploy deploy-guided delete demo bench simulate sandbox docs lock clean
 
 help:
-	@echo "make slurm   install real Slurm for the sandbox (Debian's slurmctld slurmd slurm-client; as root, when missing)"
+	@echo "make slurm   install real Slurm for the sandbox (Debian's slurmctld slurmd slurm-client slurmdbd mariadb-server; as root, when missing)"
 	@echo "make test    set up .venv and run the fast tier on every core, with the coverage gate (tests/README.md)"
 	@echo "make test-slow  the slow tier: whole sandboxes on a running clock, the demo, fuzz, sam build, CLI install"
 	@echo "make test-fast  the fast tier without coverage, serially: PYTEST_ARGS=tests/unit/test_state.py for one module"
@@ -49,18 +49,19 @@ $(CHECKOV_STAMP): requirements/checkov.lock
 
 venv: $(STAMP)
 
-# Real Slurm for the sandbox's Slurm clusters (docs/sandbox.md, "Real Slurm"): Debian's packages, installed
+# Real Slurm for the sandbox's Slurm clusters (docs/sandbox.md, "Real Slurm"), slurmdbd and MariaDB for its
+# accounting (chargeback's sacct path): Debian's packages, installed
 # when missing and we are root (a no-op when present). Not root: one line says how; the Slurm tests then
 # skip with the same line (under CI=... they fail instead). The sandbox starts its own daemons per cluster:
 # the packages' system services are not wanted, so they are stopped and disabled where systemd runs them.
-SLURM_PROGRAMS := slurmctld slurmd sinfo squeue sbatch scontrol
+SLURM_PROGRAMS := slurmctld slurmd sinfo squeue sbatch scontrol sacct sacctmgr slurmdbd mariadbd mariadb-install-db
 slurm:
 	@if (for p in $(SLURM_PROGRAMS); do command -v $$p >/dev/null || exit 1; done); then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing Slurm (slurmctld slurmd slurm-client) with apt-get"; \
+	  echo "installing Slurm (slurmctld slurmd slurm-client slurmdbd mariadb-server) with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    slurmctld slurmd slurm-client >/dev/null && \
-	  { systemctl disable --now slurmctld slurmd >/dev/null 2>&1 || true; }; \
+	    slurmctld slurmd slurm-client slurmdbd mariadb-server >/dev/null && \
+	  { systemctl disable --now slurmctld slurmd slurmdbd mariadb >/dev/null 2>&1 || true; }; \
 	else echo "make slurm: real Slurm is missing and this is not root with apt-get: run 'sudo make slurm' (the Slurm tests skip until then)"; fi
 
 # Two tiers (tests/README.md): `slow` marks what needs a whole sandbox on a running clock or an external

@@ -106,18 +106,27 @@ def install_agent(
     cluster's name there when config.json has none)."""
     where = _prefix(source_s3_uri)
     backend = s3_backends[account_id]["aws"]
-    lifecycle = node_root / "lifecycle"
     if where is None or where[0] not in backend.buckets:
         return False
     bucket, prefix = where
     keys, _, _, _ = backend.list_objects(backend.buckets[bucket], prefix, None, None, None)
-    for key in keys:
-        relative = key.name[len(prefix) :]
+    files = {AGENT_PREFIX + key.name[len(prefix) :]: key.value for key in keys}
+    return install_agent_files(node_root, files, resource_config=resource_config)
+
+
+def install_agent_files(
+    node_root: Path, files: Mapping[str, bytes], *, resource_config: Mapping[str, object]
+) -> bool:
+    """``install_agent`` from the lifecycle prefix's files (``agent_files``' keys: ``autopilot-agent/...``)
+    rather than S3: copied into ``<node root>/lifecycle``, then install.sh run as on the node."""
+    lifecycle = node_root / "lifecycle"
+    for name, body in files.items():
+        relative = name[len(AGENT_PREFIX) :] if name.startswith(AGENT_PREFIX) else ""
         if not relative or relative.endswith("/") or ".." in relative.split("/"):
             continue
         target = lifecycle / "autopilot-agent" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(key.value)
+        target.write_bytes(body)
     resource = node_root / "opt" / "ml" / "config" / "resource_config.json"
     resource.parent.mkdir(parents=True, exist_ok=True)
     resource.write_text(json.dumps(resource_config))
@@ -165,6 +174,9 @@ def start_agent(
             "PYTHONPATH": str(node_root / "opt" / "autopilot-agent"),
             "AUTOPILOT_AGENT_CONFIG": str(config),
             "SLURM_CONF": str(slurm_conf),
+            # what systemd gives the unit's StateDirectory=autopilot-agent: the finished jobs' cursor lives
+            # there, on the node's root volume (kept across a reboot, gone with a replaced instance)
+            "STATE_DIRECTORY": str(state_dir(node_root)),
             **credentials,
         },
     )
@@ -190,6 +202,13 @@ def stop_agent(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(_STOP_SECONDS)
+
+
+def state_dir(node_root: Path) -> Path:
+    """The agent's /var/lib/autopilot-agent on the node (created as systemd creates a StateDirectory)."""
+    path = node_root / "var" / "lib" / "autopilot-agent"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _config(node_root: Path) -> Path:

@@ -34,14 +34,33 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
+
+from sandbox.slurm.accounting import SlurmDbd, missing_accounting
 
 SLURMCTLD: Final = "slurmctld"
 SLURMD: Final = "slurmd"
 CLIENT_TOOLS: Final = ("sinfo", "squeue", "sbatch", "scontrol")
-INSTALL_HINT: Final = "install it with `sudo make slurm` (Debian's slurmctld, slurmd and slurm-client)"
+INSTALL_HINT: Final = (
+    "install it with `sudo make slurm` (Debian's slurmctld, slurmd, slurm-client, slurmdbd, mariadb-server)"
+)
 DEFAULT_PARTITION: Final = "dev"
 REBOOTED: Final = "Node unexpectedly rebooted"  # slurmctld's reason for a node whose boot time moved
+# a job's end states (scontrol's JobState): it left its nodes and Slurm's accounting has it
+FINISHED_STATES: Final = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "DEADLINE",
+        "BOOT_FAIL",
+    }
+)
+Accounting = Literal["jobcomp", "slurmdbd"]
 _START_SECONDS: Final = 10.0  # a daemon that is not answering by then failed to start
 _STOP_SECONDS: Final = 5.0  # slurmctld saves its state on SIGTERM; then SIGKILL
 _MAX_WORKDIR: Final = 44  # 108 (sun_path) - "/spool/" - "ip-255-255-255-255/" - "<node>_<job>.<step>"
@@ -52,8 +71,9 @@ class SlurmError(RuntimeError):
 
 
 def missing_slurm() -> list[str]:
-    """The Slurm programs this machine lacks (empty: real Slurm can run here)."""
-    return [tool for tool in (SLURMCTLD, SLURMD, *CLIENT_TOOLS) if shutil.which(tool) is None]
+    """The Slurm programs this machine lacks, accounting's too (empty: real Slurm can run here)."""
+    missing = [tool for tool in (SLURMCTLD, SLURMD, *CLIENT_TOOLS) if shutil.which(tool) is None]
+    return missing + [tool for tool in missing_accounting() if tool not in missing]
 
 
 @dataclass
@@ -70,9 +90,19 @@ class SlurmCluster:
     """A real Slurm cluster under ``workdir``: ``start()``, then add / stop / reboot / remove nodes."""
 
     def __init__(
-        self, name: str, workdir: Path | str, *, slurmd_timeout: int = 10, gres: bool = True
+        self,
+        name: str,
+        workdir: Path | str,
+        *,
+        slurmd_timeout: int = 10,
+        gres: bool = True,
+        accounting: Accounting = "jobcomp",
     ) -> None:
         self.name = name
+        # where Slurm records finished jobs (what the agent reports for chargeback): the job completion
+        # log (jobcomp/filetxt, no database) or slurmdbd with its MariaDB (sacct; accounts enforced)
+        self.accounting: Accounting = accounting
+        self._dbd: SlurmDbd | None = None
         # gpu GRES in slurm.conf / gres.conf for the nodes' GPUs. Whether AWS's HyperPod slurm.conf has
         # them is unverified (docs/sandbox.md): False configures none (every node's gpu count 0)
         self.gres = gres
@@ -83,6 +113,7 @@ class SlurmCluster:
         self.nodes: dict[str, SlurmNode] = {}
         self._controller: subprocess.Popen[bytes] | None = None
         self._controller_port = 0
+        self._dbd_port = 0
         self._lock = threading.RLock()
         self._started = False
 
@@ -91,6 +122,11 @@ class SlurmCluster:
     def conf(self) -> Path:
         """slurm.conf: ``SLURM_CONF=<this> sinfo`` talks to this cluster."""
         return self.workdir / "slurm.conf"
+
+    @property
+    def jobcomp_log(self) -> Path:
+        """The job completion log (jobcomp/filetxt): one line per finished job, as slurmctld writes it."""
+        return self.workdir / "jobcomp.log"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
@@ -115,11 +151,21 @@ class SlurmCluster:
                 return self
             for sub in ("state", "spool", "log", "dev"):
                 (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+            # another user's job (``submit(user=...)``) execs its script from the spool directory below
+            for traversed in (self.workdir, self.workdir / "spool"):
+                traversed.chmod(0o711)
             self._controller_port = _free_port("0.0.0.0")
             _LIVE.add(self)
             self._started = True
             try:
+                if self.accounting == "slurmdbd":
+                    self._dbd = SlurmDbd(self.workdir, self.env())
+                    self._dbd_port = _free_port("127.0.0.1")
                 self._write_conf()
+                if self._dbd is not None:
+                    self._dbd.start(self._dbd_port, _free_port("127.0.0.1"))
+                    # slurmctld registers with slurmdbd under its ClusterName, which must exist there
+                    self.run("sacctmgr", "-i", "add", "cluster", _cluster_name(self.name))
                 self._start_controller()
             except BaseException:
                 self.stop()  # nothing half-started outlives the error (its message quotes the log)
@@ -139,6 +185,9 @@ class SlurmCluster:
             for process in processes:
                 if process is not None:
                     process.wait(_STOP_SECONDS)
+            if self._dbd is not None:
+                self._dbd.stop()
+                self._dbd = None
             _kill(_processes_using(str(self.workdir)))
             self._controller = None
             for node in self.nodes.values():
@@ -200,6 +249,7 @@ class SlurmCluster:
                 # message: never start in the second the old slurmd last answered in
                 time.sleep(max(0.0, node.stopped_at + 1.1 - time.monotonic()))
             (self.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
+            (self.workdir / "spool" / name).chmod(0o711)
             argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name, *(["-b"] if rebooted else [])]
             previous = self.node_state(name).get("SlurmdStartTime") if rebooted else None
             node.process = _spawn(argv, self.env())
@@ -272,6 +322,80 @@ class SlurmCluster:
                 raise SlurmError(f"{self.name}: timed out waiting for {what}; sinfo {nodes!r} (logs: {logs})")
             time.sleep(0.05)
 
+    # ------------------------------------------------------------------ jobs and accounts
+    def add_accounts(self, accounts: Mapping[str, Sequence[str]]) -> None:
+        """Slurm accounts (a department each) and the users who may charge them (sacctmgr, slurmdbd only:
+        the job completion log records whatever account a job names)."""
+        if self._dbd is None:
+            return
+        for account, users in accounts.items():
+            self.run("sacctmgr", "-i", "add", "account", account)
+            for user in users:
+                self.run("sacctmgr", "-i", "add", "user", user, f"account={account}")
+
+    def submit(
+        self,
+        account: str | None = None,
+        *,
+        user: str | None = None,
+        nodes: Sequence[str] | int = 1,
+        gpus_per_node: int = 0,
+        seconds: float = 1.0,
+        partition: str | None = None,
+    ) -> str:
+        """One batch job (``sbatch -A <account>``, as ``user`` via root's ``--uid``) sleeping ``seconds``
+        on ``nodes`` (names, or how many); its job id. No output file."""
+        placement = (
+            ["-N", str(len(nodes)), "-w", ",".join(nodes)]
+            if not isinstance(nodes, int)
+            else ["-N", str(nodes)]
+        )
+        argv = [
+            # in /: another user's job could not enter the work directory (mkdtemp's mode 700)
+            "sbatch", "--parsable", "-o", "/dev/null", "-D", "/", *placement,
+            *(["-A", account] if account else []),
+            *(["--uid", user] if user else []),
+            *([f"--gres=gpu:{gpus_per_node}"] if gpus_per_node else []),
+            *(["-p", partition] if partition else []),
+            "--wrap", f"sleep {seconds:g}",
+        ]  # fmt: skip
+        return self.run(*argv).strip().split(";", 1)[0]
+
+    def wait_finished(self, jobs: Sequence[str], timeout: float = 60.0) -> None:
+        """Until every job has ended and its record is in Slurm's accounting (the job completion log's
+        line, or sacct's row with its end: slurmctld sends it to slurmdbd a moment after the end)."""
+        self.wait_for(
+            f"jobs {', '.join(jobs)} to finish", lambda: all(self._accounted(job) for job in jobs), timeout
+        )
+
+    def _accounted(self, job: str) -> bool:
+        if self._dbd is not None:
+            out = self.run("sacct", "-n", "-P", "-X", "-j", job, "-o", "State,End", check=False)
+            state, _, end = out.strip().partition("|")
+            return state.split(" ")[0] in FINISHED_STATES and end not in ("", "Unknown")
+        log = self.jobcomp_log
+        return log.exists() and any(line.startswith(f"JobId={job} ") for line in log.read_text().splitlines())
+
+    def _accounting_conf(self) -> list[str]:
+        tres = ["AccountingStorageTRES=gres/gpu"] if self.gres else []  # AllocTRES / Tres then carry the GPUs
+        if self.accounting == "slurmdbd":
+            return [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=127.0.0.1",
+                f"AccountingStoragePort={self._dbd_port}",
+                # a job under an account its user may not charge is refused, as on a department's cluster
+                "AccountingStorageEnforce=associations",
+                *tres,
+                "JobCompType=jobcomp/none",
+            ]
+        # slurmctld refuses AccountingStorageTRES=gres/gpu without slurmdbd ("slurmdbd is required to run
+        # with TRES gres/gpu"): the job completion log's Tres never has the GPUs
+        return [
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={self.jobcomp_log}",
+        ]
+
     # ------------------------------------------------------------------ internals
     def _fake_gpus(self, name: str, gpus: int) -> None:
         devices = self.workdir / "dev" / name
@@ -301,9 +425,8 @@ class SlurmCluster:
             "SchedulerType=sched/backfill",
             "SwitchType=switch/none",
             "MpiDefault=none",
-            "AccountingStorageType=accounting_storage/none",
+            *self._accounting_conf(),
             "JobAcctGatherType=jobacct_gather/none",
-            "JobCompType=jobcomp/none",
             *(["GresTypes=gpu"] if self.gres else []),
             "MailProg=/bin/true",
             # Unverified (docs/sandbox.md): HyperPod's value is not published; 1 returns a node that was

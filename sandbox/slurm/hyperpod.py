@@ -39,7 +39,7 @@ from sandbox.slurm.agent import (
     start_agent,
     stop_agent,
 )
-from sandbox.slurm.cluster import SlurmCluster
+from sandbox.slurm.cluster import Accounting, SlurmCluster
 
 _log = logging.getLogger(__name__)
 
@@ -73,7 +73,9 @@ class ClusterSlurm:
         self.owner = owner
         self.name = name
         self.arn = arn
-        self.slurm = SlurmCluster(name, workdir, slurmd_timeout=owner.slurmd_timeout, gres=owner.gres)
+        self.slurm = SlurmCluster(
+            name, workdir, slurmd_timeout=owner.slurmd_timeout, gres=owner.gres, accounting=owner.accounting
+        )
         # instance id → Slurm node name, of the nodes in slurm.conf; replaced, never changed in place, so
         # a reader on another thread (the admin route) always sees a whole one
         self.nodes: dict[str, str] = {}
@@ -222,9 +224,11 @@ class HyperPodSlurm:
         agent_module: str = AGENT_MODULE,
         slurmd_timeout: int = 10,
         gres: bool = True,
+        accounting: Accounting = "jobcomp",
     ) -> None:
         self.api_url = api_url
         self.gres = gres  # False: slurm.conf without gpu GRES (SlurmCluster's gres)
+        self.accounting: Accounting = accounting  # SlurmCluster's: the job completion log, or slurmdbd
         self.credentials = credentials
         self.agent_module = agent_module
         self.slurmd_timeout = slurmd_timeout
