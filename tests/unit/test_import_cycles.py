@@ -244,6 +244,45 @@ def test_the_layer_package_imports_downward(repository: Repository) -> None:
     assert not upward, "\n".join(upward)
 
 
+# The sandbox's layers, lowest first (issue 22 Deliver 1 names them; the folders are not moved yet, so
+# each part is named where it lives): a sandbox module imports its own layer or a lower one.
+def _sandbox_parts(words: str) -> frozenset[str]:
+    return frozenset("sandbox" if word == "." else f"sandbox.{word}" for word in words.split())
+
+
+SANDBOX_LAYERS: dict[str, frozenset[str]] = {
+    # moto made to behave as AWS: the seams and their toolkit, AWS-call interception and IAM, the
+    # deployer, the Lambda runtime, the local API Gateway, the clock ("." is the package itself)
+    "emulator": _sandbox_parts(
+        ". bus clock invocation patching lambda_modules sdk_error_names sigv4 elbv2_targets product_clock "
+        "stepfunctions_clock stepfunctions_events stepfunctions_jsonata stepfunctions_limits "
+        "stepfunctions_parse_cache stepfunctions_stop stepfunctions_task_timeouts aws_calls deploy sqs "
+        "s3_bucket_owner iam_simulation lambda_runtime api_authorization api_server seams"
+    ),
+    # the services moto lacks, simulated: HyperPod, Budgets, SSM sessions, pricing, Slurm, the fleet
+    "services": _sandbox_parts("hyperpod budgets fleet prices pricing ssm_sessions slurm"),
+    "harness": _sandbox_parts("core"),  # the Sandbox: all of the above started, stopped, reset
+    "apps": _sandbox_parts("__main__ cli demo bench simulate docgen"),
+}
+
+
+def test_the_sandbox_imports_downward(repository: Repository) -> None:
+    modules, graph = repository
+    rank = {part: index for index, layer in enumerate(SANDBOX_LAYERS.values()) for part in layer}
+    names = list(SANDBOX_LAYERS)
+    parts = {part_of(name) for name in modules if name.split(".")[0] == "sandbox"}
+    assert parts <= set(rank), f"give these a layer in SANDBOX_LAYERS: {sorted(parts - set(rank))}"
+    upward = sorted(
+        f"{modules[name].path.relative_to(REPO)} ({names[rank[part_of(name)]]}) imports {target} "
+        f"({names[rank[part_of(target)]]})"
+        for name, targets in graph.items()
+        if name.split(".")[0] == "sandbox"
+        for target in targets
+        if target.split(".")[0] == "sandbox" and rank[part_of(target)] > rank[part_of(name)]
+    )
+    assert not upward, "\n".join(upward)
+
+
 def allowed_targets(name: str) -> tuple[str, ...] | None:
     """The packages of the repository a layer module or a handler may import (the rest of it is never
     deployed with them): the layer itself, and a handler its own folder. None: not restricted here."""
