@@ -821,7 +821,7 @@ def test_healing_pause_sends_its_reason(api: FakeApi, run: Any) -> None:
 
 def test_every_option_shows_its_default_in_help() -> None:
     leaves = leaf_parsers(build_parser())
-    assert len(leaves) == 19
+    assert len(leaves) == 21
     for parser in leaves:
         help_text = parser.format_help()
         for action in parser._actions:

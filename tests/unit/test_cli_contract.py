@@ -41,6 +41,8 @@ CALLS: dict[str, Callable[[AutopilotClient], Any]] = {
     "get_healing": lambda c: c.get_healing("ml-cluster"),
     "set_healing": lambda c: c.set_healing("ml-cluster", paused=True, reason="driver update"),
     "get_cost": lambda c: c.get_cost("ml-cluster"),
+    "get_usage": lambda c: c.get_usage("ml-cluster", by="user", month="2026-11"),
+    "set_account_budgets": lambda c: c.set_account_budgets("ml-cluster", {"physics": 5000.0}),
 }
 TRANSPORT = {"call", "signed_request", "wait_for_operation"}  # not API operations of their own
 

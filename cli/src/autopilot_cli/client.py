@@ -300,6 +300,21 @@ class AutopilotClient:
         result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}/cost")
         return result
 
+    def get_usage(self, name: str, *, by: str = "account", month: str | None = None) -> dict[str, Any]:
+        """GET /clusters/{name}/usage: the month's spend per Slurm account or user, and the unused."""
+        query = {"by": by} | ({"month": month} if month else {})
+        result: dict[str, Any] = self.call("GET", f"/clusters/{quote(name, safe='')}/usage", query=query)
+        return result
+
+    def set_account_budgets(self, name: str, budgets: dict[str, float]) -> dict[str, Any]:
+        """PUT /clusters/{name}/account-budgets: the cluster's department budgets, all replaced."""
+        result: dict[str, Any] = self.call(
+            "PUT",
+            f"/clusters/{quote(name, safe='')}/account-budgets",
+            body={"accountBudgets": budgets},
+        )
+        return result
+
     def get_operation(self, operation_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self.call("GET", f"/operations/{quote(operation_id, safe='')}")
         return result

@@ -21,6 +21,7 @@ from autopilot_cli import (
     init,
     nodes,
     operations,
+    usage,
     validate,
 )
 from autopilot_cli.common import EXIT_REJECTED, EXIT_USAGE, Command, HelpFormatter
@@ -38,6 +39,7 @@ PARSER_ADDERS: tuple[Callable[[SubParsers], None], ...] = (
     nodes.add_parsers,
     operations.add_parsers,
     healing.add_parsers,
+    usage.add_parsers,
     completion.add_parsers,
 )
 
