@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,12 +15,16 @@ from pathlib import Path
 import pytest
 from autopilot.models.agent import AgentReport, FinishedJob
 from autopilot_agent import jobs as jobs_module
+from autopilot_agent.__main__ import state_dir
 from autopilot_agent.client import Response
 from autopilot_agent.jobs import FinishedJobs, expand_hostlist, month_start, tres_gpus
 from autopilot_agent.loop import JOBS_EVERY_POLLS, Agent
 from autopilot_agent.slurm import Slurm, SlurmError
 
 from tests.unit.agent_fakes import FakeApi, FakeNode, FakeSlurmCommands, make_client
+from tests.unit.test_agent_portable import AGENT, python38
+
+AGENT_DIR = AGENT.parent
 
 # recorded: `sacct -a -X -n -P --noconvert -S ... -E now -s CD,F,TO,CA,NF,PR,OOM,DL -o JobID,Account,User,
 # UID,Partition,NodeList,AllocTRES,Start,End,State` against slurmdbd (AccountingStorageTRES=gres/gpu)
@@ -464,3 +469,50 @@ def test_a_report_refused_for_its_jobs_is_sent_again_without_them(tmp_path: Path
 
     assert [report["jobs"] for report in api.reports] == [[], []]  # paused for JOBS_PAUSE_SECONDS
     assert agent.delivered
+
+
+def test_the_cursor_lives_in_systemds_state_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/autopilot-agent:/var/lib/other")
+    assert state_dir() == "/var/lib/autopilot-agent"  # the unit's first StateDirectory
+    monkeypatch.delenv("STATE_DIRECTORY")
+    assert state_dir() == "/var/lib/autopilot-agent"
+
+
+def test_sacct_and_the_log_are_read_the_same_on_python_38(tmp_path: Path) -> None:
+    """The node's python3 may be 3.8: the same recorded sacct output and log lines through a real 3.8."""
+    interpreter = python38()
+    if interpreter is None:
+        pytest.skip("no Python 3.8 here (pyenv install 3.8): the agent's 3.8 run is not checked")
+    log = tmp_path / "jobcomp.log"
+    write(log, JOBCOMP)
+    script = f"""
+import json
+from autopilot_agent.jobs import FinishedJobs
+from autopilot_agent.slurm import Slurm
+answers = {json.dumps({"sacct": SACCT, "show": SHOW_JOB, "log": str(log)})}
+def run(argv):
+    if argv[:3] == ["scontrol", "show", "config"]:
+        source = "AccountingStorageType = accounting_storage/slurmdbd" if answers["db"] else (
+            "JobCompType = jobcomp/filetxt\\nJobCompLoc = " + answers["log"])
+        return source + "\\n"
+    return answers["sacct"] if argv[0] == "sacct" else answers["show"]
+out = []
+for db in (True, False):
+    answers["db"] = db
+    out.append(FinishedJobs(Slurm(run), "{tmp_path}/state-" + str(db)).read().jobs)
+print(json.dumps(out))
+"""
+    done = subprocess.run(
+        [interpreter, "-c", script],
+        env={"PYTHONPATH": str(AGENT_DIR), "TZ": "UTC", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    from_sacct, from_log = json.loads(done.stdout)
+    assert from_sacct == reader(AccountingSlurm(SLURMDBD, SACCT), tmp_path / "a").read().jobs
+    assert (
+        from_log
+        == reader(AccountingSlurm(jobcomp_config(log), show_job=SHOW_JOB), tmp_path / "b").read().jobs
+    )
