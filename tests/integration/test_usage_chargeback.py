@@ -27,7 +27,7 @@ from autopilot.settings import AgentSettings, api_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sandbox.prices import price_per_hour
-from tests.events import api_event
+from tests.events import api_event, create_body
 from tests.events.stack import ACCOUNT, Deployed, deployed
 from tests.integration.test_healing_sweep import registered
 
@@ -269,3 +269,14 @@ def test_bad_account_budgets_are_a_400_naming_the_field_and_an_unknown_cluster_a
     unknown = api_event("get_cluster_usage", path_parameters={"name": "nope"}, query={"by": "account"})
     assert call(unknown)[0] == 404
     assert call(api_event("put_account_budgets", path_parameters={"name": "nope"}))[0] == 404
+
+
+def test_a_create_takes_the_first_account_budgets_and_refuses_bad_ones_naming_the_field(world: World) -> None:
+    status, answer = call(
+        api_event("create_cluster", body=create_body("c2", accountBudgets={"physics": 250}))
+    )
+    assert status == 202, answer
+    assert world.usage.account_budgets("c2") == {"physics": "250.00"}
+    status, refused = call(api_event("create_cluster", body=create_body("c3", accountBudgets={"physics": 0})))
+    assert status == 400
+    assert [e["path"] for e in refused["errors"]] == ["accountBudgets"]

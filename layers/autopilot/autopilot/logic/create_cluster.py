@@ -42,6 +42,7 @@ from autopilot.models.records import (
     new_operation_id,
     now_iso,
 )
+from autopilot.models.usage import stored_budgets
 from autopilot.observability import logger
 from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
 from autopilot.workflows.start import start_workflow
@@ -187,6 +188,7 @@ def _create_cluster(
         project_budget_limit_usd=project_budget.limit_amount if project_budget else None,
         project_budget_emails=list(body.budget.alert_emails) if project_budget and body.budget else None,
         login_target_group_arns=body.login_target_group_arns or None,
+        account_budgets=stored_budgets(body.account_budgets) if body.account_budgets else None,
     )
     try:
         deps.store.start_create(cluster, operation)

@@ -42,6 +42,7 @@ from autopilot.models.records import (
     Step,
     iso,
 )
+from autopilot.models.usage import MAX_ACCOUNT_BUDGETS, AccountBudgetMap, check_account_budgets
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
@@ -178,9 +179,21 @@ class CreateClusterBody(ApiModel):
         "group's node IPs: registered once the cluster is InService on the port each group uses, kept "
         "true on every replacement, scale and delete of a login node (docs/operations.md).",
     )
+    account_budgets: AccountBudgetMap | None = Field(
+        default=None,
+        max_length=MAX_ACCOUNT_BUDGETS,
+        description="Department budgets: USD a month per Slurm account of the cluster. Crossing 50/80/100 % "
+        "of one in a month (its jobs at list prices, as `GET /clusters/{name}/usage` counts them) publishes "
+        "one alert per threshold on the alerts topic. `PUT /clusters/{name}/account-budgets` replaces them.",
+    )
     rollback_on_failure: bool = Field(
         default=False, description="Delete the cluster if creation fails after SageMaker accepted it."
     )
+
+    @field_validator("account_budgets")
+    @classmethod
+    def _account_budgets(cls, budgets: AccountBudgetMap | None) -> AccountBudgetMap | None:
+        return check_account_budgets(budgets)
 
 
 class ValidateBody(ApiModel):
