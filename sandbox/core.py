@@ -283,6 +283,13 @@ class Sandbox:
             self.message_moves = sqs.MessageMoves(self.clock.now)
             self.message_moves.install()
             self._undo.append(self.message_moves.uninstall)
+        # IAM's policy simulator and S3's ExpectedBucketOwner (moto has neither): what POST /clusters
+        # asks before it uses a role or bucket a caller names (CallerResourceChecks)
+        for name in ("sandbox.iam_simulation", "sandbox.s3_bucket_owner"):
+            seam = _optional_module(name)
+            if seam is not None:
+                seam.install()
+                self._undo.append(seam.uninstall)
         pricing = _optional_module("sandbox.pricing")
         if pricing is not None:  # the Price List API (moto has no pricing service)
             self.pricing = pricing.PricingSimulator()

@@ -215,6 +215,8 @@ def _lambda(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
 
 
 def _iam(op: str, p: Mapping[str, Any], w: Where) -> list[str]:
+    if p.get("PolicySourceArn"):  # SimulatePrincipalPolicy acts on the principal it simulates
+        return [str(p["PolicySourceArn"])]
     if p.get("RoleName"):
         return [f"arn:{w.partition}:iam::{w.account}:role/{p['RoleName']}"]
     # a user's ARN holds its path; ``user/*`` grants, the only form the template uses, match it either way

@@ -53,7 +53,9 @@ DEFAULT_SPEED: Final = 1200.0
 # The template's own deadlines (Create 7200 s, Delete 3600 s): the sandbox clock runs on while a busy
 # machine starves the control plane of CPU, so a deadline near the simulated create time would turn
 # load into failures that AWS would not give.
-DEMO_PARAMETERS: Final[Mapping[str, Any]] = {"LogLevel": "WARNING"}
+# The demo's and tests' sample requests name a lifecycle bucket, subnets and a security group that exist
+# in no account: CallerResourceChecks (on by default) would refuse them (docs/security.md).
+DEMO_PARAMETERS: Final[Mapping[str, Any]] = {"LogLevel": "WARNING", "CallerResourceChecks": "Disabled"}
 # The demo's own run adds: the sweeps on an hourly schedule. At x1200 a 5-minute schedule fires four
 # times a wall second and each run finds nothing the events did not already handle: on a 2-core
 # machine those runs starve the workflows the scenarios follow. Every sweep still runs (hourly is 3 s).

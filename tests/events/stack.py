@@ -23,6 +23,11 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 CAPTURE_QUEUE = "captured-operation-events"
+# What a test's stack is deployed with unless it says otherwise. The sample requests (events/api/) name
+# a lifecycle bucket, subnets and a security group that exist in no account, and callers IAM does not
+# know: CallerResourceChecks would refuse every create, so the tests of it enable it themselves
+# (tests/sandbox/test_caller_resources.py). The workflow tests create EKS-orchestrated clusters.
+TEST_PARAMETERS: Mapping[str, Any] = {"CallerResourceChecks": "Disabled", "EksClusterNames": "*"}
 
 
 @dataclass
@@ -109,10 +114,11 @@ def deployed(
         ),
         seams.installed(seams.name_aws_sdk_errors, seams.cache_stepfunctions_parse_trees),
     ):
-        key = json.dumps([execute, parameters or {}], sort_keys=True, default=str)
+        parameters = {**TEST_PARAMETERS, **(parameters or {})}
+        key = json.dumps([execute, parameters], sort_keys=True, default=str)
         snapshot = _deployments.get(key)
         if snapshot is None:
-            stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters or {}, seed=7)
+            stack = deploy(TEMPLATE, region=REGION, account_id=ACCOUNT, parameters=parameters, seed=7)
             _capture_operation_events(stack)
             _deployments[key] = AccountSnapshot.take(ACCOUNT, extra=stack)
         else:

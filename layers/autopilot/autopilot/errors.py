@@ -29,6 +29,15 @@ class InvalidRequestError(Exception):
         self.errors = errors
 
 
+class CallerMayNotUseError(Exception):
+    """The caller names a resource it may not use itself (a role it may not pass): Autopilot will not
+    use it on the caller's behalf (issue 20, no confused deputy); ``errors`` locate each one."""
+
+    def __init__(self, message: str, errors: list[ErrorDetail]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
 class WorkflowStartError(Exception):
     """Step Functions did not start the workflow; the operation is recorded as FAILED."""
 

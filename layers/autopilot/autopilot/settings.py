@@ -103,6 +103,15 @@ class ApiSettings(_Settings):
     # The template parameter AgentPollSeconds: GET /clusters/{name} judges the Slurm agent silent after
     # max(60, 3 x it) seconds without a report (autopilot.logic.agent.status).
     agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=AGENT_POLL_LIMIT)
+    # The template parameter CallerResourceChecks (autopilot.validation.caller_resources): the caller's
+    # own iam:PassRole on each role, the lifecycle buckets and the network this account's. The template
+    # always sets it (Enabled by default); an environment built by hand (a test's fakes) has no IAM to ask.
+    caller_resource_checks: Literal["Enabled", "Disabled"] = Field(
+        alias="CALLER_RESOURCE_CHECKS", default="Disabled"
+    )
+    # The template parameter EksClusterNames (comma-separated names or patterns; empty: no EKS
+    # orchestrator): the EKS clusters a create may name (autopilot.validation.eks_clusters).
+    eks_cluster_names: str = Field(alias="EKS_CLUSTER_NAMES", default="")
 
     @property
     def account(self) -> str:

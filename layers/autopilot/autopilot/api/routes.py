@@ -37,6 +37,7 @@ from autopilot.api.body import (
 )
 from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
 from autopilot.errors import (
+    CallerMayNotUseError,
     ConflictError,
     InvalidPageTokenError,
     InvalidRequestError,
@@ -233,13 +234,18 @@ def _caller() -> str | None:
     summary="Create a cluster",
     description="Validates the config, registers the cluster and starts the Create workflow. With "
     "`dryRun=true`, makes every check a create makes and answers 200 with the CreateCluster request, "
-    "cost tags and budgets it would use; nothing is registered or created.",
+    "cost tags and budgets it would use; nothing is registered or created. Autopilot uses only what its "
+    "caller may use (docs/security.md): a role the caller may not pass itself (`iam:PassRole`) is a 403 "
+    "naming the field, unless the caller is one of the stack's AdminPrincipalArns; a lifecycle bucket, "
+    "subnet or security group of another account or outside the cluster's VPC, or an EKS cluster not in "
+    "the stack's EksClusterNames, a 400.",
     tags=["clusters"],
     operation_id="createCluster",
     responses=_responses(
         HTTPStatus.ACCEPTED,
         OperationAccepted,
         "Accepted; follow the operation at GET /operations/{operationId}.",
+        HTTPStatus.FORBIDDEN,
         HTTPStatus.CONFLICT,
         HTTPStatus.UNPROCESSABLE_ENTITY,
         links=_FOLLOW_OPERATION | _FOLLOW_CLUSTER,
@@ -832,6 +838,11 @@ def _no_route(exc: RouteNotFoundError) -> Response[str]:
 @_handles(NotAllowedError)
 def _not_allowed(exc: NotAllowedError) -> Response[str]:
     return _error_response(HTTPStatus.FORBIDDEN, ErrorBody(message=str(exc)))
+
+
+@_handles(CallerMayNotUseError)
+def _may_not_use(exc: CallerMayNotUseError) -> Response[str]:
+    return _error_response(HTTPStatus.FORBIDDEN, ErrorBody(message=str(exc), errors=exc.errors))
 
 
 @_handles(StackRefusedError)

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.validate import ParamValidator
 
-from autopilot.errors import ClusterNameTakenError, ConflictError, InvalidRequestError
+from autopilot.errors import CallerMayNotUseError, ClusterNameTakenError, ConflictError, InvalidRequestError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
 )
+from autopilot.logic.authorize_delete import split_arns
 from autopilot.logic.budget_enforcement import worker_groups
+from autopilot.logic.callers import acts_as_any
 from autopilot.logic.login_targets import target_group_problems
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
@@ -44,6 +46,7 @@ from autopilot.models.records import (
 )
 from autopilot.models.usage import stored_budgets
 from autopilot.observability import logger
+from autopilot.validation.documents import ClusterDocuments
 from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
 from autopilot.workflows.start import start_workflow
 
@@ -100,6 +103,11 @@ PLAN_CHECKS = (
     "a project budget asked for has the terms of the project's budget, unless the caller owns it",
     "each login target group is an existing `ip` target group of this account and region",
 )
+# With CallerResourceChecks Enabled (autopilot.validation.caller_resources), after the botocore check.
+CALLER_CHECK = (
+    "the caller may pass each role itself (iam:PassRole, or AdminPrincipalArns); the lifecycle buckets, "
+    "subnets and security groups are this account's, in the cluster's VPC"
+)
 
 
 def _plan(
@@ -119,6 +127,7 @@ def _plan(
         raise InvalidRequestError("the cluster configuration is invalid", errors)
     request = _create_request(body.cluster_config, cost_tags)
     _check_botocore(deps, "CreateCluster", request)
+    _check_caller_may_use(deps, body, requested_by)
     _check_name_free(deps, name)
     warnings += check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
     _check_login_target_groups(deps, body.login_target_group_arns or [])
@@ -146,7 +155,7 @@ def plan_create(
         project_budget=plan.project_budget.model_dump(mode="json", by_alias=True)
         if plan.project_budget
         else None,
-        checks=list(PLAN_CHECKS),
+        checks=_plan_checks(deps),
         warnings=plan.warnings,
     )
 
@@ -266,6 +275,40 @@ def _check_botocore(deps: Dependencies, operation: str, params: Mapping[str, Any
         raise InvalidRequestError(
             f"the {operation} request is invalid",
             [ErrorDetail(file=CLUSTER_CONFIG_FILE, path="", message=report.generate_report())],
+        )
+
+
+def _plan_checks(deps: Dependencies) -> list[str]:
+    checks = list(PLAN_CHECKS)
+    if deps.caller_resources is not None:
+        checks.insert(3, CALLER_CHECK)
+    return checks
+
+
+def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested_by: str | None) -> None:
+    """No confused deputy: a role the caller may not pass is a 403, a bucket, subnet or security group
+    that is not this account's (or not in the cluster's VPC) a 400, each naming its field."""
+    checker = deps.caller_resources
+    if checker is None:
+        return
+    settings = deps.settings
+    admin = acts_as_any(
+        requested_by, split_arns(settings.admin_principal_arns), matching=settings.owner_matching
+    )
+    refusals = checker.check(
+        ClusterDocuments(body.cluster_config, body.provisioning_parameters), requested_by, admin=admin
+    )
+
+    def details(problems: list[Any]) -> list[ErrorDetail]:
+        return [ErrorDetail(file=p.file, path=p.path, message=p.message) for p in problems]
+
+    if refusals.forbidden:
+        raise CallerMayNotUseError(
+            "the request names resources its caller may not use", details(refusals.forbidden)
+        )
+    if refusals.invalid:
+        raise InvalidRequestError(
+            "the request names resources outside this account or the cluster's VPC", details(refusals.invalid)
         )
 
 

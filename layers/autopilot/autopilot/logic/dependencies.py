@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from autopilot.models.bodies import OperationAccepted
     from autopilot.models.records import OperationType
     from autopilot.settings import ApiSettings, HealingSettings
+    from autopilot.validation.caller_resources import CallerResourceChecker
     from autopilot.validation.report import ValidationReport
 
 Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
@@ -37,19 +38,22 @@ Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationR
 def _stack_validator(settings: ApiSettings) -> Validator:
     """The API's validation: `autopilot validate --region <stack region>` with the stack's
     ExecutionRoleNamePatterns and account, MaxInstancesPerCluster and AllowedInstanceTypes
-    (docs/validation.md), and `--aws` when the stack's
+    (docs/validation.md), EksClusterNames, and `--aws` when the stack's
     PreflightChecks is Enabled."""
     # only the API's write paths need validation
     from autopilot.validation import (  # noqa: PLC0415
         ClusterCaps,
+        EksClusterPolicy,
         ExecutionRolePolicy,
         OnlineChecker,
+        split_names,
         split_patterns,
         split_types,
         validate_config,
     )
 
     policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
+    eks = EksClusterPolicy(split_names(settings.eks_cluster_names), settings.account, settings.region)
     caps = ClusterCaps(settings.max_instances_per_cluster, split_types(settings.allowed_instance_types))
     preflight = settings.preflight_checks == "Enabled"
 
@@ -62,6 +66,7 @@ def _stack_validator(settings: ApiSettings) -> Validator:
             region=settings.region,
             execution_roles=policy,
             caps=caps,
+            eks_clusters=eks,
             online=OnlineChecker(region=settings.region) if preflight else None,
         )
 
@@ -90,6 +95,7 @@ class Dependencies:
         healing_settings: HealingSettings | None = None,
         agents: AgentTable | None = None,
         login_targets: LoginTargets | None = None,
+        caller_resources: CallerResourceChecker | None = None,
     ) -> None:
         self.settings = settings
         self.store: StateStore = store or StateTable(settings.state_table_name)
@@ -106,6 +112,20 @@ class Dependencies:
         self.agents = agents or AgentTable(settings.state_table_name)
         self._healing_settings = healing_settings
         self._login_targets = login_targets
+        self._caller_resources = caller_resources
+
+    @property
+    def caller_resources(self) -> CallerResourceChecker | None:
+        """The checks of what a create's caller names (CallerResourceChecks; None when Disabled)."""
+        if self._caller_resources is None and self.settings.caller_resource_checks == "Enabled":
+            from autopilot.validation.caller_resources import (  # noqa: PLC0415  (create path only)
+                CallerResourceChecker,
+            )
+
+            self._caller_resources = CallerResourceChecker(
+                account=self.settings.account, region=self.settings.region
+            )
+        return self._caller_resources
 
     @property
     def login_targets(self) -> LoginTargets:

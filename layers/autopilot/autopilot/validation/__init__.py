@@ -7,6 +7,7 @@ Used by ``autopilot validate``, the REST API and the create-cluster workflow::
 """
 
 from autopilot.validation.caps import ClusterCaps, split_types
+from autopilot.validation.eks_clusters import EksClusterPolicy, split_names
 from autopilot.validation.engine import validate_config
 from autopilot.validation.execution_roles import ExecutionRolePolicy, split_patterns
 from autopilot.validation.online import OnlineChecker
@@ -22,11 +23,13 @@ __all__ = [
     "CLUSTER_CONFIG",
     "PROVISIONING_PARAMETERS",
     "ClusterCaps",
+    "EksClusterPolicy",
     "ExecutionRolePolicy",
     "OnlineChecker",
     "Problem",
     "ValidationReport",
     "load_document",
+    "split_names",
     "split_patterns",
     "split_types",
     "validate_config",

@@ -15,6 +15,7 @@ from autopilot.validation.schema import schema_problems
 
 if TYPE_CHECKING:
     from autopilot.validation.caps import ClusterCaps
+    from autopilot.validation.eks_clusters import EksClusterPolicy
     from autopilot.validation.execution_roles import ExecutionRolePolicy
     from autopilot.validation.online import OnlineChecker
 
@@ -27,12 +28,14 @@ def validate_config(
     region: str | None = None,
     execution_roles: ExecutionRolePolicy | None = None,
     caps: ClusterCaps | None = None,
+    eks_clusters: EksClusterPolicy | None = None,
 ) -> ValidationReport:
     """Check a CreateCluster request (and its Slurm provisioning parameters) and report every problem.
 
     ``region`` is the region the cluster will be created in; it defaults to ``online.region``.
     Without either, regions are only checked against each other. ``execution_roles`` is the
-    stack's policy on ExecutionRole (names, account); ``caps`` its instance count and type limits.
+    stack's policy on ExecutionRole (names, account); ``caps`` its instance count and type limits;
+    ``eks_clusters`` the EKS clusters it may orchestrate with.
     ``online`` adds the checks that ask AWS (see
     OnlineChecker). The REST API calls this with its stack's region and policy: it reports exactly
     what ``autopilot validate --region <stack region>`` reports.
@@ -51,6 +54,8 @@ def validate_config(
         execution_roles.check(documents, findings)
     if caps is not None:
         caps.check(documents, findings)
+    if eks_clusters is not None:
+        eks_clusters.check(documents, findings)
     if online is not None:
         online.check(documents, findings)
     return findings.report()
