@@ -361,6 +361,22 @@ class SlurmCluster:
         ]  # fmt: skip
         return self.run(*argv).strip().split(";", 1)[0]
 
+    def run_job(
+        self,
+        account: str | None = None,
+        *,
+        user: str | None = None,
+        nodes: Sequence[str] | int = 1,
+        gpus_per_node: int = 0,
+        seconds: float = 1.0,
+        timeout: float = 60.0,
+    ) -> str:
+        """``submit``, then ``wait_finished``: the job's id once Slurm has accounted it (the demo's
+        department jobs)."""
+        job_id = self.submit(account, user=user, nodes=nodes, gpus_per_node=gpus_per_node, seconds=seconds)
+        self.wait_finished([job_id], timeout)
+        return job_id
+
     def wait_finished(self, jobs: Sequence[str], timeout: float = 60.0) -> None:
         """Until every job has ended and its record is in Slurm's accounting (the job completion log's
         line, or sacct's row with its end: slurmctld sends it to slurmdbd a moment after the end)."""

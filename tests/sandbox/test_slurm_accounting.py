@@ -191,8 +191,7 @@ def test_jobs_under_two_accounts_are_reported_once_with_slurms_own_facts(
         # the agent restarts (systemd's Restart=always, a reboot): its cursor, in its state directory,
         # keeps what the control plane already has from being sent again
         stop_agent(agent)
-        later = cluster.submit("biology", nodes=[A], seconds=0.5)
-        cluster.wait_finished([later])
+        later = cluster.run_job("biology", nodes=[A], seconds=0.5)
         agent = run_agent(cluster, root, sink)
         wait_until(lambda: later in {job["jobId"] for job in sink.jobs()}, "the later job reported", log)
         polls = len(sink.reports)
