@@ -126,17 +126,19 @@ class CallerResourceChecker:
             return
         if source == _ROOT:
             return
-        decisions: dict[str, str] = {}
-        for where in roles:
-            if source is None:
+        if source is None:
+            for where in roles:
                 refusals.refuse(where, why_not)
-                continue
-            try:
-                if where.value not in decisions:
-                    decisions[where.value] = self._may_pass(source, where.value)
-            except _Unavailable as exc:
+            return
+        decisions: dict[str, str] = {}
+        try:
+            for arn in dict.fromkeys(where.value for where in roles):
+                decisions[arn] = self._may_pass(source, arn)
+        except _Unavailable as exc:
+            for where in roles:
                 refusals.refuse(where, str(exc))
-                continue
+            return
+        for where in roles:
             decision = decisions[where.value]
             if decision != "allowed":
                 denied = "explicitly denies" if decision == "explicitDeny" else "does not allow"
