@@ -3,7 +3,7 @@ log, or slurmdbd with its MariaDB: sandbox/slurm/accounting.py), the real agent 
 run as its systemd unit would (sandbox/slurm/agent.py), reporting over HTTP to a recording endpoint that
 validates every report as AgentFunction parses it (the control plane's ingestion is tested elsewhere).
 Jobs under two accounts and two users are reported once each, with Slurm's own nodes, GPUs and times,
-across an agent restart."""
+across an agent restart. And the agent's own node-list expansion against Slurm's scontrol."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from autopilot.models.agent import AgentReport
+from autopilot_agent.jobs import expand_hostlist
 
 from sandbox.slurm import SlurmCluster
 from sandbox.slurm.agent import agent_files, install_agent_files, start_agent, stop_agent
@@ -203,3 +204,32 @@ def test_jobs_under_two_accounts_are_reported_once_with_slurms_own_facts(
     assert sorted(sent) == sorted([physics, biology, later])  # each once
     assert sink.errors == []
     assert (root / "var" / "lib" / "autopilot-agent" / "finished-jobs.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "expanded_by_the_agent"),
+    [
+        ("ip-10-1-0-[08-10,15],gpu7", True),
+        ("ip-10-1-3-[21-22]", True),
+        ("n[1-3],m[5-6]", True),
+        ("x[9-11]", True),
+        ("gpu[1-2]x[1-2]", False),  # two bracket groups: handed to scontrol
+    ],
+)
+def test_the_agents_host_list_expansion_is_slurms(
+    nodelist: str, expanded_by_the_agent: bool, tmp_path: Path
+) -> None:
+    """The agent expands node lists itself (a report holds up to 2,000 jobs): as `scontrol show hostnames`
+    does, or not at all (None), and then scontrol does."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\n")  # scontrol needs no daemon for this
+    slurms = subprocess.run(
+        ["scontrol", "show", "hostnames", nodelist],
+        env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+
+    assert expand_hostlist(nodelist) == (slurms if expanded_by_the_agent else None)
