@@ -171,6 +171,8 @@ class FinishedJobs:
         jobs = [job for _, _, job in taken if job is not None]
 
         def commit() -> None:
+            if not taken:
+                return  # nothing new: the cursor stays as it is, no write
             kept = dict(seen)
             for end, job_id, _ in taken:  # the jobs sent, and the rows skipped among them (never ran)
                 kept[job_id] = end
@@ -241,6 +243,8 @@ class FinishedJobs:
         jobs = [job for _, _, job in taken if job is not None]
         # capped: up to the last line taken; else past every whole line read (skipped ones too)
         new_state = {"path": path, "inode": inode, "offset": int(taken[-1][0]) if rest else position}
+        if new_state == cursor:
+            return Batch(jobs, lambda: None)  # nothing new: no write
         return Batch(jobs, lambda: self._save("jobcomp", new_state))
 
     def _jobcomp_job(self, match: re.Match[str], gpus: Dict[str, int]) -> Optional[Dict[str, Any]]:
