@@ -39,6 +39,21 @@ CONFIG_SECONDS = 300.0
 # query looks this far behind the cursor, the jobs already reported there filtered out by id
 LOOKBACK_SECONDS = 6 * 3600
 NO_ACCOUNT = "(none)"  # models.agent.NO_ACCOUNT
+# a job's end states; the job completion log also has a line per requeued run (its state then PENDING):
+# those are skipped, so both sources report a requeued job's last run, as sacct without --duplicates does
+FINISHED = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "DEADLINE",
+        "BOOT_FAIL",
+    }
+)
 SACCT_STATES = "CD,F,TO,CA,NF,PR,OOM,DL"
 SACCT_FIELDS = (
     "JobID",
@@ -249,6 +264,8 @@ class FinishedJobs:
 
     def _jobcomp_job(self, match: re.Match[str], gpus: Dict[str, int]) -> Optional[Dict[str, Any]]:
         fields = match.groupdict()
+        if fields["state"] not in FINISHED:
+            return None  # a requeued run (PENDING again): its job is reported when it ends
         job_id = fields["id"]
         if fields["array"] is not None:
             job_id = f"{fields['array']}_{fields['task']}"  # as sacct prints an array task

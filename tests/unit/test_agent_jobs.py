@@ -310,6 +310,18 @@ def test_a_name_or_workdir_with_key_value_text_does_not_move_slurms_fields(tmp_p
     assert (job["account"], job["nodes"], job["gpus"]) == ("(none)", ["ip-10-1-0-11", "ip-10-1-0-12"], 4)
 
 
+def test_a_requeued_run_is_not_a_finished_job_its_last_run_is(tmp_path: Path) -> None:
+    """jobcomp/filetxt writes a line when a job is requeued (recorded: JobState=PENDING, the run's nodes and
+    times), then one when it ends: the last run alone is sent, as sacct (without --duplicates) has it."""
+    log = tmp_path / "jobcomp.log"
+    requeued = JOBCOMP[1].replace("JobState=COMPLETED", "JobState=PENDING").replace("00:50:27", "00:50:26")
+    write(log, [requeued, JOBCOMP[1]])
+
+    (job,) = reader(AccountingSlurm(jobcomp_config(log), show_job=SHOW_JOB), tmp_path / "s").read().jobs
+
+    assert (job["jobId"], job["state"], job["end"]) == ("1", "COMPLETED", "2026-11-28T00:50:27Z")
+
+
 def test_jobcomp_cursor_moves_after_commit_only_and_waits_for_a_whole_line(tmp_path: Path) -> None:
     log = tmp_path / "jobcomp.log"
     write(log, JOBCOMP[:2])
