@@ -6,10 +6,14 @@ is trust.py's (tested on its own): here the controller is given."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
+import io
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,11 +27,11 @@ from autopilot.logic.agent.reports import AgentDeps, handle_report
 from autopilot.logic.agent.trust import Controller, ControllerReader
 from autopilot.logic.spend_meter import month_end, month_of, run_spend_meter
 from autopilot.logic.usage_ingest import UsageDeps, listed_node_types
-from autopilot.settings import AgentSettings, api_settings
+from autopilot.settings import AgentSettings, api_settings, usage_export_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sandbox.prices import price_per_hour
-from tests.events import api_event, create_body
+from tests.events import ROOT, api_event, create_body, load_event
 from tests.events.stack import ACCOUNT, Deployed, deployed
 from tests.integration.test_healing_sweep import registered
 
@@ -35,6 +39,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 CALLER = f"arn:aws:sts::{ACCOUNT}:assumed-role/controller-role/i-0controller"
 ADMIN = "arn:aws:sts::123456789012:assumed-role/ResearcherRole/researcher"  # the sample events' caller
 P5 = price_per_hour("ml.p5.48xlarge")
+
+
+class Context:
+    function_name = "UsageExportFunction"
+    memory_limit_in_mb = 256
+    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:UsageExportFunction"
+    aws_request_id = "00000000-0000-4000-8000-000000000000"
 
 
 class GivenController(ControllerReader):
@@ -280,3 +291,53 @@ def test_a_create_takes_the_first_account_budgets_and_refuses_bad_ones_naming_th
     status, refused = call(api_event("create_cluster", body=create_body("c3", accountBudgets={"physics": 0})))
     assert status == 400
     assert [e["path"] for e in refused["errors"]] == ["accountBudgets"]
+
+
+def load_function(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{name}_app", ROOT / "functions" / name / "app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_export_writes_each_clusters_month_under_the_stacks_prefix_as_athena_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Test")
+    parameters = {"UsageExportBucket": "finance-exports", "UsageExportPrefix": "hpc/usage"}
+    with deployed(execute=False, parameters=parameters) as stack:
+        world = World(stack)
+        start = world.launched + timedelta(minutes=10)
+        stack.clock.advance(3 * 3600)
+        world.meter()
+        world.report(world.job("41", "physics", "ann", world.workers[:1], start, start + timedelta(hours=1)))
+        s3 = stack.client("s3")
+        s3.create_bucket(Bucket="finance-exports")
+        for key, value in stack.environment("UsageExportFunction").items():
+            monkeypatch.setenv(key, value)
+        usage_export_settings.cache_clear()
+        aws.client.cache_clear()
+        event = load_event("schedule/scheduled_event.json") | {"time": stack.clock.now().isoformat()}
+        counts = load_function("usage_export").lambda_handler(event, Context())
+        month = month_of(stack.clock.now())
+        body = s3.get_object(Bucket="finance-exports", Key=f"hpc/usage/cluster=c1/month={month}/usage.csv")[
+            "Body"
+        ]
+        rows = list(csv.DictReader(io.StringIO(body.read().decode())))
+        role = stack.stack.physical_id("UsageExportFunctionRole")
+        granted = stack.client("iam").get_role_policy(RoleName=role, PolicyName="usage-export")[
+            "PolicyDocument"
+        ]["Statement"]
+    usage_export_settings.cache_clear()
+    aws.client.cache_clear()
+    assert counts["monthToDate"] == 1
+    assert [(r["account"], r["user"]) for r in rows] == [("physics", "ann"), ("(unused capacity)", "")]
+    assert Decimal(rows[0]["usd"]) == P5
+    assert sum(Decimal(r["usd"]) for r in rows) == pytest.approx(
+        Decimal(rows[0]["cluster_spend_usd"]), abs=Decimal("0.01")
+    )
+    assert granted == [{"Sid": "WriteUsageCsv", "Effect": "Allow", "Action": "s3:PutObject",
+                        "Resource": "arn:aws:s3:::finance-exports/hpc/usage*"}]  # fmt: skip

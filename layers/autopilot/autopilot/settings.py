@@ -272,6 +272,17 @@ class AgentSettings(_Settings):
     region: str = Field(alias="AWS_REGION", min_length=1)
 
 
+class UsageExportSettings(_Settings):
+    """What UsageExportFunction needs (env var names are the aliases)."""
+
+    reader = "UsageExportFunction"
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+    # The template parameters UsageExportBucket (empty: no export) and UsageExportPrefix.
+    bucket: str = Field(alias="USAGE_EXPORT_BUCKET")
+    prefix: str = Field(alias="USAGE_EXPORT_PREFIX")
+
+
 # The loaders the functions call.
 agent_settings = _from_environment(AgentSettings)
 api_settings = _from_environment(ApiSettings)
@@ -282,6 +293,7 @@ healing_settings = _from_environment(HealingSettings)
 healing_sweep_settings = _from_environment(HealingSweepSettings)
 reconciler_settings = _from_environment(ReconcilerSettings)
 record_outcome_settings = _from_environment(RecordOutcomeSettings)
+usage_export_settings = _from_environment(UsageExportSettings)
 login_targets_settings = _from_environment(LoginTargetsSettings)
 session_guard_settings = _from_environment(SessionGuardSettings)
 spend_meter_settings = _from_environment(SpendMeterSettings)

@@ -6,6 +6,7 @@
   and user (usd, gpuHours, jobs), ADDed to by each job (per-account and per-user lines are their sums);
 - ``CLUSTER#<name>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
   that month and threshold was sent (the conditional put is the dedup);
+- ``CLUSTER#<name>`` / ``USAGEEXPORT#<YYYY-MM>``: the closed month's CSV was written for finance;
 - the cluster's registry item's ``accountBudgets`` (PUT /clusters/{name}/account-budgets).
 
 A job is written with the ADDs of its totals in one TransactWriteItems whose job put is conditional
@@ -61,6 +62,10 @@ def alert_key(cluster_name: str, month: str, account: str, threshold: int) -> di
     return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"ACCTALERT#{month}#{account}#{threshold}"}}
 
 
+def export_key(cluster_name: str, month: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"USAGEEXPORT#{month}"}}
+
+
 def totals_adds(cost: JobCost) -> dict[tuple[str, str, str], tuple[Decimal, Decimal, int]]:
     """(month, account, user) -> (usd, gpuHours, jobs) a job adds: its share of each month it ran in,
     and one job to the month it ended in."""
@@ -96,6 +101,13 @@ class UsageStore(Protocol):
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         """Undo a claim whose alert could not be published (the next report tries again)."""
+
+    def closed_month_exported(self, cluster_name: str, month: str) -> bool:
+        """Whether the closed month's CSV was written for finance (UsageExportFunction)."""
+
+    def mark_closed_month_exported(
+        self, cluster_name: str, month: str, *, at: str, expires_at: int
+    ) -> None: ...
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +295,22 @@ class UsageTable:
             TableName=self._table, Key=alert_key(cluster_name, month, account, threshold)
         )
 
+    def closed_month_exported(self, cluster_name: str, month: str) -> bool:
+        item = self.dynamodb.get_item(
+            TableName=self._table, Key=export_key(cluster_name, month), ConsistentRead=True
+        ).get("Item")
+        return item is not None
+
+    def mark_closed_month_exported(self, cluster_name: str, month: str, *, at: str, expires_at: int) -> None:
+        self.dynamodb.put_item(
+            TableName=self._table,
+            Item={
+                **export_key(cluster_name, month),
+                "exportedAt": {"S": at},
+                "expiresAt": {"N": str(expires_at)},
+            },
+        )
+
 
 def _next_batch(costs: Sequence[JobCost]) -> tuple[list[JobCost], list[JobCost]]:
     """The first jobs whose puts and (merged) totals updates fit one transaction, and the rest."""
@@ -305,6 +333,7 @@ class InMemoryUsageStore:
         self.jobs: dict[tuple[str, str], JobCost] = {}
         self.totals: dict[tuple[str, str, str, str], UsageTotals] = {}
         self.alerts: set[tuple[str, str, str, int]] = set()
+        self.exported: set[tuple[str, str]] = set()
         self.budgets: dict[str, dict[str, str]] = {name: {} for name in clusters}
         # a test makes a transaction fail after N jobs: nothing of that transaction is kept
         self.fail_after: int | None = None
@@ -358,3 +387,9 @@ class InMemoryUsageStore:
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         self.alerts.discard((cluster_name, month, account, threshold))
+
+    def closed_month_exported(self, cluster_name: str, month: str) -> bool:
+        return (cluster_name, month) in self.exported
+
+    def mark_closed_month_exported(self, cluster_name: str, month: str, *, at: str, expires_at: int) -> None:
+        self.exported.add((cluster_name, month))

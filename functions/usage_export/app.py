@@ -1,0 +1,42 @@
+"""UsageExportFunction: every day, each registered cluster's chargeback of the month to date (and of
+the month before, once it closed) as CSV in the stack's UsageExportBucket, under UsageExportPrefix, in
+the layout Athena reads (autopilot.logic.usage_export). Off (nothing read, nothing written) while
+UsageExportBucket is empty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopilot import aws
+from autopilot.dal.spend import SpendTable
+from autopilot.dal.state_store import every_cluster
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.usage import UsageTable
+from autopilot.logic.usage_export import export_usage
+from autopilot.models.envelopes import EventBridgeModel
+from autopilot.observability import logger, metrics
+from autopilot.settings import usage_export_settings
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    settings = usage_export_settings()
+    if not settings.bucket:
+        logger.info("usage export is off (UsageExportBucket is empty)")
+        return {}
+    scheduled = EventBridgeModel.model_validate(event)
+    s3 = aws.client("s3")
+
+    def put_object(key: str, body: str) -> None:
+        s3.put_object(Bucket=settings.bucket, Key=key, Body=body.encode(), ContentType="text/csv")
+
+    return export_usage(
+        scheduled.time,
+        (c.cluster_name for c in every_cluster(StateTable(settings.state_table_name))),
+        usage=UsageTable(settings.state_table_name),
+        spend=SpendTable(settings.state_table_name),
+        put_object=put_object,
+        prefix=settings.prefix,
+    )
