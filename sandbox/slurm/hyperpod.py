@@ -235,6 +235,10 @@ class HyperPodSlurm:
         # short, whatever TMPDIR says: slurmstepd's Unix sockets live under it (108 characters at most)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
+        if (
+            self._own_workdir
+        ):  # traversable (mkdtemp's 700 is not): another user's job execs from a spool below
+            self.workdir.chmod(0o711)
         self.errors: list[str] = []
         self.stopping = False  # no new agent once stop() began (its API server may be gone)
         self._clusters: dict[str, ClusterSlurm] = {}  # by cluster ARN
