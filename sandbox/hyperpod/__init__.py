@@ -11,11 +11,12 @@ One simulator per (account, region): while one is installed, a request for any o
 own, spawned from it on first use (``sim.for_region("us-west-2")``, ``sim.every_region()``).
 """
 
+from sandbox.hyperpod.events import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE
 from sandbox.hyperpod.faults import HEALTH_FAULTS
 from sandbox.hyperpod.model import HyperPodTimings
 from sandbox.hyperpod.operations import HYPERPOD_OPERATIONS, TAG_OPERATIONS
 from sandbox.hyperpod.responses import install_sagemaker_seam, uninstall_sagemaker_seam
-from sandbox.hyperpod.simulator import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator
+from sandbox.hyperpod.simulator import HyperPodSimulator
 from sandbox.hyperpod.validation import HyperPodApiError
 
 __all__ = [
