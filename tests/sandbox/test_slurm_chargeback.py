@@ -18,13 +18,11 @@ from boto3.dynamodb.types import TypeDeserializer
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
 from sandbox.slurm.agent import create_agent_role
-from sandbox.slurm.cluster import SlurmCluster
+from sandbox.slurm.cluster import Accounting, SlurmCluster
 from tests.sandbox.test_slurm_sandbox import ROLE, create_cluster
 
 # slow tier: a whole Sandbox with real Slurm daemons and the agent as a process (tests/README.md)
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
-
-NAME = "chargeback"
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +33,17 @@ def sandbox() -> Iterator[Sandbox]:
         yield sb
 
 
-def jobs(sandbox: Sandbox) -> dict[str, JobCost]:
+@pytest.fixture(scope="module")
+def agent_role(sandbox: Sandbox) -> None:
+    create_agent_role(sandbox.client("iam"), ROLE)
+
+
+def jobs(sandbox: Sandbox, name: str) -> dict[str, JobCost]:
     """The priced jobs AgentFunction recorded for the cluster (``USAGEJOB#<jobId>``)."""
     found = sandbox.client("dynamodb").query(
         TableName=sandbox.stack.physical_id("StateTable"),
         KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
-        ExpressionAttributeValues={":pk": {"S": f"CLUSTER#{NAME}"}, ":job": {"S": "USAGEJOB#"}},
+        ExpressionAttributeValues={":pk": {"S": f"CLUSTER#{name}"}, ":job": {"S": "USAGEJOB#"}},
         ConsistentRead=True,
     )["Items"]
     deserialize = TypeDeserializer().deserialize
@@ -56,27 +59,33 @@ def slurm_time(slurm: SlurmCluster, job: str, key: str) -> str:
     return datetime.strptime(fields[key], "%Y-%m-%dT%H:%M:%S").astimezone(UTC).isoformat()
 
 
-def test_jobs_under_two_accounts_are_priced_and_counted_per_account_and_user(sandbox: Sandbox) -> None:
-    create_agent_role(sandbox.client("iam"), ROLE)
-    create_cluster(sandbox, NAME, with_agent=True)
-    cluster = sandbox.slurm.cluster(NAME)
+@pytest.mark.parametrize(("name", "accounting"), [("chargeback", "jobcomp"), ("chargeback-dbd", "slurmdbd")])
+@pytest.mark.usefixtures("agent_role")
+def test_jobs_under_two_accounts_are_priced_and_counted_per_account_and_user(
+    sandbox: Sandbox, name: str, accounting: Accounting
+) -> None:
+    sandbox.slurm.accounting = accounting  # the clusters created from now on (Sandbox has no option for it)
+    create_cluster(sandbox, name, with_agent=True)
+    cluster = sandbox.slurm.cluster(name)
     assert cluster is not None
     assert cluster.agent is not None
     slurm = cluster.slurm
+    assert slurm.accounting == accounting
     first, second = sorted(slurm.node_names())
+    slurm.add_accounts({"physics": ["root"], "biology": ["nobody"]})  # slurmdbd enforces associations
 
     physics = slurm.run_job("physics", nodes=[first], gpus_per_node=8, seconds=2)
     biology = slurm.run_job("biology", user="nobody", nodes=[second], gpus_per_node=4, seconds=2)
 
     log = cluster.node_root(cluster.agent_instance) / "agent.log"
     deadline = time.monotonic() + 60
-    while {physics, biology} - set(jobs(sandbox)):
+    while {physics, biology} - set(jobs(sandbox, name)):
         assert time.monotonic() < deadline, (
             f"jobs {physics}, {biology} never counted; agent log:\n" + (log.read_text()[-3000:])
         )
         time.sleep(0.5)
 
-    counted = jobs(sandbox)
+    counted = jobs(sandbox, name)
     assert (counted[physics].account, counted[physics].user, counted[physics].gpus) == ("physics", "root", 8)
     assert (counted[biology].account, counted[biology].user, counted[biology].gpus) == (
         "biology",
@@ -90,7 +99,7 @@ def test_jobs_under_two_accounts_are_priced_and_counted_per_account_and_user(san
         assert counted[job].usd > 0  # priced at the node's list price (ml.p5.48xlarge)
     month = counted[physics].ended_month
     totals = UsageTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).month_totals(
-        NAME, month
+        name, month
     )
     assert {(t.account, t.user, t.jobs) for t in totals} >= {("physics", "root", 1), ("biology", "nobody", 1)}
     assert "refused" not in log.read_text()  # every report carrying the jobs was taken
