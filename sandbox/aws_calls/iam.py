@@ -310,12 +310,26 @@ def authorization_requests(call: Call) -> list[Request]:
         ]
         if call.params.get("DestinationArn"):
             requests.append(Request("sqs:SendMessage", str(call.params["DestinationArn"]), context))
+    requests += _eks_orchestrator(call, context)
     passed = _PASSED_ROLES.get((call.service, call.operation))
     if passed is not None:
         path, service = passed
         for role in sorted(_values_at(call.params, path)):
             requests.append(Request("iam:PassRole", role, {**context, "iam:PassedToService": [service]}))
     return requests
+
+
+# HyperPod sets up an EKS orchestrator with its caller's EKS permissions (the EKS prerequisites of
+# HyperPod name them; how SageMaker checks them is unverified, docs/sandbox.md): CreateCluster naming
+# Orchestrator.Eks.ClusterArn is authorized as these actions on that cluster too.
+_EKS_ORCHESTRATOR_ACTIONS: Final = ("eks:DescribeCluster", "eks:CreateAccessEntry")
+
+
+def _eks_orchestrator(call: Call, context: dict[str, list[str]]) -> list[Request]:
+    if (call.service, call.operation) != ("sagemaker", "CreateCluster"):
+        return []
+    arn = ((call.params.get("Orchestrator") or {}).get("Eks") or {}).get("ClusterArn")
+    return [Request(action, str(arn), context) for action in _EKS_ORCHESTRATOR_ACTIONS] if arn else []
 
 
 def _values_at(value: Any, path: tuple[str, ...]) -> set[str]:
