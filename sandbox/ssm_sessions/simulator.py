@@ -1,285 +1,56 @@
-"""SSM Session Manager simulator: StartSession / DescribeSessions / TerminateSession on moto.
-
-moto 5.2.5's SSM has no sessions. :func:`_patch_moto_ssm_response` (the one seam) adds the three
-operations to moto's ``SimpleSystemManagerResponse`` so they answer boto3 under ``mock_aws`` and
-over HTTP from ``ThreadedMotoServer`` alike; moto serializes the results against botocore's ssm
-model. The state lives here, in the :class:`SsmSessionsSimulator` of the request's account and region,
-and time comes from the :class:`SandboxClock`. Session Manager answers in every region, so the
-sandbox does too: the simulators installed by hand (the Sandbox's home region, a test's) are
-*installed*; a request for any other (account, region) gets one *spawned* from the first installed
-one on first use (same clock and options), ticked with it and gone when it is uninstalled.
-
-StartSession reaches only a connected target: by default a live HyperPod node of that account and
-region, ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>`` (see
-:func:`hyperpod_node_targets`); anything else is ``TargetNotConnected``. Caller identities are IAM
-ARNs, as AWS spells them: an IAM user's ``arn:aws:iam::…:user/…``, an assumed role's
-``arn:aws:sts::…:assumed-role/<role>/<session>`` (the AWS CLI reference's DescribeSessions example),
-and the sandbox's own keys (which moto reports as ``sts::…:user/moto``) the account root.
-
-Every StartSession (through the API or :meth:`SsmSessionsSimulator.start_session_as`) also puts
-the CloudTrail-shaped ``AWS API Call via CloudTrail`` event on that region's EventBridge bus, as a
-trail would, *after* the call returned: CloudTrail's delivery to EventBridge is best effort and
-delayed, so the event is queued ``cloudtrail_delay_seconds`` of simulated time and published by
-:meth:`SsmSessionsSimulator.tick`. The SessionGuard rule matches it with moto's real pattern matcher.
-
-Behaviour chosen where AWS documents none (unverified):
-- a session starts ``Connected``; TerminateSession makes it ``Terminating`` (still Active) and
-  ``Terminated`` (History) ``terminating_seconds`` later;
-- TerminateSession of an unknown or already ended session succeeds and echoes the id (the
-  operation models no not-found error);
-- DescribeSessions lists newest first; several filters are ANDed;
-- the CloudTrail delay (default 30 simulated seconds) and the Terminating time (default 5);
-- with ``max_session_duration_minutes`` given, sessions older than that end as ``Terminated``.
+"""``SsmSessionsSimulator``: StartSession / DescribeSessions / TerminateSession for one (account,
+region) on the sandbox clock, with injectable faults and the CloudTrail StartSession event.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from moto.core.exceptions import ServiceException
 from moto.core.models import DEFAULT_ACCOUNT_ID
-from moto.core.responses import ActionResult
-from moto.iam.models import iam_backends
 from moto.ssm.exceptions import InvalidDocument
 from moto.ssm.models import ssm_backends
-from moto.ssm.responses import SimpleSystemManagerResponse
-from moto.sts.models import sts_backends
 
 from sandbox import bus
 from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-
-DEFAULT_DOCUMENT = "SSM-SessionManagerRunShell"
-"""What DescribeSessions shows as DocumentName when StartSession named none (a plain shell)."""
-
-AWS_SESSION_DOCUMENTS = frozenset(
-    {
-        DEFAULT_DOCUMENT,
-        "AWS-StartInteractiveCommand",
-        "AWS-StartNonInteractiveCommand",
-        "AWS-StartPortForwardingSession",
-        "AWS-StartPortForwardingSessionToRemoteHost",
-        "AWS-StartPortForwardingSessionToSocket",
-        "AWS-StartSSHSession",
-    }
+from sandbox.ssm_sessions.identity import CallerIdentity
+from sandbox.ssm_sessions.model import (
+    ACCESS_TYPES,
+    ACTIVE_STATUSES,
+    AWS_SESSION_DOCUMENTS,
+    CLOUDTRAIL_TOKEN_REDACTED,
+    DEFAULT_DOCUMENT,
+    DEFAULT_USER_AGENT,
+    FILTER_KEYS,
+    HISTORY_STATUSES,
+    MAX_FILTERS,
+    MAX_RESULTS_RANGE,
+    OPERATIONS,
+    SESSION_STATUSES,
+    ConnectedTargets,
+    Fault,
+    PendingEvent,
+    SessionsError,
+    SimulatedSession,
+    constraint_error,
+    iso,
 )
-"""AWS-owned Session documents every account has; account documents come from moto's SSM."""
-
-FILTER_KEYS = ("InvokedAfter", "InvokedBefore", "Target", "Owner", "Status", "SessionId", "AccessType")
-SESSION_STATUSES = ("Connected", "Connecting", "Disconnected", "Terminated", "Terminating", "Failed")
-ACTIVE_STATUSES = frozenset({"Connected", "Connecting", "Disconnected", "Terminating"})
-HISTORY_STATUSES = frozenset({"Terminated", "Failed"})
-ACCESS_TYPES = ("Standard", "JustInTime")
-MAX_FILTERS = 6
-MAX_RESULTS_RANGE = (1, 200)
-OPERATIONS = ("StartSession", "DescribeSessions", "TerminateSession")
-
-_CLOUDTRAIL_TOKEN_REDACTED = "Value hidden due to security reasons."  # noqa: S105 - CloudTrail's text
-_MOTO_DEFAULT_USER = "user/moto"  # moto's caller for keys it does not know: the sandbox's own
-_DEFAULT_USER_AGENT = (
-    "aws-cli/2.17.0 md/awscrt#0.20.11 ua/2.0 os/linux md/arch#x86_64 command/ssm.start-session"
+from sandbox.ssm_sessions.seam import (
+    HANDLERS,
+    INSTALLED,
+    REGISTRY_LOCK,
+    SIMULATORS,
+    hyperpod_node_targets,
+    patch_moto_ssm_response,
+    unpatch_moto_ssm_response,
 )
-
-
-class SessionsError(ServiceException):
-    """An SSM error as the API returns it (code + message); also raised by the scenario helpers."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(code, message)
-
-
-def _constraint_error(problems: Sequence[str]) -> SessionsError:
-    """AWS's request-validation wording: ``N validation error(s) detected: ...; ...``."""
-    noun = "error" if len(problems) == 1 else "errors"
-    return SessionsError(
-        "ValidationException", f"{len(problems)} validation {noun} detected: " + "; ".join(problems)
-    )
-
-
-@dataclass(frozen=True)
-class CallerIdentity:
-    """Who called: the fields CloudTrail's ``userIdentity`` and DescribeSessions' ``Owner`` need."""
-
-    type: Literal["IAMUser", "AssumedRole", "Root"]
-    arn: str
-    principal_id: str
-    account_id: str
-    access_key_id: str | None = None
-    user_name: str | None = None  # IAMUser
-    role_arn: str | None = None  # AssumedRole: the session issuer
-    role_id: str | None = None
-    session_name: str | None = None
-
-    @property
-    def session_prefix(self) -> str:
-        """AWS names sessions after the IAM user or the role session (``alice-0123456789abcdef0``)."""
-        if self.type == "IAMUser" and self.user_name:
-            return self.user_name
-        if self.type == "AssumedRole" and self.session_name:
-            return self.session_name
-        return self.account_id
-
-    @classmethod
-    def from_arn(
-        cls,
-        arn: str,
-        *,
-        principal_id: str | None = None,
-        access_key_id: str | None = None,
-        role_session_name: str = "sandbox",
-    ) -> CallerIdentity:
-        """Identity of an IAM user, an assumed-role session, a role (assumed as ``role_session_name``)
-        or the account root, from its ARN. Ids come from moto's IAM when the principal exists there."""
-        parts = arn.split(":", 5)
-        if len(parts) != 6 or parts[0] != "arn" or parts[2] not in ("iam", "sts") or not parts[4].isdigit():
-            raise ValueError(f"not an IAM user, role or assumed-role ARN: {arn!r}")
-        partition, account, resource = parts[1], parts[4], parts[5]
-        if parts[2] == "sts" and resource == _MOTO_DEFAULT_USER:
-            # the sandbox's credentials sign as the account root (as the local API's SigV4 says)
-            arn, resource = f"arn:{partition}:iam::{account}:root", "root"
-            principal_id = None
-        if resource == "root":
-            return cls("Root", arn, principal_id or account, account, access_key_id)
-        kind, _, rest = resource.partition("/")
-        if kind == "user" and rest:
-            name = rest.rsplit("/", 1)[-1]
-            user = iam_backends[account][partition].users.get(name)
-            pid = principal_id or (user.id if user else _synthetic_id("AIDA", arn))
-            return cls("IAMUser", arn, pid, account, access_key_id, user_name=name)
-        if kind == "role" and rest:
-            role_name = rest.rsplit("/", 1)[-1]
-            assumed = f"arn:{partition}:sts::{account}:assumed-role/{role_name}/{role_session_name}"
-            return cls._assumed_role(assumed, arn, principal_id, access_key_id)
-        if kind == "assumed-role" and rest.count("/") == 1:
-            role_name = rest.split("/", 1)[0]
-            role_arn = f"arn:{partition}:iam::{account}:role/{role_name}"
-            return cls._assumed_role(arn, role_arn, principal_id, access_key_id)
-        raise ValueError(f"not an IAM user, role or assumed-role ARN: {arn!r}")
-
-    @classmethod
-    def _assumed_role(
-        cls, arn: str, role_arn: str, principal_id: str | None, access_key_id: str | None
-    ) -> CallerIdentity:
-        account, partition = arn.split(":")[4], arn.split(":")[1]
-        session_name = arn.rsplit("/", 1)[-1]
-        role_name = role_arn.rsplit("/", 1)[-1]
-        role = next((r for r in iam_backends[account][partition].get_roles() if r.name == role_name), None)
-        if role is not None:
-            role_arn = role.arn
-        role_id = role.id if role is not None else _synthetic_id("AROA", role_arn)
-        if principal_id and ":" in principal_id:
-            role_id = principal_id.split(":", 1)[0]
-        return cls(
-            "AssumedRole",
-            arn,
-            f"{role_id}:{session_name}",
-            account,
-            access_key_id or _synthetic_id("ASIA", arn),
-            role_arn=role_arn,
-            role_id=role_id,
-            session_name=session_name,
-        )
-
-    def cloudtrail_user_identity(self, at: datetime) -> dict[str, Any]:
-        identity: dict[str, Any] = {
-            "type": self.type,
-            "principalId": self.principal_id,
-            "arn": self.arn,
-            "accountId": self.account_id,
-        }
-        if self.access_key_id:
-            identity["accessKeyId"] = self.access_key_id
-        if self.type == "IAMUser":
-            identity["userName"] = self.user_name
-        elif self.type == "AssumedRole":
-            identity["sessionContext"] = {
-                "sessionIssuer": {
-                    "type": "Role",
-                    "principalId": self.role_id,
-                    "arn": self.role_arn,
-                    "accountId": self.account_id,
-                    "userName": (self.role_arn or "").rsplit("/", 1)[-1],
-                },
-                "webIdFederationData": {},
-                "attributes": {"creationDate": _iso(at), "mfaAuthenticated": "false"},
-            }
-        return identity
-
-
-def _synthetic_id(prefix: str, seed: str) -> str:
-    """A stable IAM-style unique id (``AIDA`` + 17 characters) for a principal moto does not know."""
-    digest = base64.b32encode(hashlib.sha256(seed.encode()).digest()).decode()
-    return prefix + digest[:17]
-
-
-def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class SimulatedSession:
-    """One session as the simulator holds it; :meth:`to_api` is DescribeSessions' ``Session``."""
-
-    session_id: str
-    target: str
-    owner: str
-    status: str
-    start_date: datetime
-    document_name: str
-    access_type: str = "Standard"
-    reason: str | None = None
-    end_date: datetime | None = None
-    max_session_duration: str | None = None
-    parameters: dict[str, list[str]] = field(default_factory=dict)
-    terminating_until: datetime | None = None  # Terminating: when it becomes Terminated
-
-    @property
-    def active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
-    def to_api(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "SessionId": self.session_id,
-            "Target": self.target,
-            "Status": self.status,
-            "StartDate": self.start_date,
-            "DocumentName": self.document_name,
-            "Owner": self.owner,
-            "AccessType": self.access_type,
-        }
-        if self.end_date is not None:
-            out["EndDate"] = self.end_date
-        if self.reason:
-            out["Reason"] = self.reason
-        if self.max_session_duration:
-            out["MaxSessionDuration"] = self.max_session_duration
-        return out
-
-
-@dataclass
-class _Fault:
-    code: str
-    message: str
-    remaining: int
-
-
-@dataclass(frozen=True)
-class _PendingEvent:
-    due: datetime
-    event: dict[str, Any]  # bus.emit's keyword arguments
-
-
-ConnectedTargets = Callable[[str, str], Iterable[str]]
-"""(account, region) -> the SSM targets whose agent is connected there."""
 
 
 class SsmSessionsSimulator:
@@ -313,8 +84,8 @@ class SsmSessionsSimulator:
         self.cloudtrail_delay_seconds = cloudtrail_delay_seconds
         self.terminating_seconds = terminating_seconds
         self._sessions: dict[str, SimulatedSession] = {}
-        self._faults: dict[str, _Fault] = {}
-        self._outbox: list[_PendingEvent] = []  # CloudTrail events not yet delivered, in due order
+        self._faults: dict[str, Fault] = {}
+        self._outbox: list[PendingEvent] = []  # CloudTrail events not yet delivered, in due order
         self._spawned: list[SsmSessionsSimulator] = []  # other regions' simulators, made from this one
         self._lock = threading.RLock()
 
@@ -322,26 +93,26 @@ class SsmSessionsSimulator:
     def install(self) -> None:
         """Serve StartSession / DescribeSessions / TerminateSession for this account and region, and
         (through simulators spawned from this one) for every other region without one."""
-        with _REGISTRY_LOCK:
+        with REGISTRY_LOCK:
             key = (self.account_id, self.region)
-            other = _SIMULATORS.get(key)
+            other = SIMULATORS.get(key)
             if other is not None and other is not self:
                 raise RuntimeError(f"another SsmSessionsSimulator is installed for {key}")
-            _SIMULATORS[key] = self
-            _INSTALLED.append(self)
-            _patch_moto_ssm_response(_HANDLERS)
+            SIMULATORS[key] = self
+            INSTALLED.append(self)
+            patch_moto_ssm_response(HANDLERS)
 
     def uninstall(self) -> None:
         """Stop serving this (account, region) and the regions spawned from this simulator."""
-        with _REGISTRY_LOCK:
-            if self in _INSTALLED:
-                _INSTALLED.remove(self)
+        with REGISTRY_LOCK:
+            if self in INSTALLED:
+                INSTALLED.remove(self)
             for simulator in (self, *self._spawned):
-                if _SIMULATORS.get((simulator.account_id, simulator.region)) is simulator:
-                    del _SIMULATORS[(simulator.account_id, simulator.region)]
+                if SIMULATORS.get((simulator.account_id, simulator.region)) is simulator:
+                    del SIMULATORS[(simulator.account_id, simulator.region)]
             self._spawned.clear()
-            if not _INSTALLED:
-                _unpatch_moto_ssm_response()
+            if not INSTALLED:
+                unpatch_moto_ssm_response()
 
     def spawn(self, account_id: str, region: str) -> SsmSessionsSimulator:
         """A simulator for another (account, region) with this one's clock and options; ticked by
@@ -382,7 +153,7 @@ class SsmSessionsSimulator:
         parameters: Mapping[str, Sequence[str]] | None = None,
         role_session_name: str = "sandbox",
         source_ip_address: str = "198.51.100.23",
-        user_agent: str = _DEFAULT_USER_AGENT,
+        user_agent: str = DEFAULT_USER_AGENT,
     ) -> str:
         """Start a session as ``owner_arn`` (IAM user, role or assumed-role ARN) without going
         through a signed request; emits the CloudTrail event like the API path. Returns SessionId."""
@@ -407,7 +178,7 @@ class SsmSessionsSimulator:
         reason: str | None = None,
         parameters: Mapping[str, Sequence[str]] | None = None,
         source_ip_address: str = "198.51.100.23",
-        user_agent: str = _DEFAULT_USER_AGENT,
+        user_agent: str = DEFAULT_USER_AGENT,
     ) -> dict[str, str]:
         """StartSession: the response ({SessionId, TokenValue, StreamUrl}); emits the CloudTrail event."""
         self._raise_injected("StartSession")
@@ -421,7 +192,7 @@ class SsmSessionsSimulator:
                 f"Value '{reason}' at 'reason' failed to satisfy constraint: Member must have length 1-256"
             )
         if problems:
-            raise _constraint_error(problems)
+            raise constraint_error(problems)
         if document_name is not None:
             self._check_document(document_name)
         if target not in set(self.connected_targets(self.account_id, self.region)):
@@ -460,7 +231,7 @@ class SsmSessionsSimulator:
         )
         with self._lock:
             self._sessions[session_id] = session
-            self._outbox.append(_PendingEvent(now + timedelta(seconds=self.cloudtrail_delay_seconds), event))
+            self._outbox.append(PendingEvent(now + timedelta(seconds=self.cloudtrail_delay_seconds), event))
         return response
 
     def describe_sessions(
@@ -497,7 +268,7 @@ class SsmSessionsSimulator:
         (History) ``terminating_seconds`` later; echoes the id."""
         self._raise_injected("TerminateSession")
         if not session_id or len(session_id) > 96:
-            raise _constraint_error(
+            raise constraint_error(
                 [
                     f"Value '{session_id}' at 'sessionId' failed to satisfy constraint: "
                     "Member must have length 1-96"
@@ -544,7 +315,7 @@ class SsmSessionsSimulator:
         if times < 1:
             raise ValueError("times must be >= 1")
         with self._lock:
-            self._faults[operation] = _Fault(code, message, times)
+            self._faults[operation] = Fault(code, message, times)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -666,7 +437,7 @@ class SsmSessionsSimulator:
                         "constraint: Member must have length between 1 and 400"
                     )
         if problems:
-            raise _constraint_error(problems)
+            raise constraint_error(problems)
 
     @staticmethod
     def _filter_predicate(key: str, value: str) -> Callable[[SimulatedSession], bool]:
@@ -739,7 +510,7 @@ class SsmSessionsSimulator:
         detail = {
             "eventVersion": "1.08",
             "userIdentity": identity.cloudtrail_user_identity(session.start_date),
-            "eventTime": _iso(session.start_date),
+            "eventTime": iso(session.start_date),
             "eventSource": "ssm.amazonaws.com",
             "eventName": "StartSession",
             "awsRegion": self.region,
@@ -748,7 +519,7 @@ class SsmSessionsSimulator:
             "requestParameters": request_parameters,
             "responseElements": {
                 "sessionId": response["SessionId"],
-                "tokenValue": _CLOUDTRAIL_TOKEN_REDACTED,
+                "tokenValue": CLOUDTRAIL_TOKEN_REDACTED,
                 "streamUrl": response["StreamUrl"],
             },
             "requestID": str(uuid.uuid4()),
@@ -767,107 +538,3 @@ class SsmSessionsSimulator:
             "account_id": self.account_id,
             "time": session.start_date,
         }
-
-
-# -- the moto seam -------------------------------------------------------------------------------
-_SIMULATORS: dict[tuple[str, str], SsmSessionsSimulator] = {}  # installed and spawned, by (account, region)
-_INSTALLED: list[SsmSessionsSimulator] = []  # in installation order: the first spawns the others
-_REGISTRY_LOCK = threading.Lock()
-
-ResponseHandler = Callable[[SimpleSystemManagerResponse], ActionResult]
-
-
-def simulator_for(account_id: str, region: str) -> SsmSessionsSimulator | None:
-    """The simulator serving (account, region), spawned on first use; None while none is installed."""
-    key = (account_id, region)
-    with _REGISTRY_LOCK:
-        simulator = _SIMULATORS.get(key)
-        if simulator is None and _INSTALLED:
-            simulator = _SIMULATORS[key] = _INSTALLED[0].spawn(account_id, region)
-        return simulator
-
-
-def _simulator_for(response: SimpleSystemManagerResponse) -> SsmSessionsSimulator:
-    simulator = simulator_for(response.current_account, response.region)
-    if simulator is None:  # the seam is installed only while a simulator is
-        raise SessionsError("InternalServerError", "the sandbox SSM sessions simulator is not installed")
-    return simulator
-
-
-def hyperpod_node_targets(account_id: str, region: str) -> list[str]:
-    """The SSM targets of the HyperPod nodes of (account, region) whose agent is reachable:
-    ``sagemaker-cluster:<cluster-id>_<instance-group>-<instance-id>``, for ``Running`` nodes only (a
-    node that is rebooting or in deep health checks is billed but its agent is not connected)."""
-    return [
-        f"sagemaker-cluster:{instance.cluster_arn.rsplit('/', 1)[-1]}_{instance.instance_group}-"
-        f"{instance.instance_id}"
-        for simulator in HyperPodSimulator.every_region()
-        if (simulator.account_id, simulator.region) == (account_id, region)
-        for instance in simulator.running_instances()
-        if instance.status == "Running"
-    ]
-
-
-def _caller_identity(response: SimpleSystemManagerResponse) -> CallerIdentity:
-    """The caller as moto resolves it for sts:GetCallerIdentity (IAM user / assumed role / default)."""
-    access_key = response.get_access_key()
-    sts = sts_backends[response.current_account][response.partition]
-    user_id, arn, _ = sts.get_caller_identity(access_key, response.region)
-    return CallerIdentity.from_arn(arn, principal_id=user_id, access_key_id=access_key)
-
-
-def _handle_start_session(response: SimpleSystemManagerResponse) -> ActionResult:
-    simulator = _simulator_for(response)
-    result = simulator.start_session(
-        _caller_identity(response),
-        response._get_param("Target"),
-        document_name=response._get_param("DocumentName"),
-        reason=response._get_param("Reason"),
-        parameters=response._get_param("Parameters"),
-        source_ip_address="127.0.0.1",  # every sandbox caller is on loopback
-        user_agent=str(response.headers.get("User-Agent", _DEFAULT_USER_AGENT)),
-    )
-    return ActionResult(result)
-
-
-def _handle_describe_sessions(response: SimpleSystemManagerResponse) -> ActionResult:
-    max_results = response._get_param("MaxResults")
-    result = _simulator_for(response).describe_sessions(
-        state=response._get_param("State"),
-        filters=response._get_param("Filters"),
-        max_results=int(max_results) if max_results is not None else None,
-        next_token=response._get_param("NextToken"),
-    )
-    return ActionResult(result)
-
-
-def _handle_terminate_session(response: SimpleSystemManagerResponse) -> ActionResult:
-    return ActionResult(_simulator_for(response).terminate_session(response._get_param("SessionId")))
-
-
-_HANDLERS: dict[str, ResponseHandler] = {
-    "start_session": _handle_start_session,
-    "describe_sessions": _handle_describe_sessions,
-    "terminate_session": _handle_terminate_session,
-}
-
-
-def _patch_moto_ssm_response(handlers: Mapping[str, ResponseHandler]) -> None:
-    """THE seam: moto's ``BaseResponse.call_action`` turns the X-Amz-Target action into a snake_case
-    method name and calls that method of ``SimpleSystemManagerResponse`` if the class has it, then
-    serializes an ``ActionResult`` with botocore's ssm model. Adding the three methods to the class
-    is all it takes, in-process and in moto's server. Guarded by tests/sandbox/test_ssm_sessions.py."""
-    for name, handler in handlers.items():
-        existing = SimpleSystemManagerResponse.__dict__.get(name)
-        if existing is not None and existing is not handler:
-            raise RuntimeError(
-                f"moto's SimpleSystemManagerResponse already defines {name}: the SSM seam has moved "
-                "(moto now implements sessions?); revisit sandbox/ssm_sessions.py"
-            )
-        setattr(SimpleSystemManagerResponse, name, handler)
-
-
-def _unpatch_moto_ssm_response() -> None:
-    for name, handler in _HANDLERS.items():
-        if SimpleSystemManagerResponse.__dict__.get(name) is handler:
-            delattr(SimpleSystemManagerResponse, name)
