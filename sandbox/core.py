@@ -17,39 +17,31 @@ scheduler on the sandbox clock, the SQS event-source poller, the async delivery 
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import re
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import boto3
 from moto import mock_aws
 from moto.core.config import DefaultConfig
 from moto.core.models import DEFAULT_ACCOUNT_ID
-from moto.events.models import events_backends
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from moto.stepfunctions.parser.api import ExecutionStatus
-from moto.stepfunctions.parser.backend.execution import Execution as StepFunctionsExecution
-from moto.stepfunctions.parser.models import stepfunctions_parser_backends
-from werkzeug.serving import BaseWSGIServer, make_server
-from werkzeug.wrappers import Request, Response
 
 from sandbox import seams
 from sandbox.api_server import ApiServer
 from sandbox.aws_calls import FAULT_KINDS, AwsCalls
 from sandbox.aws_calls.iam import Denial
+from sandbox.aws_endpoint import ADMIN_PREFIX, AwsEndpoint
 from sandbox.clock import SandboxClock
-from sandbox.deploy import ScheduleSpec, Stack, deploy
+from sandbox.deploy import Stack, deploy
+from sandbox.executions import end_executions
 from sandbox.lambda_runtime import SANDBOX_CREDENTIALS, InvocationResult, LambdaRuntime, SqsEventSourcePoller
+from sandbox.schedules import Scheduler
 
 DEFAULT_TEMPLATE: Final = Path(__file__).resolve().parent.parent / "template.yaml"
 DEFAULT_REGION: Final = "us-east-1"
@@ -58,7 +50,8 @@ MOCK_CONFIG: Final[DefaultConfig] = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
 }
-ADMIN_PREFIX: Final = "/_sandbox/"
+
+
 # How long stop() waits for the executions it aborts to end (a Lambda task ends with its handler).
 EXECUTIONS_END_SECONDS: Final = 10.0
 # With real Slurm, the stack's AgentPollSeconds is what the agents really do in simulated time: they poll
@@ -209,7 +202,7 @@ class Sandbox:
             server.stop()
         self._servers.clear()
         if self._mock is not None:
-            _end_executions(EXECUTIONS_END_SECONDS)
+            end_executions(EXECUTIONS_END_SECONDS)
         while self._undo:
             undo = self._undo.pop()
             try:
@@ -594,246 +587,4 @@ def _optional_module(name: str) -> Any:
         raise
 
 
-# --------------------------------------------------------------------------------------------------
-# the AWS endpoint: moto's server app + admin routes
-# --------------------------------------------------------------------------------------------------
-class AwsEndpoint:
-    """moto's werkzeug app (as ThreadedMotoServer runs it), sharing this process's backends.
-
-    Requests under /_sandbox/ go to ``Sandbox.admin`` (faults, clock, metrics, stack); every other
-    request is an AWS API call answered by moto and the simulators. Bound to loopback, no auth on
-    the admin routes: it is a local development endpoint.
-    """
-
-    def __init__(self, sandbox: Sandbox, host: str, port: int) -> None:
-        self.sandbox = sandbox
-        self._moto_app = DomainDispatcherApplication(create_backend_app)
-        self._server: BaseWSGIServer = make_server(
-            host, port, self._app, threaded=True, request_handler=MotoRequestHandler
-        )
-        bound_host, bound_port = self._server.server_address[:2]
-        self.url = f"http://{bound_host!s}:{bound_port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="sandbox-aws-endpoint", daemon=True
-        )
-
-    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        path = str(environ.get("PATH_INFO", ""))
-        if not path.startswith(ADMIN_PREFIX):
-            calls = self.sandbox.aws_calls
-            # a lost response's request is served, its answer dropped, before the fault answers
-            fault = calls.http_answer(environ, lambda: b"".join(self._aws(environ, _drop))) if calls else None
-            if fault is not None:
-                return Response(fault.body, fault.status, fault.headers)(environ, start_response)
-            return self._aws(environ, start_response)
-        request = Request(environ)
-        try:
-            body = json.loads(request.get_data() or b"null")
-        except ValueError:
-            response = Response(json.dumps({"error": "body is not JSON"}), 400, mimetype="application/json")
-            return response(environ, start_response)
-        status, payload = self.sandbox.admin(request.method, path, body)
-        response = Response(json.dumps(payload, default=str), status, mimetype="application/json")
-        return response(environ, start_response)
-
-    def _aws(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        priced = self.sandbox.pricing.wsgi_answer(environ) if self.sandbox.pricing else None
-        if priced is not None:  # moto's server has no pricing backend
-            status, headers, body = priced
-            return Response(body, status, headers)(environ, start_response)
-        return self._moto_app(environ, start_response)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-
-def _drop(*_: Any) -> Callable[[bytes], None]:
-    """A WSGI start_response for an answer nobody receives."""
-    return lambda _data: None
-
-
-def _end_executions(timeout: float) -> None:
-    """Abort every running Step Functions execution (as StopExecution does) and wait for them to end,
-    while the seams are still installed. moto runs an execution in a daemon thread that outlives
-    ``mock.stop()``: left running, it would go on in bare moto (its next JSONata expression calls
-    moto's unset hook, ``TypeError('NoneType' object is not callable)``; its AWS calls unmocked)."""
-    # the executing backend keeps its own Execution class in moto's StateMachine.executions
-    running = [
-        (backend, cast(StepFunctionsExecution, execution))
-        for regions in stepfunctions_parser_backends.values()
-        for backend in regions.values()
-        for machine in list(backend.state_machines)
-        for execution in list(machine.executions)
-        if cast(StepFunctionsExecution, execution).exec_status == ExecutionStatus.RUNNING
-    ]
-    stopped: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while running and time.monotonic() < deadline:
-        for backend, execution in running:
-            # an execution's thread builds its environment first; StopExecution needs it
-            worker = execution.exec_worker
-            if execution.execution_arn not in stopped and worker is not None and worker.env is not None:
-                backend.stop_execution(execution.execution_arn)
-                stopped.add(execution.execution_arn)
-        time.sleep(0.01)
-        # moto sets the status as the execution's thread ends
-        running = [(b, e) for b, e in running if e.exec_status == ExecutionStatus.RUNNING]
-
-
-# --------------------------------------------------------------------------------------------------
-# schedules on the sandbox clock
-# --------------------------------------------------------------------------------------------------
-_RATE: Final = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
-_CRON: Final = re.compile(r"cron\((.+)\)")
-_UNIT_SECONDS: Final = {"minute": 60, "hour": 3600, "day": 86400}
-_MONTHS: Final = {
-    m: i + 1
-    for i, m in enumerate(
-        ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
-    )
-}
-_DAYS: Final = {d: i + 1 for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
-_MAX_FIRES_PER_TICK: Final = 20
-
-
-@dataclass
-class _Cron:
-    minutes: set[int] | None
-    hours: set[int] | None
-    days: set[int] | None
-    months: set[int] | None
-    weekdays: set[int] | None  # 1 = Sunday, as EventBridge counts
-    years: set[int] | None
-
-    def matches(self, when: datetime) -> bool:
-        weekday = (when.isoweekday() % 7) + 1
-        checks = (
-            (self.minutes, when.minute),
-            (self.hours, when.hour),
-            (self.days, when.day),
-            (self.months, when.month),
-            (self.weekdays, weekday),
-            (self.years, when.year),
-        )
-        return all(allowed is None or value in allowed for allowed, value in checks)
-
-
-def _cron_field(text: str, low: int, high: int, names: Mapping[str, int], expression: str) -> set[int] | None:
-    if text in ("*", "?"):
-        return None
-    values: set[int] = set()
-    for part in text.upper().split(","):
-        base, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if base == "*":
-            start, end = low, high
-        elif "-" in base:
-            first, _, last = base.partition("-")
-            start, end = names.get(first) or int(first), names.get(last) or int(last)
-        elif base in names or base.isdigit():
-            start = names.get(base) or int(base)
-            end = high if step_text else start
-        else:
-            raise ValueError(f"{expression}: cron field {text!r} is not supported by the sandbox scheduler")
-        values.update(range(start, end + 1, step))
-    return values
-
-
-def parse_schedule(expression: str) -> timedelta | _Cron:
-    """rate(N unit) → the period; cron(m h dom mon dow year) → a matcher. Loud on what it cannot do."""
-    rate = _RATE.fullmatch(expression.strip())
-    if rate:
-        return timedelta(seconds=int(rate.group(1)) * _UNIT_SECONDS[rate.group(2).rstrip("s")])
-    cron = _CRON.fullmatch(expression.strip())
-    if cron:
-        fields = cron.group(1).split()
-        if len(fields) != 6:
-            raise ValueError(f"{expression}: cron needs 6 fields")
-        return _Cron(
-            _cron_field(fields[0], 0, 59, {}, expression),
-            _cron_field(fields[1], 0, 23, {}, expression),
-            _cron_field(fields[2], 1, 31, {}, expression),
-            _cron_field(fields[3], 1, 12, _MONTHS, expression),
-            _cron_field(fields[4], 1, 7, _DAYS, expression),
-            _cron_field(fields[5], 1970, 2199, {}, expression),
-        )
-    raise ValueError(f"schedule expression {expression!r} is not supported by the sandbox scheduler")
-
-
-class Scheduler:
-    """Fires the stack's schedule rules on the sandbox clock (their targets get a Scheduled Event)."""
-
-    def __init__(self, stack: Stack, clock: SandboxClock, region: str, account_id: str) -> None:
-        self.stack = stack
-        self.clock = clock
-        self.region = region
-        self.account_id = account_id
-        self.fired: dict[str, int] = {}
-        self._lock = threading.Lock()
-        start = clock.now()
-        self._plans: dict[str, tuple[ScheduleSpec, timedelta | _Cron]] = {
-            lid: (spec, parse_schedule(spec.expression)) for lid, spec in stack.schedules.items()
-        }
-        self._next: dict[str, datetime] = {}
-        for lid, (_, plan) in self._plans.items():
-            self._next[lid] = start + plan if isinstance(plan, timedelta) else _next_minute(start)
-
-    def fire_due(self) -> None:
-        now = self.clock.now()
-        with self._lock:
-            for lid, (_, plan) in self._plans.items():
-                fires = 0
-                while self._next[lid] <= now and fires < _MAX_FIRES_PER_TICK:
-                    due = self._next[lid]
-                    if isinstance(plan, timedelta):
-                        self._fire(lid, due)
-                        self._next[lid] = due + plan
-                    else:
-                        if plan.matches(due):
-                            self._fire(lid, due)
-                        self._next[lid] = due + timedelta(minutes=1)
-                    fires += 1
-                if self._next[lid] <= now:  # far behind (a big advance): skip to now, as a missed schedule
-                    self._next[lid] = now + plan if isinstance(plan, timedelta) else _next_minute(now)
-
-    def next_due(self) -> datetime | None:
-        """When the next schedule is due (a cron's next minute, whether it matches or not)."""
-        with self._lock:
-            return min(self._next.values(), default=None)
-
-    def fire(self, logical_id: str, when: datetime | None = None) -> None:
-        if logical_id not in self._plans:
-            raise KeyError(f"{logical_id} is not a schedule of stack {self.stack.name}")
-        self._fire(logical_id, when or self.clock.now())
-
-    def _fire(self, logical_id: str, when: datetime) -> None:
-        spec, _ = self._plans[logical_id]
-        bus = events_backends[self.account_id][self.region].describe_event_bus(spec.event_bus)
-        rule = bus.rules.get(spec.rule_name)
-        if rule is None or rule.state != "ENABLED":
-            return
-        event = {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "account": self.account_id,
-            "time": when.timestamp(),
-            "region": self.region,
-            "resources": [spec.rule_arn],
-            "detail": {},
-        }
-        seams.deliver_to_rule_targets(rule, event)
-        self.fired[logical_id] = self.fired.get(logical_id, 0) + 1
-
-
-def _next_minute(when: datetime) -> datetime:
-    return when.replace(second=0, microsecond=0) + timedelta(minutes=1)
-
-
-__all__ = ["DEFAULT_TEMPLATE", "AwsEndpoint", "Sandbox", "Scheduler", "parse_schedule"]
+__all__ = ["DEFAULT_TEMPLATE", "Sandbox"]

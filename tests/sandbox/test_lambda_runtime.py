@@ -18,9 +18,10 @@ import pytest
 
 from sandbox import lambda_modules
 from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox, Scheduler, parse_schedule
+from sandbox.core import Sandbox
 from sandbox.deploy import FunctionSpec
 from sandbox.lambda_runtime import InvocationResult, LambdaRuntime
+from sandbox.schedules import Scheduler, parse_schedule
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 

@@ -257,11 +257,12 @@ SANDBOX_LAYERS: dict[str, frozenset[str]] = {
         ". bus clock invocation patching lambda_modules sdk_error_names sigv4 elbv2_targets product_clock "
         "stepfunctions_clock stepfunctions_events stepfunctions_jsonata stepfunctions_limits "
         "stepfunctions_parse_cache stepfunctions_stop stepfunctions_task_timeouts aws_calls deploy sqs "
-        "s3_bucket_owner iam_simulation lambda_runtime api_authorization api_server seams"
+        "s3_bucket_owner iam_simulation lambda_runtime api_authorization api_server seams "
+        "schedules executions"
     ),
     # the services moto lacks, simulated: HyperPod, Budgets, SSM sessions, pricing, Slurm, the fleet
     "services": _sandbox_parts("hyperpod budgets fleet prices pricing ssm_sessions slurm"),
-    "harness": _sandbox_parts("core"),  # the Sandbox: all of the above started, stopped, reset
+    "harness": _sandbox_parts("core aws_endpoint"),  # the Sandbox: all of the above started, stopped, reset
     "apps": _sandbox_parts("__main__ cli demo bench simulate docgen"),
 }
 
