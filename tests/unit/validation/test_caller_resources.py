@@ -315,3 +315,32 @@ def test_an_eks_cluster_must_be_one_of_the_stacks_eks_cluster_names() -> None:
     assert (
         eks_findings(f"arn:aws:eks:us-west-2:{ACCOUNT}:cluster/ml-eks", "") == []
     )  # the ARN rules' to report
+
+
+def test_any_other_refusal_of_a_check_refuses_the_request_rather_than_failing_it(stubs: Stubs) -> None:
+    stubs.session_role()
+    stubs.fail("iam", "simulate_principal_policy", "NoSuchEntity", 404)  # the caller's role went meanwhile
+    stubs.fail("s3", "get_bucket_location", "InvalidRequest", 400)
+    stubs.fail("ec2", "describe_subnets", "UnauthorizedOperation", 403)
+    refusals = stubs.check(documents())
+    assert paths(refusals.forbidden) == [*ROLE_PATHS, "VpcConfig"]
+    assert refusals.forbidden[0].message.startswith(
+        "Autopilot could not check it: iam:SimulatePrincipalPolicy answered NoSuchEntity"
+    )
+    assert refusals.forbidden[-1].message.startswith(
+        "Autopilot could not check it: its own role may not call ec2:DescribeSubnets (UnauthorizedOperation)"
+    )
+    assert paths(refusals.invalid) == [f"InstanceGroups[{i}].LifeCycleConfig.SourceS3Uri" for i in range(3)]
+    assert refusals.invalid[0].message == (
+        f"could not check that bucket {BUCKET} is this account's: S3 answered InvalidRequest"
+    )
+
+
+def test_s3_or_ec2_failing_is_raised_for_the_api_to_answer_503(stubs: Stubs) -> None:
+    stubs.fail("s3", "get_bucket_location", "InternalError", 500)
+    with pytest.raises(ClientError):
+        stubs.checker.check(documents(), SESSION, admin=True)
+    stubs.bucket_ours()
+    stubs.fail("ec2", "describe_subnets", "RequestLimitExceeded", 503)
+    with pytest.raises(ClientError):
+        stubs.checker.check(documents(), SESSION, admin=True)

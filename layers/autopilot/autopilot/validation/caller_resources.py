@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
 from autopilot.validation.documents import ClusterDocuments, Located, as_str, parse_s3_uri, strings
 from autopilot.validation.report import CLUSTER_CONFIG, Problem
@@ -100,18 +100,23 @@ class CallerResourceChecker:
         return refusals
 
     # -- plumbing ------------------------------------------------------------------------------------
-    def _call(self, what: str, call: Callable[[], T]) -> T:
-        """``call()``; Autopilot's own AccessDenied becomes _Unavailable; anything else is raised (a
-        throttled or failing AWS then answers 503 through the API)."""
+    def _call(self, what: str, call: Callable[[], T], *, passes: tuple[str, ...] = ()) -> T:
+        """``call()``. AWS throttling or failing, and the error codes in ``passes``, are raised as they
+        are (the API answers the first 503); any other refusal becomes _Unavailable, so the request is
+        refused, never let through nor answered 500."""
         try:
             return call()
         except ClientError as exc:
-            if _code(exc) in _DENIED:
+            code = _code(exc)
+            if code in passes or _transient(exc):
+                raise
+            if code in _DENIED:
                 raise _Unavailable(
-                    f"Autopilot could not check it: its own role may not call {what} ({_code(exc)}); "
+                    f"Autopilot could not check it: its own role may not call {what} ({code}); "
                     "the stack's ApiCallerChecksPolicy grants it"
                 ) from exc
-            raise
+            message = str(exc.response.get("Error", {}).get("Message", ""))
+            raise _Unavailable(f"Autopilot could not check it: {what} answered {code}: {message}") from exc
 
     # -- roles: the caller's own iam:PassRole ----------------------------------------------------------
     def _check_roles(self, docs: ClusterDocuments, caller: str | None, refusals: CallerRefusals) -> None:
@@ -169,7 +174,11 @@ class CallerResourceChecker:
         if parts[2] == "sts" and kind == "assumed-role":
             role_name = rest.split("/", 1)[0]
             try:
-                role = self._call("iam:GetRole", lambda: self._client("iam").get_role(RoleName=role_name))
+                role = self._call(
+                    "iam:GetRole",
+                    lambda: self._client("iam").get_role(RoleName=role_name),
+                    passes=("NoSuchEntity",),
+                )
             except ClientError as exc:
                 if _code(exc) != "NoSuchEntity":
                     raise
@@ -237,7 +246,11 @@ class CallerResourceChecker:
                 )
             if code == "InvalidBucketName":
                 return f"'{bucket}' is not a valid bucket name"
-            raise
+            if _transient(exc):
+                raise
+            return f"could not check that bucket {bucket} is this account's: S3 answered {code}"
+        except ParamValidationError:
+            return f"'{bucket}' is not a valid bucket name"
         return None
 
     # -- subnets and security groups: this account's, in the cluster's VPC -----------------------------
@@ -290,20 +303,29 @@ class CallerResourceChecker:
     def _described(self, kind: str, resource_id: str) -> dict[str, Any] | None:
         """The subnet or security group as EC2 describes it; None for an ID EC2 does not know."""
         ec2 = self._client("ec2")
+        unknown = (
+            "InvalidSubnetID.NotFound",
+            "InvalidSubnetID.Malformed",
+            "InvalidGroup.NotFound",
+            "InvalidGroupId.Malformed",
+        )
         try:
             if kind == "subnet":
                 response = self._call(
-                    "ec2:DescribeSubnets", lambda: ec2.describe_subnets(SubnetIds=[resource_id])
+                    "ec2:DescribeSubnets",
+                    lambda: ec2.describe_subnets(SubnetIds=[resource_id]),
+                    passes=unknown,
                 )
                 found = response.get("Subnets", [])
             else:
                 response = self._call(
                     "ec2:DescribeSecurityGroups",
                     lambda: ec2.describe_security_groups(GroupIds=[resource_id]),
+                    passes=unknown,
                 )
                 found = response.get("SecurityGroups", [])
         except ClientError as exc:
-            if _code(exc).endswith((".NotFound", ".Malformed")):
+            if _code(exc) in unknown:
                 return None
             raise
         return dict(found[0]) if found else None
@@ -314,3 +336,30 @@ _ROOT: Final = "<account root>"
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+# botocore's own retryable throttling codes (botocore.retries.standard), as autopilot.api.unavailable
+_THROTTLING: Final = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+
+
+def _transient(exc: ClientError) -> bool:
+    """AWS throttling or failing (still, after the SDK's retries): the API answers 503 with Retry-After."""
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return _code(exc) in _THROTTLING or status >= 500
