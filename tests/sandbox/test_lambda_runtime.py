@@ -200,6 +200,8 @@ def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
     assert error["errorMessage"] == "asked to fail"
     assert error["requestId"] == result.request_id
     assert 'raise FixtureError("asked to fail")' in error["stackTrace"][-1]
+    # as Lambda's, the trace is the handler's: none of the runtime's own frames (any of its modules)
+    assert not any("sandbox/lambda_runtime/" in frame for frame in error["stackTrace"])
 
 
 def test_boto3_invoke_request_response_and_event(sb: Sandbox) -> None:
