@@ -65,10 +65,14 @@ DEMO_RUN_PARAMETERS: Final[Mapping[str, Any]] = {
     "HealingSweepScheduleExpression": "rate(1 hour)",
     "SessionGuardScheduleExpression": "rate(1 hour)",
     "SpendMeterMinutes": 60,
+    # department_chargeback replaces a login node (behind its load balancer); no other scenario faults one
+    "AllowLoginReplace": "true",
 }
 # Early in a month: the simulated days the demo covers (x1200 for a few minutes, plus budget_alert's
-# steps) stay within one budget period.
-DEMO_CLOCK_START: Final = datetime(2026, 11, 2, 6, 0, tzinfo=UTC)
+# steps) stay within one budget period. The machine's own month: real Slurm's jobs carry the machine's
+# clock (department_chargeback reads their month's usage beside the spend meter's, on this clock).
+_NOW: Final = datetime.now(UTC)
+DEMO_CLOCK_START: Final = datetime(_NOW.year, _NOW.month, 2, 6, 0, tzinfo=UTC)
 # EventBridge delivers at least once, AWS Budgets now and then notifies a crossing twice: in the demo
 # every HyperPod event and every Budgets SNS notification comes twice.
 DEMO_DUPLICATES: Final = 1.0

@@ -27,6 +27,7 @@ SCENARIOS = [
     "session_limits",
     "cost_tags_drift_repaired",
     "budget_alert",
+    "department_chargeback",
     "cleanup_leaves_nothing",
 ]
 

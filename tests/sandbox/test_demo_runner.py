@@ -243,6 +243,7 @@ def test_the_scenarios_are_discovered_in_the_story_s_order() -> None:
         "session_limits",
         "cost_tags_drift_repaired",
         "budget_alert",
+        "department_chargeback",
         "cleanup_leaves_nothing",
     ]
 
