@@ -26,7 +26,7 @@ CAPTURE_QUEUE = "captured-operation-events"
 # What a test's stack is deployed with unless it says otherwise. The sample requests (events/api/) name
 # a lifecycle bucket, subnets and a security group that exist in no account, and callers IAM does not
 # know: CallerResourceChecks would refuse every create, so the tests of it enable it themselves
-# (tests/sandbox/test_caller_resources.py). The workflow tests create EKS-orchestrated clusters.
+# (tests/sandbox/test_no_confused_deputy.py). The workflow tests create EKS-orchestrated clusters.
 TEST_PARAMETERS: Mapping[str, Any] = {"CallerResourceChecks": "Disabled", "EksClusterNames": "*"}
 
 

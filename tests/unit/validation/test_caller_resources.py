@@ -132,7 +132,7 @@ def test_a_caller_whose_policies_allow_pass_role_may_use_the_role(stubs: Stubs) 
 
 
 @pytest.mark.parametrize(
-    ("decision", "says"), [("implicitDeny", "does not allow"), ("explicitDeny", "explicitly denies")]
+    ("decision", "says"), [("implicitDeny", "do not allow"), ("explicitDeny", "explicitly deny")]
 )
 def test_a_caller_whose_policies_do_not_allow_pass_role_is_forbidden_each_role_field(
     stubs: Stubs, decision: str, says: str
@@ -344,3 +344,55 @@ def test_s3_or_ec2_failing_is_raised_for_the_api_to_answer_503(stubs: Stubs) -> 
     stubs.fail("ec2", "describe_subnets", "RequestLimitExceeded", 503)
     with pytest.raises(ClientError):
         stubs.checker.check(documents(), SESSION, admin=True)
+
+
+def test_login_target_groups_need_the_callers_own_register_targets(stubs: Stubs) -> None:
+    arns = [
+        f"arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}:targetgroup/autopilot-login-{n}/0123456789abcdef"
+        for n in "ab"
+    ]
+    stubs.answer(
+        "iam",
+        "simulate_principal_policy",
+        {
+            "EvaluationResults": [
+                {"EvalActionName": "elasticloadbalancing:RegisterTargets", "EvalDecision": "allowed"}
+            ]
+        },
+        {
+            "PolicySourceArn": USER,
+            "ActionNames": ["elasticloadbalancing:RegisterTargets"],
+            "ResourceArns": [arns[0]],
+            "ContextEntries": [],
+        },
+    )
+    stubs.answer(
+        "iam",
+        "simulate_principal_policy",
+        {
+            "EvaluationResults": [
+                {"EvalActionName": "elasticloadbalancing:RegisterTargets", "EvalDecision": "explicitDeny"}
+            ]
+        },
+        {
+            "PolicySourceArn": USER,
+            "ActionNames": ["elasticloadbalancing:RegisterTargets"],
+            "ResourceArns": [arns[1]],
+            "ContextEntries": [],
+        },
+    )
+    assert stubs.checker.check_target_groups(arns, USER) == [
+        (
+            1,
+            f"the caller ({USER}) may not register targets in this target group: IAM's policy simulator says "
+            f"{USER}'s policies explicitly deny elasticloadbalancing:RegisterTargets on it. Autopilot puts "
+            "login nodes only into target groups its caller may",
+        )
+    ]
+    assert stubs.checker.check_target_groups(arns, f"arn:aws:iam::{ACCOUNT}:root") == []
+    assert [i for i, _ in stubs.checker.check_target_groups(arns, None)] == [0, 1]
+    stubs.fail("iam", "simulate_principal_policy", "AccessDenied", 403)
+    assert [why for _, why in stubs.checker.check_target_groups(arns, USER)] == [
+        "Autopilot could not check it: its own role may not call iam:SimulatePrincipalPolicy (AccessDenied); "
+        "the stack's ApiCallerChecksPolicy grants it"
+    ] * 2

@@ -106,7 +106,8 @@ PLAN_CHECKS = (
 # With CallerResourceChecks Enabled (autopilot.validation.caller_resources), after the botocore check.
 CALLER_CHECK = (
     "the caller may pass each role itself (iam:PassRole, or AdminPrincipalArns); the lifecycle buckets, "
-    "subnets and security groups are this account's, in the cluster's VPC"
+    "subnets and security groups are this account's, in the cluster's VPC; the caller may register "
+    "targets in each login target group"
 )
 
 
@@ -130,7 +131,7 @@ def _plan(
     _check_caller_may_use(deps, body, requested_by)
     _check_name_free(deps, name)
     warnings += check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
-    _check_login_target_groups(deps, body.login_target_group_arns or [])
+    _check_login_target_groups(deps, body.login_target_group_arns or [], requested_by)
     return _Plan(
         name=name,
         request=request,
@@ -291,12 +292,10 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
     checker = deps.caller_resources
     if checker is None:
         return
-    settings = deps.settings
-    admin = acts_as_any(
-        requested_by, split_arns(settings.admin_principal_arns), matching=settings.owner_matching
-    )
     refusals = checker.check(
-        ClusterDocuments(body.cluster_config, body.provisioning_parameters), requested_by, admin=admin
+        ClusterDocuments(body.cluster_config, body.provisioning_parameters),
+        requested_by,
+        admin=_is_admin(deps, requested_by),
     )
 
     def details(problems: list[Any]) -> list[ErrorDetail]:
@@ -312,7 +311,12 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
         )
 
 
-def _check_login_target_groups(deps: Dependencies, arns: list[str]) -> None:
+def _is_admin(deps: Dependencies, caller: str | None) -> bool:
+    settings = deps.settings
+    return acts_as_any(caller, split_arns(settings.admin_principal_arns), matching=settings.owner_matching)
+
+
+def _check_login_target_groups(deps: Dependencies, arns: list[str], requested_by: str | None) -> None:
     if not arns:
         return
     problems = target_group_problems(
@@ -325,6 +329,16 @@ def _check_login_target_groups(deps: Dependencies, arns: list[str]) -> None:
                 ErrorDetail(path=f"loginTargetGroupArns[{i}]", message=f"{arns[i]} {why}")
                 for i, why in problems
             ],
+        )
+    # No confused deputy: the login nodes go only into target groups the caller may register targets in.
+    checker = deps.caller_resources
+    if checker is None or _is_admin(deps, requested_by):
+        return
+    refused = checker.check_target_groups(arns, requested_by)
+    if refused:
+        raise CallerMayNotUseError(
+            "the request names resources its caller may not use",
+            [ErrorDetail(path=f"loginTargetGroupArns[{i}]", message=why) for i, why in refused],
         )
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 PASSED_TO: Final = "sagemaker.amazonaws.com"
+REGISTER_TARGETS: Final = "elasticloadbalancing:RegisterTargets"
 # A check's own call refused: Autopilot's role lacks the permission (template.yaml, ApiCallerChecksPolicy).
 _DENIED: Final = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 
@@ -146,7 +147,7 @@ class CallerResourceChecker:
         for where in roles:
             decision = decisions[where.value]
             if decision != "allowed":
-                denied = "explicitly denies" if decision == "explicitDeny" else "does not allow"
+                denied = "explicitly deny" if decision == "explicitDeny" else "do not allow"
                 refusals.refuse(
                     where,
                     f"the caller ({caller}) may not pass this role: IAM's policy simulator says {source}'s "
@@ -190,25 +191,51 @@ class CallerResourceChecker:
         )
 
     def _may_pass(self, source: str, role_arn: str) -> str:
+        context = {"ContextKeyName": "iam:PassedToService", "ContextKeyValues": [PASSED_TO]}
+        return self._simulate(source, "iam:PassRole", role_arn, [{**context, "ContextKeyType": "string"}])
+
+    def _simulate(self, source: str, action: str, resource: str, context: list[Any]) -> str:
+        """IAM's decision on ``action`` for ``source``'s own policies: allowed, explicitDeny, implicitDeny."""
         response = self._call(
             "iam:SimulatePrincipalPolicy",
             lambda: self._client("iam").simulate_principal_policy(
-                PolicySourceArn=source,
-                ActionNames=["iam:PassRole"],
-                ResourceArns=[role_arn],
-                ContextEntries=[
-                    {
-                        "ContextKeyName": "iam:PassedToService",
-                        "ContextKeyValues": [PASSED_TO],
-                        "ContextKeyType": "string",
-                    }
-                ],
+                PolicySourceArn=source, ActionNames=[action], ResourceArns=[resource], ContextEntries=context
             ),
         )
         decisions = {str(r.get("EvalDecision")) for r in response.get("EvaluationResults", [])}
         if "explicitDeny" in decisions:
             return "explicitDeny"
         return "allowed" if decisions == {"allowed"} else "implicitDeny"
+
+    # -- login target groups: the caller's own elasticloadbalancing:RegisterTargets ---------------------
+    def check_target_groups(self, arns: list[str], caller: str | None) -> list[tuple[int, str]]:
+        """(index, why) for each ``loginTargetGroupArns`` entry the caller may not register targets in
+        itself: Autopilot's LoginTargetsFunction would put the login nodes into it (a load balancer's
+        traffic to them). Call it for callers that are not admins."""
+        if not arns:
+            return []
+        try:
+            source, why_not = self._policy_source(caller)
+            if source == _ROOT:
+                return []
+            if source is None:
+                return [(index, why_not) for index in range(len(arns))]
+            refused: list[tuple[int, str]] = []
+            for index, arn in enumerate(arns):
+                decision = self._simulate(source, REGISTER_TARGETS, arn, [])
+                if decision != "allowed":
+                    denied = "explicitly deny" if decision == "explicitDeny" else "do not allow"
+                    refused.append(
+                        (
+                            index,
+                            f"the caller ({caller}) may not register targets in this target group: IAM's "
+                            f"policy simulator says {source}'s policies {denied} {REGISTER_TARGETS} on it. "
+                            "Autopilot puts login nodes only into target groups its caller may",
+                        )
+                    )
+            return refused
+        except _Unavailable as exc:
+            return [(index, str(exc)) for index in range(len(arns))]
 
     # -- lifecycle buckets: this account's --------------------------------------------------------------
     def _check_buckets(self, docs: ClusterDocuments, refusals: CallerRefusals) -> None:

@@ -76,6 +76,7 @@ def world(sandbox: Sandbox) -> dict[str, str]:
     found: dict[str, str] = {"role": role_arn}
     for label, cidr in (("a", "10.10.0.0/16"), ("b", "10.20.0.0/16")):
         vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+        found[f"vpc_{label}"] = vpc
         found[f"subnet_{label}"] = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr.replace("0.0/16", "1.0/24"))[
             "Subnet"
         ]["SubnetId"]
@@ -151,7 +152,7 @@ def test_a_caller_without_pass_role_is_refused_and_one_with_it_is_not(
     assert error.status == 403
     assert paths(error) == [f"InstanceGroups[{i}].ExecutionRole" for i in GROUPS]
     assert "may not pass this role" in (error.errors or [{}])[0]["message"]
-    assert "does not allow iam:PassRole" in (error.errors or [{}])[0]["message"]
+    assert "do not allow iam:PassRole" in (error.errors or [{}])[0]["message"]
 
     plan = launcher.plan_create(body(world))
     assert plan["clusterName"] == "team-cluster"
@@ -191,3 +192,21 @@ def test_an_eks_cluster_outside_the_stacks_eks_cluster_names_is_refused(
     assert "Orchestrator.Eks.ClusterArn" in paths(error)
     [message] = [e["message"] for e in error.errors or [] if e["path"] == "Orchestrator.Eks.ClusterArn"]
     assert "'finance-eks' is not one of this Autopilot stack's EksClusterNames (team-eks)" in message
+
+
+def test_login_nodes_go_only_into_target_groups_the_caller_may_register_targets_in(
+    sandbox: Sandbox, world: dict[str, str], launcher: AutopilotClient
+) -> None:
+    group = sandbox.client("elbv2").create_target_group(
+        Name="autopilot-login-team", Protocol="TCP", Port=22, VpcId=world["vpc_a"], TargetType="ip"
+    )["TargetGroups"][0]["TargetGroupArn"]
+    request = {**body(world), "loginTargetGroupArns": [group]}
+    error = refused(lambda: launcher.plan_create(request))
+    assert error.status == 403
+    assert paths(error) == ["loginTargetGroupArns[0]"]
+    assert "may not register targets in this target group" in (error.errors or [{}])[0]["message"]
+
+    register = {"Effect": "Allow", "Action": "elasticloadbalancing:RegisterTargets", "Resource": group}
+    pass_role = {"Effect": "Allow", "Action": "iam:PassRole", "Resource": world["role"]}
+    operator = caller(sandbox, "LoginOperator", [INVOKE, pass_role, register])
+    assert operator.plan_create(request)["clusterName"] == "team-cluster"
