@@ -47,7 +47,7 @@ def test_every_write_goes_through_the_seam() -> None:
     assert DynamoDBBackend.__dict__["update_item"].__name__ == "update_item"
     with seams.installed(seams.serialize_dynamodb_writes):
         assert DynamoHandler.__dict__["call_action"].__name__ == "call_action"
-        assert DynamoHandler.__dict__["call_action"].__module__ == "sandbox.seams"
+        assert DynamoHandler.__dict__["call_action"].__module__ == "sandbox.seams.dynamodb"
 
 
 def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:

@@ -1,6 +1,6 @@
-"""Each moto seam of sandbox/seams.py: installed and removed cleanly, drift detected, behaviour kept.
+"""Each moto seam of sandbox/seams/: installed and removed cleanly, drift detected, behaviour kept.
 
-These fail when a moto upgrade moves the code a seam replaces (moto is pinned; see seams.py).
+These fail when a moto upgrade moves the code a seam replaces (moto is pinned; see sandbox/seams/).
 """
 
 from __future__ import annotations
