@@ -39,8 +39,8 @@ import boto3
 import botocore.handlers
 
 from sandbox import bus
+from sandbox.demo.clusters import create_body
 from sandbox.demo.runner import DEMO_PARAMETERS, SandboxEnvironment
-from sandbox.demo.scenarios_lifecycle import create_body
 
 CLUSTER: Final = "bench-heal"
 WORKERS: Final = "worker-group-1"

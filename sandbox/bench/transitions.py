@@ -157,7 +157,7 @@ def run_operations(
     env: SandboxEnvironment, pairs: int, timeout_s: float = 90.0
 ) -> list[OperationTransitions]:
     """Create and clean up ``pairs`` clusters through the API; transitions of each execution."""
-    from sandbox.demo.scenarios_lifecycle import create_body  # noqa: PLC0415 - the demo's workshop config
+    from sandbox.demo.clusters import create_body  # noqa: PLC0415 - the demo's workshop config
 
     sfn = env.aws("stepfunctions")
     measured: list[OperationTransitions] = []

@@ -15,15 +15,15 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sandbox.demo.runner import DemoContext, scenario
-from sandbox.demo.scenarios_healing import repairs_of
-from sandbox.demo.scenarios_lifecycle import (
+from sandbox.demo.clusters import (
     AlertsInbox,
     NotificationsInbox,
     accepted,
     create_body,
     unique_name,
 )
+from sandbox.demo.runner import DemoContext, scenario
+from sandbox.demo.scenarios_healing import repairs_of
 from sandbox.demo.scenarios_slurm import (
     REPAIR_TIMEOUT_S,
     SLURM_TIMEOUT_S,

@@ -15,8 +15,7 @@ from typing import Any, Final
 
 import boto3
 
-from sandbox.demo.runner import DemoContext, scenario
-from sandbox.demo.scenarios_lifecycle import (
+from sandbox.demo.clusters import (
     EVENT_TIMEOUT_S,
     OWNER,
     PROJECT,
@@ -25,6 +24,7 @@ from sandbox.demo.scenarios_lifecycle import (
     shared_cluster,
     unique_name,
 )
+from sandbox.demo.runner import DemoContext, scenario
 
 MAX_SESSIONS: Final = 2  # the template's MaxSessionsPerUser
 SESSIONS_STARTED: Final = 4

@@ -12,8 +12,7 @@ import json
 from typing import Any, Final
 
 from sandbox.bus import let_rule_send_to_queue
-from sandbox.demo.runner import DemoContext, scenario
-from sandbox.demo.scenarios_lifecycle import (
+from sandbox.demo.clusters import (
     EVENT_TIMEOUT_S,
     AlertsInbox,
     NotificationsInbox,
@@ -21,6 +20,7 @@ from sandbox.demo.scenarios_lifecycle import (
     shared_cluster,
     unique_name,
 )
+from sandbox.demo.runner import DemoContext, scenario
 
 WORKERS: Final = "worker-group-1"
 FAULT_TYPE: Final = "NvidiaErrorTerminate"  # HMA: a GPU fault whose remedy is a replace

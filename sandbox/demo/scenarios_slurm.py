@@ -18,9 +18,7 @@ import time
 from typing import Any, Final
 from urllib.parse import urlparse
 
-from sandbox.demo.runner import POLL_S, DemoContext, ScenarioFailed, scenario
-from sandbox.demo.scenarios_healing import repairs_of
-from sandbox.demo.scenarios_lifecycle import (
+from sandbox.demo.clusters import (
     ROOT,
     AlertsInbox,
     NotificationsInbox,
@@ -28,6 +26,8 @@ from sandbox.demo.scenarios_lifecycle import (
     create_body,
     unique_name,
 )
+from sandbox.demo.runner import POLL_S, DemoContext, ScenarioFailed, scenario
+from sandbox.demo.scenarios_healing import repairs_of
 
 AGENT_DIR: Final = ROOT / "agent"
 WORKERS: Final = "worker-group-1"

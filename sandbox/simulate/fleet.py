@@ -44,8 +44,8 @@ from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from sandbox import stepfunctions_clock
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
+from sandbox.demo.clusters import create_body
 from sandbox.demo.runner import DEMO_PARAMETERS, SandboxEnvironment
-from sandbox.demo.scenarios_lifecycle import create_body
 from sandbox.simulate.failures import REBOOT, Failure, failure_trace
 from sandbox.simulate.job import JobSettings, TrainingJob
 from sandbox.simulate.repair_kills import JobOnNode, gpus_lost, killed_work_s

@@ -31,7 +31,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from sandbox.core import Sandbox
-from sandbox.demo.scenarios_lifecycle import create_body
+from sandbox.demo.clusters import create_body
 from tests.e2e.conftest import E2E_PARAMETERS, E2E_SPEED
 from tests.sandbox.conftest import slurm_required  # noqa: F401 - fixture
 
