@@ -154,6 +154,10 @@ def test_a_caller_without_pass_role_is_refused_and_one_with_it_is_not(
     assert "may not pass this role" in (error.errors or [{}])[0]["message"]
     assert "do not allow iam:PassRole" in (error.errors or [{}])[0]["message"]
 
+    error = refused(lambda: researcher.create_cluster(body(world)))  # a create as its dry run
+    assert (error.status, paths(error)) == (403, [f"InstanceGroups[{i}].ExecutionRole" for i in GROUPS])
+    assert refused(lambda: researcher.get_cluster("team-cluster")).status == 404  # nothing registered
+
     plan = launcher.plan_create(body(world))
     assert plan["clusterName"] == "team-cluster"
     assert any("iam:PassRole" in check for check in plan["checks"])
