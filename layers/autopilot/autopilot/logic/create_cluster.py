@@ -46,7 +46,6 @@ from autopilot.models.records import (
 )
 from autopilot.models.usage import stored_budgets
 from autopilot.observability import logger
-from autopilot.validation.documents import ClusterDocuments
 from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
 from autopilot.workflows.start import start_workflow
 
@@ -292,6 +291,9 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
     checker = deps.caller_resources
     if checker is None:
         return
+    # the validation package loads on the write paths' first use, not at the function's init
+    from autopilot.validation.documents import ClusterDocuments  # noqa: PLC0415
+
     refusals = checker.check(
         ClusterDocuments(body.cluster_config, body.provisioning_parameters),
         requested_by,
