@@ -77,8 +77,12 @@ class _Blocked:
     still between two states on a starved thread."""
 
     count = 0
+    # how many times a wait began or ended, or a task token's wait was answered: a driver that sees it
+    # unchanged over a round knows no execution moved meanwhile (``changes``)
+    changes = 0
     lock = threading.Lock()
-    deadlines: dict[int, float] = {}  # by id of the wait: when its timer ends, in clock.elapsed() seconds
+    # by id of the wait: its clock and when its timer ends, in that clock's elapsed() seconds
+    deadlines: dict[int, tuple[SandboxClock | None, float]] = {}
 
     def __init__(self, deadline: float | None = None) -> None:
         self.deadline = deadline
@@ -87,14 +91,16 @@ class _Blocked:
     def __enter__(self) -> None:
         with _Blocked.lock:
             _Blocked.count += 1
-            if self.deadline is not None:
-                _Blocked.deadlines[id(self)] = self.deadline
+            _Blocked.changes += 1
             self.clock = _Installed.clock
+            if self.deadline is not None:
+                _Blocked.deadlines[id(self)] = (self.clock, self.deadline)
             _count_work(self.clock, -1)
 
     def __exit__(self, *_: object) -> None:
         with _Blocked.lock:
             _Blocked.count -= 1
+            _Blocked.changes += 1
             _Blocked.deadlines.pop(id(self), None)
             _count_work(self.clock, +1)
 
@@ -127,7 +133,25 @@ def next_deadline() -> float | None:
     token's timeout), in the clock's ``elapsed()`` seconds; None when no thread waits on a timer. A
     driver of a frozen clock jumps to it instead of stepping (sandbox.simulate)."""
     with _Blocked.lock:
-        return min(_Blocked.deadlines.values(), default=None)
+        return min((deadline for _, deadline in _Blocked.deadlines.values()), default=None)
+
+
+def timer_due(clock: SandboxClock) -> bool:
+    """Whether a timer an execution thread waits on with ``clock`` has ended (the thread is about to
+    wake and move on, within ``POLL_SECONDS``)."""
+    elapsed = clock.elapsed()
+    with _Blocked.lock:
+        return any(c is clock and deadline <= elapsed for c, deadline in _Blocked.deadlines.values())
+
+
+def changes() -> int:
+    """A count that moves whenever an execution thread begins or ends a wait on a timer or a task
+    token, or a task token's wait is answered (all executions, all stacks). A driver stepping a frozen
+    clock that reads the same count before and after a round, with every execution waiting
+    (``blocked_threads``) and no timer due (``timer_due``), knows none of them can move until it
+    advances the clock again: it need not give their threads time first."""
+    with _Blocked.lock:
+        return _Blocked.changes
 
 
 def wait_simulated(event: threading.Event, seconds: float) -> bool:
@@ -149,6 +173,11 @@ def sleep_simulated(seconds: float) -> None:
 
 class SimulatedTimeoutEvent(threading.Event):
     """A ``threading.Event`` whose ``wait(timeout)`` counts the timeout on the sandbox clock."""
+
+    def set(self) -> None:
+        with _Blocked.lock:
+            _Blocked.changes += 1  # the waiter wakes: a driver must give it time (``changes``)
+        super().set()
 
     def wait(self, timeout: float | None = None) -> bool:
         if timeout is None:

@@ -39,10 +39,16 @@ from autopilot.workflows.cluster_waits import ClusterWaits
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 from autopilot.workflows.node_waits import node_health_changed
 
-from sandbox import stepfunctions_clock
 from tests.events import create_body
 from tests.events.stack import Deployed
-from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history, stack_origin
+from tests.integration.workflows import (
+    Rounds,
+    deliver_cluster_events,
+    dependencies,
+    entered,
+    history,
+    stack_origin,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a round advances the frozen clock
@@ -110,6 +116,7 @@ def start_repair(
     deadlines: RepairDeadlines = DEADLINES,
     allow_replace: bool = True,
     trigger: RepairTrigger = RepairTrigger.EVENT,
+    gpus_lost: bool = False,
 ) -> str:
     """Claim the repair and start its execution; the execution ARN."""
     now = iso(stack.clock.now())
@@ -136,6 +143,7 @@ def start_repair(
         fault=found,
         deadlines=deadlines,
         allow_replace=allow_replace,
+        gpus_lost=gpus_lost,
     )
     arn = str(
         stack.client("stepfunctions").start_execution(
@@ -181,17 +189,17 @@ def run(
     step: float = STEP,
 ) -> list[dict[str, Any]]:
     """Step the clock until every execution ended; their descriptions. The clock moves only while
-    every running execution waits on a timer or a token and none moved since the last round, so a
-    starved execution thread does not see simulated minutes pass between two of its states."""
+    every running execution waits on a timer or a token, none moved since the last round and no
+    timer is due (``Rounds.still``), so a starved execution thread does not see simulated minutes
+    pass between two of its states."""
     sfn = stack.client("stepfunctions")
     deadline = time.monotonic() + timeout
-    moved: list[int] = []
+    rounds = Rounds(stack)
     running = len(arns)
     while time.monotonic() < deadline:
-        lengths = [len(history(stack, arn)) for arn in arns]
-        if lengths == moved and stepfunctions_clock.blocked_threads() - stack.blocked_before >= running:
+        still = rounds.still(running)
+        if still:
             stack.clock.advance(step)
-        moved = lengths
         stack.hyperpod.tick()
         if events:
             deliver(stack)
@@ -201,7 +209,7 @@ def run(
         running = sum(e["status"] == "RUNNING" for e in executions)
         if not running:
             return executions
-        time.sleep(0.05)
+        rounds.pause(running, advanced=still)
     raise AssertionError(f"executions still running after {timeout}s: {arns}")
 
 

@@ -20,8 +20,11 @@ from autopilot.models.bodies import CreateClusterBody
 from autopilot.settings import api_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 
+from sandbox import stepfunctions_clock
 from tests.events import create_body
 from tests.events.stack import ACCOUNT, Deployed
+
+ROUND_PAUSE = 0.05  # wall seconds a round gives the execution threads when one of them may move
 
 
 def dependencies() -> Dependencies:
@@ -75,6 +78,43 @@ def deliver_cluster_events(
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
 
+class Rounds:
+    """The rounds of a test stepping a frozen clock: whether the executions are still (none moved since
+    the last round, each waits on a timer or a task token, no timer is due), and the pause a round
+    ends with, which only a round that can have moved an execution needs: after a still round whose
+    advance reached no timer and whose deliveries answered no token, no thread can move before the
+    clock does, and the next round follows at once (most of a repair's rounds are such)."""
+
+    def __init__(self, stack: Deployed) -> None:
+        self.stack = stack
+        self._seen: int | None = None  # stepfunctions_clock.changes() at the last round's start
+
+    def still(self, running: int) -> bool:
+        """Call at a round's start: no execution moved since the last call, and ``running`` of them
+        (at least) wait on a timer or a token with no timer due."""
+        changes = stepfunctions_clock.changes()
+        still = (
+            changes == self._seen
+            and stepfunctions_clock.blocked_threads() - self.stack.blocked_before >= running
+            and not stepfunctions_clock.timer_due(self.stack.clock)
+        )
+        self._seen = changes
+        return still
+
+    def pause(self, running: int, *, advanced: bool) -> None:
+        """Call at a round's end: give the execution threads time unless the round ``advanced`` the
+        clock and none of them can move (without an advance only they can change anything)."""
+        if (
+            advanced
+            and stepfunctions_clock.changes() == self._seen
+            and self.stack.clock.working_now == 0
+            and stepfunctions_clock.blocked_threads() - self.stack.blocked_before >= running
+            and not stepfunctions_clock.timer_due(self.stack.clock)
+        ):
+            return
+        time.sleep(ROUND_PAUSE)
+
+
 def wait(
     stack: Deployed, operation_id: str, timeout: float = 60.0, *, events: bool = True, advance: float = 0.0
 ) -> dict[str, Any]:
@@ -83,8 +123,10 @@ def wait(
     sfn = stack.client("stepfunctions")
     arn = get_operation(dependencies(), operation_id).execution_arn
     assert arn
+    rounds = Rounds(stack)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        rounds.still(1)
         if advance:
             stack.clock.advance(advance)
         stack.hyperpod.tick()
@@ -93,7 +135,7 @@ def wait(
         execution = sfn.describe_execution(executionArn=arn)
         if execution["status"] != "RUNNING":
             return dict(execution)
-        time.sleep(0.05)
+        rounds.pause(1, advanced=bool(advance))
     raise AssertionError(f"execution {arn} still running after {timeout}s")
 
 
