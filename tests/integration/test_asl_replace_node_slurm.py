@@ -21,31 +21,20 @@ from autopilot.dal.agent import AgentTable
 from autopilot.logic.agent.reports import AgentDeps, handle_report
 from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.healing.decide import gpus_lost
-from autopilot.models.records import (
-    Fault,
-    NodeAction,
-    Operation,
-    OperationStatus,
-    OperationType,
-    RepairTrigger,
-    iso,
-    new_operation_id,
-)
-from autopilot.workflows.inputs import ReplaceNodeWorkflowInput
+from autopilot.models.records import Fault, NodeAction, OperationStatus, iso
 
 from tests.events import create_body
 from tests.events.stack import ACCOUNT, Deployed
 from tests.integration.test_asl_replace_node import (
     CLUSTER,
     CONTROLLER,
-    DEADLINES,
     WORKERS,
     assert_released,
     fault,
-    healing_table,
     make_cluster,
     operation_of,
     run,
+    start_repair,
 )
 from tests.integration.test_asl_replace_node_moving import eks_continuous_cluster
 from tests.integration.workflows import entered, history
@@ -204,40 +193,35 @@ def hostname(stack: Deployed, node_id: str) -> str:
 def start(stack: Deployed, node_id: str, action: NodeAction, found: Fault) -> str:
     """Claim the repair and start its execution as start_repair does (gpusLost from the policy table);
     the execution ARN."""
-    now = iso(stack.clock.now())
-    operation = Operation(
-        operation_id=new_operation_id(stack.clock.now()),
-        operation_type=OperationType.REPLACE_NODE,
-        cluster_name=CLUSTER,
-        status=OperationStatus.RUNNING,
-        created_at=now,
-        updated_at=now,
-        node_id=node_id,
-        trigger=RepairTrigger.EVENT,
-        fault=found,
-        actions=[],
-    )
-    table = healing_table(stack)
-    assert table.claim_repair(operation, fault_at=found.detected_at)
-    workflow_input = ReplaceNodeWorkflowInput(
-        operation_id=operation.operation_id,
-        cluster_name=CLUSTER,
-        node_id=node_id,
-        action=action,
-        trigger=RepairTrigger.EVENT,
-        fault=found,
-        deadlines=DEADLINES,
-        gpus_lost=gpus_lost(found),
-    )
-    arn = str(
-        stack.client("stepfunctions").start_execution(
-            stateMachineArn=stack.stack.arn("ReplaceNodeStateMachine"),
-            name=operation.operation_id,
-            input=workflow_input.model_dump_json(by_alias=True),
-        )["executionArn"]
-    )
-    table.set_execution_arn(operation.operation_id, arn)
-    return arn
+    return start_repair(stack, node_id, action, found, gpus_lost=gpus_lost(found))
+
+
+@dataclass
+class SlurmRepair:
+    """A stack with DrainTimeoutMinutes of ``DRAIN_MINUTES`` (and the test's parameters), its Slurm
+    cluster and agent (``slurm_cluster``), and the worker to repair."""
+
+    stack: Deployed
+    node: str
+    agent: PlayedAgent
+    name: str  # the node's Slurm name
+
+    def repair(
+        self, action: NodeAction, fault_type: str = "NvidiaErrorReboot", **options: Any
+    ) -> dict[str, Any]:
+        """HMA finds ``fault_type`` on the node; the repair's execution, run to its end with the agent
+        polling each round (a silent one stays silent)."""
+        found = fault(self.stack, self.node, fault_type, **options)
+        [execution] = run(self.stack, start(self.stack, self.node, action, found), each_round=self.agent.poll)
+        return execution
+
+
+def slurm_repair(
+    make_stack: Any, *, agent: bool = True, node_recovery: str = "None", **parameters: Any
+) -> SlurmRepair:
+    stack = make_stack(clock_speed=0, **SHORT_DRAIN, **parameters)
+    node, played = slurm_cluster(stack, agent=agent, node_recovery=node_recovery)
+    return SlurmRepair(stack, node, played, slurm_name(hostname(stack, node)))
 
 
 def actions(execution: dict[str, Any]) -> list[tuple[str, str]]:
@@ -250,12 +234,10 @@ def actions(execution: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_a_connected_agent_drains_requeues_replaces_and_resumes_the_successor(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    name = slurm_name(hostname(stack, node))
-    arn = start(stack, node, NodeAction.REPLACE, fault(stack, node, "NvidiaErrorReboot"))
+    setup = slurm_repair(make_stack)
+    stack, node, agent, name = setup.stack, setup.node, setup.agent, setup.name
 
-    [execution] = run(stack, arn, each_round=agent.poll)  # the job never ends by itself
+    execution = setup.repair(NodeAction.REPLACE)  # the job never ends by itself
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [
@@ -282,20 +264,18 @@ def test_a_connected_agent_drains_requeues_replaces_and_resumes_the_successor(ma
     assert agent.slurm[successor_name].state == "IDLE"
     assert not operation.warnings
     # the order of the states: drained and requeued before HyperPod is called, resumed after it
-    states = entered(history(stack, arn))
+    states = entered(history(stack, execution["executionArn"]))
     assert states.index("Requeue Jobs") < states.index("Replace Node") < states.index("Resume In Slurm")
     assert_released(stack, execution, node)
 
 
 def test_jobs_that_end_within_the_drain_timeout_are_not_requeued(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    name = slurm_name(hostname(stack, node))
-    found = fault(stack, node, "NvidiaErrorReboot")
-    agent.jobs_end_at = stack.clock.now() + timedelta(minutes=DRAIN_MINUTES / 2)
-    arn = start(stack, node, NodeAction.REBOOT, found)
+    setup = slurm_repair(make_stack)
+    agent, name = setup.agent, setup.name
+    # (HMA's report comes 5 s later: the jobs still end halfway through the drain timeout)
+    agent.jobs_end_at = setup.stack.clock.now() + timedelta(minutes=DRAIN_MINUTES / 2)
 
-    [execution] = run(stack, arn, each_round=agent.poll)
+    execution = setup.repair(NodeAction.REBOOT)
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [
@@ -309,12 +289,11 @@ def test_jobs_that_end_within_the_drain_timeout_are_not_requeued(make_stack: Any
 
 
 def test_a_fault_that_took_the_gpus_requeues_without_waiting(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    name = slurm_name(hostname(stack, node))
-    found = fault(stack, node, "NvidiaErrorTerminate")  # the policy table: its GPUs are gone
+    setup = slurm_repair(make_stack)
+    agent, name = setup.agent, setup.name
 
-    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+    # the policy table: an NvidiaErrorTerminate's GPUs are gone
+    execution = setup.repair(NodeAction.REPLACE, "NvidiaErrorTerminate")
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [
@@ -328,15 +307,10 @@ def test_a_fault_that_took_the_gpus_requeues_without_waiting(make_stack: Any) ->
 
 
 def test_requeue_jobs_on_repair_false_leaves_the_jobs_to_the_repair_with_a_warning(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, RequeueJobsOnRepair="false", **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    name = slurm_name(hostname(stack, node))
+    setup = slurm_repair(make_stack, RequeueJobsOnRepair="false")
+    agent, name = setup.agent, setup.name
 
-    [execution] = run(
-        stack,
-        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
-        each_round=agent.poll,
-    )
+    execution = setup.repair(NodeAction.REBOOT)
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [
@@ -359,9 +333,9 @@ def test_requeue_jobs_on_repair_false_leaves_the_jobs_to_the_repair_with_a_warni
 def test_without_a_connected_agent_the_repair_is_todays_with_a_warning(
     make_stack: Any, agent_state: str
 ) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack, agent=agent_state == "silent")
-    agent.silent = True  # absent: it never reported; silent: its last report is older than 60 s
+    setup = slurm_repair(make_stack, agent=agent_state == "silent")
+    stack, node = setup.stack, setup.node
+    setup.agent.silent = True  # absent: it never reported; silent: its last report is older than 60 s
     found = fault(stack, node, "NvidiaErrorReboot")
     stack.clock.advance(120)
 
@@ -389,8 +363,8 @@ def test_an_eks_cluster_gets_todays_repair_with_a_warning(make_stack: Any) -> No
 
 
 def test_an_agent_that_goes_silent_mid_drain_falls_back_to_todays_repair(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
+    setup = slurm_repair(make_stack)
+    stack, node, agent = setup.stack, setup.node, setup.agent
     arn = start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot"))
 
     def quiet_once_commanded() -> None:
@@ -413,16 +387,15 @@ def test_the_resume_expects_the_gpu_count_slurm_showed_before_the_repair(
 ) -> None:
     """A slurm.conf with no gpu GRES (0) or fewer than the instance type has (4 of a p5's 8): the
     successor shows what the node showed, and the repair succeeds on that."""
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
+    setup = slurm_repair(make_stack)
+    agent = setup.agent
     for view in agent.slurm.values():
         view.gpus = configured
-    stack.clock.advance(1)
+    setup.stack.clock.advance(1)
     agent.poll()  # the status call reads the node's view from the agent's last report
     agent.successor_gpus = configured
-    found = fault(stack, node, "NvidiaErrorTerminate")
 
-    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+    execution = setup.repair(NodeAction.REPLACE, "NvidiaErrorTerminate")
 
     assert execution["status"] == "SUCCEEDED", operation_of(execution).error
     assert actions(execution)[-1] == ("resume", "succeeded")
@@ -437,18 +410,14 @@ def test_the_resume_expects_the_gpu_count_slurm_showed_before_the_repair(
 
 def test_a_node_slurm_does_not_list_is_repaired_without_a_drain(make_stack: Any) -> None:
     """A login node (no slurmd): nothing to drain, requeue or resume, and no failed drain recorded."""
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
+    setup = slurm_repair(make_stack)
+    agent = setup.agent
     agent.registers = False  # no slurmd on it
-    del agent.slurm[slurm_name(hostname(stack, node))]
-    stack.clock.advance(1)
+    del agent.slurm[setup.name]
+    setup.stack.clock.advance(1)
     agent.poll()
 
-    [execution] = run(
-        stack,
-        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
-        each_round=agent.poll,
-    )
+    execution = setup.repair(NodeAction.REBOOT)
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [("reboot", "succeeded")]
@@ -459,15 +428,10 @@ def test_a_node_slurm_does_not_list_is_repaired_without_a_drain(make_stack: Any)
 
 
 def test_a_wait_for_the_jobs_that_fails_for_another_reason_is_failed_with_its_cause(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    agent.await_error = "squeue: error: Unable to contact slurm controller (connect failure)"
+    setup = slurm_repair(make_stack)
+    setup.agent.await_error = "squeue: error: Unable to contact slurm controller (connect failure)"
 
-    [execution] = run(
-        stack,
-        start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot")),
-        each_round=agent.poll,
-    )
+    execution = setup.repair(NodeAction.REBOOT)
 
     assert execution["status"] == "SUCCEEDED"
     assert actions(execution) == [
@@ -485,37 +449,35 @@ def test_a_wait_for_the_jobs_that_fails_for_another_reason_is_failed_with_its_ca
 
 
 def test_a_status_read_that_fails_once_is_retried_and_the_repair_stays_slurm_aware(make_stack: Any) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    agent.jobs_end_at = stack.clock.now()
+    setup = slurm_repair(make_stack)
+    stack = setup.stack
+    setup.agent.jobs_end_at = stack.clock.now()
     # AgentFunction's DescribeCluster throttled on every attempt of its client's retries: one status
     # invoke fails (a function error, States.TaskFailed), the next is answered
     assert stack.aws_calls is not None
     stack.aws_calls.apply_fault(
         "throttling", {"rate": 1.0, "services": ["sagemaker"], "operations": ["DescribeCluster"], "times": 6}
     )
-    arn = start(stack, node, NodeAction.REBOOT, fault(stack, node, "NvidiaErrorReboot"))
 
-    [execution] = run(stack, arn, each_round=agent.poll)
+    execution = setup.repair(NodeAction.REBOOT)
 
     assert execution["status"] == "SUCCEEDED"
     assert [a for a, _ in actions(execution)] == ["drain", "reboot", "resume"]
     assert not operation_of(execution).warnings
-    failed = [e for e in history(stack, arn) if e["type"] in ("TaskFailed", "LambdaFunctionFailed")]
+    events = history(stack, execution["executionArn"])
+    failed = [e for e in events if e["type"] in ("TaskFailed", "LambdaFunctionFailed")]
     assert failed, "the status invoke failed once"
 
 
 @pytest.mark.parametrize("action", [NodeAction.REBOOT, NodeAction.REPLACE])
 def test_an_operators_drain_survives_a_reboot(make_stack: Any, action: NodeAction) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
-    name = slurm_name(hostname(stack, node))
+    setup = slurm_repair(make_stack)
+    stack, agent, name = setup.stack, setup.agent, setup.name
     agent.slurm[name] = SlurmNode(state="IDLE+DRAIN", reason="bad IB link, ticket 42")
     stack.clock.advance(1)
     agent.poll()
-    found = fault(stack, node, "NvidiaErrorReboot")
 
-    [execution] = run(stack, start(stack, node, action, found), each_round=agent.poll)
+    execution = setup.repair(action)
 
     assert execution["status"] == "SUCCEEDED"
     operation = operation_of(execution)
@@ -545,17 +507,16 @@ def test_hyperpods_own_repair_is_done_when_the_successor_is_back_in_slurm(
 ) -> None:
     """observe: HyperPod replaces the node itself (NodeRecovery Automatic); Autopilot drains nothing,
     and the repair is SUCCEEDED only once the successor is back in Slurm."""
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack, node_recovery="Automatic")
+    setup = slurm_repair(make_stack, node_recovery="Automatic")
+    agent = setup.agent
     agent.registers = registers
-    found = fault(stack, node, "NvidiaErrorTerminate", auto_recover=True)
 
-    [execution] = run(stack, start(stack, node, NodeAction.OBSERVE, found), each_round=agent.poll)
+    execution = setup.repair(NodeAction.OBSERVE, "NvidiaErrorTerminate", auto_recover=True)
 
     operation = operation_of(execution)
     successor = operation.successor_node_id
     assert successor is not None
-    successor_name = slurm_name(hostname(stack, successor))
+    successor_name = slurm_name(hostname(setup.stack, successor))
     assert agent.verbs() == [("resume", successor_name)]  # no drain, no requeue: HyperPod's repair
     assert actions(execution)[0] == ("observe", "succeeded")
     if registers:
@@ -572,15 +533,14 @@ def test_hyperpods_own_repair_is_done_when_the_successor_is_back_in_slurm(
 
 @pytest.mark.parametrize("back", ["wrong-gpu-count", "never-registers"])
 def test_a_node_that_does_not_come_back_into_slurm_fails_the_repair(make_stack: Any, back: str) -> None:
-    stack = make_stack(clock_speed=0, **SHORT_DRAIN)
-    node, agent = slurm_cluster(stack)
+    setup = slurm_repair(make_stack)
+    stack, agent = setup.stack, setup.agent
     if back == "wrong-gpu-count":
         agent.successor_gpus = 4  # GRES came back wrong
     else:
         agent.registers = False  # slurmd of the new instance never joins
-    found = fault(stack, node, "NvidiaErrorTerminate")
 
-    [execution] = run(stack, start(stack, node, NodeAction.REPLACE, found), each_round=agent.poll)
+    execution = setup.repair(NodeAction.REPLACE, "NvidiaErrorTerminate")
 
     assert execution["status"] == "FAILED"
     operation = operation_of(execution)
@@ -598,6 +558,6 @@ def test_a_node_that_does_not_come_back_into_slurm_fails_the_repair(make_stack: 
         assert "4 GPUs in Slurm, 8 expected" in operation.error.cause
     else:
         assert "deadline" in operation.error.cause or "no result within 30 minutes" in operation.error.cause
-    assert_released(stack, execution, node)
+    assert_released(stack, execution, setup.node)
     [event] = [e for e in stack.operation_events() if e["detail"].get("operationType") == "ReplaceNode"]
     assert event["detail-type"] == "Node Repair Failed"
