@@ -19,6 +19,7 @@ from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
 from autopilot.logic.usage_report import build_view
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.usage import UNUSED_LINE, AccountBudgetsBody, UsageBy
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from pydantic import ValidationError
 
@@ -132,8 +133,6 @@ class Sns:
 
     def publish(self, **kwargs: Any) -> dict[str, str]:
         if self.fail:
-            from botocore.exceptions import ClientError
-
             raise ClientError({"Error": {"Code": "Throttled", "Message": "slow down"}}, "Publish")
         self.published.append(kwargs)
         return {"MessageId": str(len(self.published))}

@@ -36,9 +36,7 @@ def _percent(part: Decimal, whole: Decimal) -> float:
     return 0.0 if whole <= 0 else float((part * 100 / whole).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
-def usage_lines(
-    totals: list[UsageTotals], by: UsageBy
-) -> list[tuple[str, Decimal, Decimal, int]]:
+def usage_lines(totals: list[UsageTotals], by: UsageBy) -> list[tuple[str, Decimal, Decimal, int]]:
     """(name, usd, gpuHours, jobs) per account or user, largest spend first."""
     summed: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0), Decimal(0)])
     for t in totals:
@@ -84,7 +82,9 @@ def build_view(
         for name, usd, gpu_hours, jobs in lines
     ]
     view_lines.append(
-        UsageLine(name=UNUSED_LINE, usd=_cents(unused), gpu_hours=0.0, jobs=0, percent=_percent(unused, total))
+        UsageLine(
+            name=UNUSED_LINE, usd=_cents(unused), gpu_hours=0.0, jobs=0, percent=_percent(unused, total)
+        )
     )
     return UsageView(
         cluster_name=cluster_name,
