@@ -288,6 +288,9 @@ def test_a_create_takes_the_first_account_budgets_and_refuses_bad_ones_naming_th
     )
     assert status == 202, answer
     assert world.usage.account_budgets("c2") == {"physics": "250.00"}
+    status, cluster = call(api_event("get_cluster", path_parameters={"name": "c2"}))
+    assert status == 200
+    assert cluster["accountBudgets"] == {"physics": 250.0}
     status, refused = call(api_event("create_cluster", body=create_body("c3", accountBudgets={"physics": 0})))
     assert status == 400
     assert [e["path"] for e in refused["errors"]] == ["accountBudgets"]

@@ -59,6 +59,9 @@ def get_cluster(deps: Dependencies, name: str, *, caller: str | None = None) -> 
         budget_enforcement=registered.budget_enforcement if registered else None,
         growth_blocked=registered is not None and growth_blocked(registered, deps.now()),
         growth_blocked_until=registered.growth_blocked_until if registered else None,
+        account_budgets={a: float(usd) for a, usd in registered.account_budgets.items()}
+        if registered and registered.account_budgets
+        else None,
         last_operation_id=registered.last_operation_id if registered else None,
         sagemaker=live,
         history=deps.store.list_history(name) if registered else [],

@@ -421,6 +421,10 @@ class ClusterView(ApiModel):
         "`growthBlockedUntil` or an admin's DELETE /clusters/{name}/growth-block.",
     )
     growth_blocked_until: str | None = None
+    account_budgets: dict[str, float] | None = Field(
+        default=None,
+        description="Department budgets: USD a month per Slurm account (PUT .../account-budgets).",
+    )
     last_operation_id: str | None = None
     sagemaker: LiveClusterView | None = Field(
         description="Live DescribeCluster; null when SageMaker has no such cluster."
