@@ -344,3 +344,13 @@ def test_the_export_writes_each_clusters_month_under_the_stacks_prefix_as_athena
     )
     assert granted == [{"Sid": "WriteUsageCsv", "Effect": "Allow", "Action": "s3:PutObject",
                         "Resource": "arn:aws:s3:::finance-exports/hpc/usage*"}]  # fmt: skip
+
+
+def test_only_the_clusters_owners_and_admins_may_set_its_account_budgets(world: World) -> None:
+    event = api_event(
+        "put_account_budgets", path_parameters={"name": "c1"}, body={"accountBudgets": {"x": 1}}
+    )
+    event["requestContext"]["identity"]["userArn"] = f"arn:aws:sts::{ACCOUNT}:assumed-role/Student/bob"
+    status, body = call(event)
+    assert status == 403, body
+    assert world.usage.account_budgets("c1") == {}
