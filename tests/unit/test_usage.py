@@ -12,7 +12,13 @@ from typing import Any
 
 import boto3
 import pytest
-from autopilot.dal.usage import MAX_TRANSACTION_ITEMS, InMemoryUsageStore, UsageTable, _next_batch
+from autopilot.dal.usage import (
+    MAX_TRANSACTION_ITEMS,
+    InMemoryUsageStore,
+    UnprocessedKeysError,
+    UsageTable,
+    _next_batch,
+)
 from autopilot.logic.account_budget_alerts import crossed, running_jobs
 from autopilot.logic.usage_ingest import UsageDeps, ingest_jobs
 from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
@@ -370,3 +376,20 @@ def test_jobs_costing_more_than_the_meter_counted_leave_no_negative_unused_line_
     assert view.lines[-1].usd == 0
     assert view.total_usd == 98.32
     assert "48.32 more than the spend meter counted" in view.warnings[0]
+
+
+def test_keys_dynamodb_keeps_leaving_unread_fail_the_report_rather_than_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Throttled:
+        calls = 0
+
+        def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+            self.calls += 1
+            return {"Responses": {}, "UnprocessedKeys": RequestItems}
+
+    monkeypatch.setattr("autopilot.dal.usage.time.sleep", lambda _: None)
+    client = Throttled()
+    with pytest.raises(UnprocessedKeysError):
+        UsageTable("state", dynamodb=client).known_jobs("ml-cluster", ["1", "2"])  # type: ignore[arg-type]
+    assert client.calls == 6

@@ -17,6 +17,7 @@ registry's carry ``expiresAt`` (the table's TTL) and no ``kind``: they are never
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -40,6 +41,11 @@ MAX_BATCH_GET: Final = 100
 # A transaction cancelled for a job another invocation counted meanwhile is rebuilt without it; more
 # rounds than this means something else is wrong.
 _MAX_ROUNDS: Final = 5
+
+
+class UnprocessedKeysError(RuntimeError):
+    """BatchGetItem kept leaving keys unread (throttling): the report fails and is sent again."""
+
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -131,11 +137,19 @@ class UsageTable:
             request: dict[str, Any] = {
                 self._table: {"Keys": keys, "ProjectionExpression": "sk", "ConsistentRead": True}
             }
-            while request:
+            for attempt in range(_MAX_ROUNDS + 1):
                 answer = self.dynamodb.batch_get_item(RequestItems=request)
                 for item in answer.get("Responses", {}).get(self._table, []):
                     known.add(str(item["sk"]["S"]).removeprefix("USAGEJOB#"))
                 request = dict(answer.get("UnprocessedKeys") or {})
+                if not request:
+                    break
+                # throttled past the SDK's retries: back off, then fail the report (the agent resends)
+                time.sleep(0.05 * 2**attempt)
+            else:
+                raise UnprocessedKeysError(
+                    f"DynamoDB left {len(keys)} job keys unread after {_MAX_ROUNDS} rounds"
+                )
         return known
 
     def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
