@@ -393,3 +393,20 @@ def test_keys_dynamodb_keeps_leaving_unread_fail_the_report_rather_than_loop(
     with pytest.raises(UnprocessedKeysError):
         UsageTable("state", dynamodb=client).known_jobs("ml-cluster", ["1", "2"])  # type: ignore[arg-type]
     assert client.calls == 6
+
+
+@pytest.mark.parametrize("kind", ["memory", "table"])
+def test_a_node_replaced_before_its_jobs_report_is_priced_as_an_earlier_listing_had_it(
+    kind: str, table: UsageTable
+) -> None:
+    store: Any = InMemoryUsageStore(["ml-cluster"]) if kind == "memory" else table
+    listed = dict(TYPES)
+    deps = usage_deps(store)
+    deps.node_types = lambda _: dict(listed)
+    ingest_jobs(deps, "ml-cluster", [job("1")], running=[], now=T0)
+    del listed["ip-10-0-0-1"]  # replaced by healing: SageMaker lists it no more
+    replaced = ingest_jobs(deps, "ml-cluster", [job("2", start=T0 + timedelta(hours=1))], running=[], now=T0)
+    never_seen = ingest_jobs(deps, "ml-cluster", [job("3", nodes=("ip-10-9-9-9",))], running=[], now=T0)
+    assert replaced.unpriced_nodes == 0
+    assert never_seen.unpriced_nodes == 1
+    assert sum(t.usd for t in store.month_totals("ml-cluster", "2026-11")) == Decimal("196.64")

@@ -7,6 +7,8 @@
 - ``CLUSTER#<name>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
   that month and threshold was sent (the conditional put is the dedup);
 - ``CLUSTER#<name>`` / ``USAGEEXPORT#<YYYY-MM>``: the closed month's CSV was written for finance;
+- ``CLUSTER#<name>`` / ``USAGENODES``: Slurm node name -> instance type of the nodes earlier reports
+  found listed, so a job's node replaced (gone from ListClusterNodes) before its report is still priced;
 - the cluster's registry item's ``accountBudgets`` (PUT /clusters/{name}/account-budgets).
 
 A job is written with the ADDs of its totals in one TransactWriteItems whose job put is conditional
@@ -38,6 +40,9 @@ RETENTION: Final = timedelta(days=400)
 # DynamoDB's limits: 100 items per TransactWriteItems, 100 keys per BatchGetItem.
 MAX_TRANSACTION_ITEMS: Final = 100
 MAX_BATCH_GET: Final = 100
+# Slurm node names remembered per cluster with their instance type (~40 bytes each: the item stays far
+# under DynamoDB's 400 KB); past it only the nodes listed now are kept.
+MAX_REMEMBERED_NODES: Final = 5_000
 # A transaction cancelled for a job another invocation counted meanwhile is rebuilt without it; more
 # rounds than this means something else is wrong.
 _MAX_ROUNDS: Final = 5
@@ -66,6 +71,10 @@ def totals_sk(month: str, account: str, user: str) -> str:
 
 def alert_key(cluster_name: str, month: str, account: str, threshold: int) -> dict[str, Any]:
     return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"ACCTALERT#{month}#{account}#{threshold}"}}
+
+
+def nodes_key(cluster_name: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": "USAGENODES"}}
 
 
 def export_key(cluster_name: str, month: str) -> dict[str, Any]:
@@ -107,6 +116,12 @@ class UsageStore(Protocol):
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         """Undo a claim whose alert could not be published (the next report tries again)."""
+
+    def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
+        """Slurm node name -> instance type of the nodes earlier reports' jobs found listed."""
+
+    def remember_node_types(self, cluster_name: str, types: dict[str, str], *, now: datetime) -> None:
+        """Add ``types`` to what is remembered (past MAX_REMEMBERED_NODES, ``types`` alone is)."""
 
     def closed_month_exported(self, cluster_name: str, month: str) -> bool:
         """Whether the closed month's CSV was written for finance (UsageExportFunction)."""
@@ -309,6 +324,27 @@ class UsageTable:
             TableName=self._table, Key=alert_key(cluster_name, month, account, threshold)
         )
 
+    def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
+        item = self.dynamodb.get_item(TableName=self._table, Key=nodes_key(cluster_name)).get("Item")
+        types = _plain(item).get("types") if item else None
+        return {str(k): str(v) for k, v in (types or {}).items()}
+
+    def remember_node_types(self, cluster_name: str, types: dict[str, str], *, now: datetime) -> None:
+        known = self.remembered_node_types(cluster_name)
+        if all(known.get(name) == kind for name, kind in types.items()):
+            return
+        # Best effort, one PutItem: two invocations at once may drop each other's new names, which the
+        # next report's listing adds again.
+        merged = types if len(known) + len(types) > MAX_REMEMBERED_NODES else {**known, **types}
+        self.dynamodb.put_item(
+            TableName=self._table,
+            Item={
+                **nodes_key(cluster_name),
+                "types": _serializer.serialize(dict(list(merged.items())[:MAX_REMEMBERED_NODES])),
+                "expiresAt": {"N": str(int((now + RETENTION).timestamp()))},
+            },
+        )
+
     def closed_month_exported(self, cluster_name: str, month: str) -> bool:
         item = self.dynamodb.get_item(
             TableName=self._table, Key=export_key(cluster_name, month), ConsistentRead=True
@@ -348,6 +384,7 @@ class InMemoryUsageStore:
         self.totals: dict[tuple[str, str, str, str], UsageTotals] = {}
         self.alerts: set[tuple[str, str, str, int]] = set()
         self.exported: set[tuple[str, str]] = set()
+        self.node_types: dict[str, dict[str, str]] = {}
         self.budgets: dict[str, dict[str, str]] = {name: {} for name in clusters}
         # a test makes a transaction fail after N jobs: nothing of that transaction is kept
         self.fail_after: int | None = None
@@ -401,6 +438,15 @@ class InMemoryUsageStore:
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         self.alerts.discard((cluster_name, month, account, threshold))
+
+    def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
+        return dict(self.node_types.get(cluster_name, {}))
+
+    def remember_node_types(self, cluster_name: str, types: dict[str, str], *, now: datetime) -> None:
+        known = self.node_types.setdefault(cluster_name, {})
+        if len(known) + len(types) > MAX_REMEMBERED_NODES:
+            known.clear()
+        known.update(list(types.items())[:MAX_REMEMBERED_NODES])
 
     def closed_month_exported(self, cluster_name: str, month: str) -> bool:
         return (cluster_name, month) in self.exported

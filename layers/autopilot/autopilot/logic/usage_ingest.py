@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from autopilot.logic.account_budget_alerts import check_account_budgets
 from autopilot.logic.healing.slurm_signal import slurm_name
-from autopilot.logic.spend_meter import BILLABLE_STATUSES, month_of
+from autopilot.logic.spend_meter import month_of
 from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.instance_types import gpus_for
@@ -63,8 +63,8 @@ class Ingested:
 
 
 def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str], dict[str, str]]:
-    """Slurm node name -> instance type of each billed node ListClusterNodes shows (all pages); the
-    client is made on first use (a report without jobs needs none)."""
+    """Slurm node name -> instance type of each node ListClusterNodes shows (all pages); the client is
+    made on first use (a report without jobs needs none)."""
 
     def node_types(cluster_name: str) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -74,8 +74,9 @@ def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str
             .paginate(ClusterName=cluster_name, PaginationConfig={"PageSize": _LIST_PAGE})
         ):
             for summary in page.get("ClusterNodeSummaries", []):
+                # any status: a node shutting down (replaced since the job ended) still tells its type
                 name = slurm_name(summary)
-                if name and summary["InstanceStatus"]["Status"] in BILLABLE_STATUSES:
+                if name:
                     found[name] = str(summary["InstanceType"])
         return found
 
@@ -85,8 +86,12 @@ def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str
 def node_rates(
     deps: UsageDeps, cluster_name: str, nodes: Iterable[str], *, now: datetime
 ) -> dict[str, NodeRate]:
-    """The rate of each named node SageMaker lists; a node it does not list has none (unpriced)."""
-    types = deps.node_types(cluster_name)
+    """The rate of each named node: its instance type from ListClusterNodes now, else as an earlier
+    report's listing had it (a node replaced since its job ended); a node known to neither has none
+    (unpriced)."""
+    listed = deps.node_types(cluster_name)
+    types = {**deps.usage.remembered_node_types(cluster_name), **listed}
+    deps.usage.remember_node_types(cluster_name, listed, now=now)
     prices: dict[str, Decimal | None] = {}
     rates: dict[str, NodeRate] = {}
     for node in sorted(set(nodes)):
