@@ -11,8 +11,9 @@ The rules (docs/operations.md, "Chargeback"):
 - a job holding none of a GPU node's GPUs pays nothing for it (the node shows as unused capacity);
 - a job running over a month's end is split by time (UTC months), and counts as a job of the month
   it ended in;
-- a node Autopilot cannot price (gone from ListClusterNodes before the report came, or its type has
-  no list price) adds nothing and is named on the job (``unpricedNodes``).
+- a node Autopilot cannot price (its type unknown: gone from ListClusterNodes and never seen listed by
+  an earlier report, logic/usage_ingest.py; or a type without a list price) adds nothing and is named
+  on the job (``unpricedNodes``).
 """
 
 from __future__ import annotations
