@@ -312,8 +312,10 @@ def test_an_alert_sns_refused_is_sent_when_the_report_comes_again() -> None:
 def test_account_budgets_name_the_bad_field() -> None:
     with pytest.raises(ValidationError, match="not a Slurm account name"):
         AccountBudgetsBody.model_validate({"accountBudgets": {"bad name": 10}})
-    with pytest.raises(ValidationError, match="more than 0"):
+    with pytest.raises(ValidationError, match="at least 0.01"):
         AccountBudgetsBody.model_validate({"accountBudgets": {"physics": 0}})
+    with pytest.raises(ValidationError, match="at least 0.01"):
+        AccountBudgetsBody.model_validate({"accountBudgets": {"physics": 0.001}})  # would be stored as 0.00
     body = AccountBudgetsBody.model_validate({"accountBudgets": {"physics": 5000}})
     assert body.account_budgets == {"physics": 5000}
 

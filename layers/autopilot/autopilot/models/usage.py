@@ -127,9 +127,9 @@ def _check_budgets(budgets: dict[str, float]) -> dict[str, float]:
     for account, usd in budgets.items():
         if not re.fullmatch(SLURM_NAME, account):
             raise ValueError(f"{account!r} is not a Slurm account name")
-        if not 0 < usd <= MAX_ACCOUNT_BUDGET_USD:
+        if not 0.01 <= usd <= MAX_ACCOUNT_BUDGET_USD:  # a cent at least: it is stored to the cent
             raise ValueError(
-                f"the budget of {account!r} must be more than 0 and at most {MAX_ACCOUNT_BUDGET_USD}"
+                f"the budget of {account!r} must be at least 0.01 and at most {MAX_ACCOUNT_BUDGET_USD}"
             )
     return budgets
 
