@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
-from autopilot.api import routes
+from autopilot.api import routes, wiring
 from autopilot.api.body import MAX_BODY_BYTES, MAX_DEPTH
 from autopilot.errors import NotFoundError
 from autopilot.observability import logger
@@ -48,7 +48,7 @@ class FakeDependencies:
 @pytest.fixture
 def operations(monkeypatch: pytest.MonkeyPatch) -> FakeDependencies:
     fake = FakeDependencies()
-    monkeypatch.setattr(routes, "get_dependencies", lambda: fake)
+    monkeypatch.setattr(wiring, "get_dependencies", lambda: fake)
     return fake
 
 
