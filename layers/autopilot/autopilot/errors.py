@@ -1,4 +1,4 @@
-"""What the use cases refuse, as domain errors; the API maps them to HTTP answers (api/routes.py)."""
+"""What the use cases refuse, as domain errors; the API maps them to HTTP answers (api/errors.py)."""
 
 from __future__ import annotations
 

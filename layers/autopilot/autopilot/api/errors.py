@@ -1,18 +1,17 @@
-"""The API's error answers: each error a route or Powertools raises, as the HTTP answer it gets.
+"""The API's error answers: one table from each error a route (or Powertools) raises to its HTTP status
+and how its body is built; routes.py hands every exception to ``answer``.
 
 Every error is JSON ``{"message", "errors"?: [{"path", "message", "file"?, "location"?}]}``; bad input
 is a 4xx naming the field or the problem (autopilot.api.body), never a 500; AWS still throttling or
-failing after boto3's retries is a 503 with Retry-After (autopilot.api.unavailable).
+failing after boto3's retries is a 503 with Retry-After (autopilot.api.unavailable), as is every 503.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
@@ -42,15 +41,32 @@ from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
 from autopilot.models.bodies import ErrorBody, ErrorDetail
 from autopilot.observability import logger
 
-router = Router()  # type: ignore[no-untyped-call]  # (Powertools leaves it untyped)
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import Response
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-_ErrorHandler = Callable[[Any], Response[str]]
+# How an error's body is built: from the error and, for a few, the request it failed.
+BodyOf = Callable[[Any, "APIGatewayProxyEvent"], ErrorBody]
 
 
-def _handles(exc_class: type[Exception]) -> Callable[[_ErrorHandler], _ErrorHandler]:
-    """app.exception_handler, typed (Powertools leaves its return type open)."""
-    register: Callable[[_ErrorHandler], _ErrorHandler] = router.exception_handler(exc_class)
-    return register
+def _message(exc: Exception, _: APIGatewayProxyEvent) -> ErrorBody:
+    return ErrorBody(message=str(exc))
+
+
+def _message_and_errors(
+    exc: InvalidRequestError | CallerMayNotUseError, _: APIGatewayProxyEvent
+) -> ErrorBody:
+    return ErrorBody(message=str(exc), errors=exc.errors)
+
+
+def _conflict(exc: ConflictError, _: APIGatewayProxyEvent) -> ErrorBody:
+    return ErrorBody(message=str(exc), errors=exc.errors or None)
+
+
+def _invalid(location: str, path: str, message: str) -> ErrorBody:
+    return ErrorBody(
+        message="the request is invalid", errors=[ErrorDetail(location=location, path=path, message=message)]
+    )
 
 
 def _loc_path(loc: tuple[Any, ...]) -> str:
@@ -63,21 +79,7 @@ def _loc_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
-def _refused_media_type() -> Response[str] | None:
-    """415 when the request has a body that is not JSON.
-
-    Powertools' validation runs before any middleware of ours and parses forms and multipart bodies
-    itself, so a body we refuse can fail there first (a validation error, or a ValueError for a
-    multipart body without a boundary): its media type, not its fields, is what is wrong.
-    """
-    content_type = unsupported_media_type(router.current_event)
-    return None if content_type is None else _media_type_refused(UnsupportedMediaTypeError(content_type))
-
-
-@_handles(RequestValidationError)
-def _request_invalid(exc: RequestValidationError) -> Response[str]:
-    if (refused := _refused_media_type()) is not None:
-        return refused
+def _fields_invalid(exc: RequestValidationError, _: APIGatewayProxyEvent) -> ErrorBody:
     details = []
     for error in exc.errors():
         loc = tuple(error.get("loc", ()))
@@ -86,108 +88,31 @@ def _request_invalid(exc: RequestValidationError) -> Response[str]:
         if location == "header" and path == IDEMPOTENCY_HEADER.lower():
             path = IDEMPOTENCY_HEADER  # Powertools lower-cases header names
         details.append(ErrorDetail(location=location, path=path, message=str(error.get("msg", "invalid"))))
-    return error_response(HTTPStatus.BAD_REQUEST, ErrorBody(message="the request is invalid", errors=details))
+    return ErrorBody(message="the request is invalid", errors=details)
 
 
-@_handles(UnsupportedMediaTypeError)
-def _media_type_refused(exc: UnsupportedMediaTypeError) -> Response[str]:
-    return error_response(
-        HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-        ErrorBody(
-            message=f"the body must be application/json (UTF-8), not {exc.content_type!r}",
-            errors=[ErrorDetail(location="header", path="Content-Type", message="unsupported media type")],
-        ),
+def _media_type(exc: UnsupportedMediaTypeError, _: APIGatewayProxyEvent) -> ErrorBody:
+    return ErrorBody(
+        message=f"the body must be application/json (UTF-8), not {exc.content_type!r}",
+        errors=[ErrorDetail(location="header", path="Content-Type", message="unsupported media type")],
     )
 
 
-@_handles(RequestUnsupportedContentType)
-def _content_type_unknown(exc: RequestUnsupportedContentType) -> Response[str]:
-    content_type = router.current_event.headers.get("content-type", "")
-    return _media_type_refused(UnsupportedMediaTypeError(content_type))
-
-
-@_handles(InvalidBodyError)
-def _bad_body(exc: InvalidBodyError) -> Response[str]:
-    return error_response(
-        HTTPStatus.BAD_REQUEST,
-        ErrorBody(
-            message="the request is invalid", errors=[ErrorDetail(location="body", path="", message=str(exc))]
-        ),
-    )
-
-
-@_handles(BodyTooLargeError)
-def _body_too_large(exc: BodyTooLargeError) -> Response[str]:
-    return error_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, ErrorBody(message=str(exc)))
-
-
-@_handles(UnicodeDecodeError)
-def _undecodable(exc: UnicodeDecodeError) -> Response[str]:
-    # Powertools decodes a base64 (binary) body as UTF-8 before parsing it; any other
-    # UnicodeDecodeError is a defect.
-    if body_is_utf8(router.current_event):
-        return _unexpected(exc)
-    return _bad_body(InvalidBodyError("the body is not valid UTF-8"))
-
-
-@_handles(InvalidRequestError)
-def _invalid(exc: InvalidRequestError) -> Response[str]:
-    return error_response(HTTPStatus.BAD_REQUEST, ErrorBody(message=str(exc), errors=exc.errors))
-
-
-@_handles(InvalidPageTokenError)
-def _bad_token(exc: InvalidPageTokenError) -> Response[str]:
-    return error_response(
-        HTTPStatus.BAD_REQUEST,
-        ErrorBody(
-            message="the nextToken is not one this API issued",
-            errors=[ErrorDetail(location="query", path="nextToken", message="invalid page token")],
-        ),
-    )
-
-
-@_handles(NotFoundError)
-def _not_found(exc: NotFoundError) -> Response[str]:
-    return error_response(HTTPStatus.NOT_FOUND, ErrorBody(message=str(exc)))
-
-
-@_handles(RouteNotFoundError)
-def _no_route(exc: RouteNotFoundError) -> Response[str]:
-    path = router.current_event.path
-    return error_response(HTTPStatus.NOT_FOUND, ErrorBody(message=f"no such resource: {path}"))
-
-
-@_handles(NotAllowedError)
-def _not_allowed(exc: NotAllowedError) -> Response[str]:
-    return error_response(HTTPStatus.FORBIDDEN, ErrorBody(message=str(exc)))
-
-
-@_handles(CallerMayNotUseError)
-def _may_not_use(exc: CallerMayNotUseError) -> Response[str]:
-    return error_response(HTTPStatus.FORBIDDEN, ErrorBody(message=str(exc), errors=exc.errors))
-
-
-@_handles(StackRefusedError)
-def _stack_refused(exc: StackRefusedError) -> Response[str]:
-    return error_response(
-        HTTPStatus.BAD_REQUEST,
-        ErrorBody(
-            message="the stack cannot be deleted with this cluster",
-            errors=[ErrorDetail(location="query", path="stackName", message=str(exc))],
-        ),
-    )
-
-
-@_handles(ConflictError)
-def _conflict(exc: ConflictError) -> Response[str]:
-    return error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc), errors=exc.errors or None))
-
-
-@_handles(IdempotencyKeyReusedError)
-def _key_reused(exc: IdempotencyKeyReusedError) -> Response[str]:
-    return error_response(
+# The one table: an error (or its nearest base class in it) → its status and its body. Every 503 also
+# carries Retry-After. An error not in it is a 503 when AWS is unavailable, else a 500 (``answer``).
+ANSWERS: dict[type[Exception], tuple[HTTPStatus, BodyOf]] = {
+    # The request itself (autopilot.api.body and Powertools' validation and routing).
+    RequestValidationError: (HTTPStatus.BAD_REQUEST, _fields_invalid),
+    InvalidBodyError: (HTTPStatus.BAD_REQUEST, lambda exc, _: _invalid("body", "", str(exc))),
+    BodyTooLargeError: (HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _message),
+    UnsupportedMediaTypeError: (HTTPStatus.UNSUPPORTED_MEDIA_TYPE, _media_type),
+    RouteNotFoundError: (
+        HTTPStatus.NOT_FOUND,
+        lambda _, event: ErrorBody(message=f"no such resource: {event.path}"),
+    ),
+    IdempotencyKeyReusedError: (
         HTTPStatus.UNPROCESSABLE_ENTITY,
-        ErrorBody(
+        lambda exc, _: ErrorBody(
             message=str(exc),
             errors=[
                 ErrorDetail(
@@ -197,25 +122,69 @@ def _key_reused(exc: IdempotencyKeyReusedError) -> Response[str]:
                 )
             ],
         ),
-    )
+    ),
+    IdempotencyKeyInProgressError: (HTTPStatus.CONFLICT, _message),
+    # What the use cases refuse (autopilot.errors, autopilot.logic.authorize_delete).
+    InvalidRequestError: (HTTPStatus.BAD_REQUEST, _message_and_errors),
+    InvalidPageTokenError: (
+        HTTPStatus.BAD_REQUEST,
+        lambda _, __: ErrorBody(
+            message="the nextToken is not one this API issued",
+            errors=[ErrorDetail(location="query", path="nextToken", message="invalid page token")],
+        ),
+    ),
+    StackRefusedError: (
+        HTTPStatus.BAD_REQUEST,
+        lambda exc, _: ErrorBody(
+            message="the stack cannot be deleted with this cluster",
+            errors=[ErrorDetail(location="query", path="stackName", message=str(exc))],
+        ),
+    ),
+    NotAllowedError: (HTTPStatus.FORBIDDEN, _message),
+    CallerMayNotUseError: (HTTPStatus.FORBIDDEN, _message_and_errors),
+    NotFoundError: (HTTPStatus.NOT_FOUND, _message),
+    ConflictError: (HTTPStatus.CONFLICT, _conflict),
+    WorkflowStartError: (
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        lambda exc, _: ErrorBody(
+            message=f"{exc}; the operation is recorded as FAILED", operationId=exc.operation_id
+        ),
+    ),
+}
 
 
-@_handles(IdempotencyKeyInProgressError)
-def _key_in_progress(exc: IdempotencyKeyInProgressError) -> Response[str]:
-    return error_response(HTTPStatus.CONFLICT, ErrorBody(message=str(exc)))
+def _in_table(exc: Exception) -> tuple[HTTPStatus, BodyOf] | None:
+    return next((ANSWERS[cls] for cls in type(exc).__mro__ if cls in ANSWERS), None)
 
 
-@_handles(WorkflowStartError)
-def _not_started(exc: WorkflowStartError) -> Response[str]:
-    return unavailable(
-        ErrorBody(message=f"{exc}; the operation is recorded as FAILED", operationId=exc.operation_id)
-    )
+def _what_failed(exc: Exception, event: APIGatewayProxyEvent) -> Exception:
+    """The error to answer for, which is not always the one raised.
+
+    Powertools' validation runs before any middleware of ours and parses forms and multipart bodies
+    itself, so a body we refuse can fail there first (a validation error, or a ValueError for a
+    multipart body without a boundary): its media type, not its fields, is what is wrong. Powertools
+    also decodes a base64 (binary) body as UTF-8 before parsing it; any other UnicodeDecodeError is a
+    defect.
+    """
+    if isinstance(exc, RequestUnsupportedContentType):
+        return UnsupportedMediaTypeError(event.headers.get("content-type", ""))
+    if isinstance(exc, UnicodeDecodeError) and not body_is_utf8(event):
+        return InvalidBodyError("the body is not valid UTF-8")
+    if isinstance(exc, RequestValidationError) or _in_table(exc) is None:
+        content_type = unsupported_media_type(event)
+        if content_type is not None:
+            return UnsupportedMediaTypeError(content_type)
+    return exc
 
 
-@_handles(Exception)
-def _unexpected(exc: Exception) -> Response[str]:
-    if (refused := _refused_media_type()) is not None:
-        return refused
+def answer(exc: Exception, event: APIGatewayProxyEvent) -> Response[str]:
+    """The HTTP answer to an exception raised while serving ``event``."""
+    failed = _what_failed(exc, event)
+    known = _in_table(failed)
+    if known is not None:
+        status, body_of = known
+        body = body_of(failed, event)
+        return unavailable(body) if status is HTTPStatus.SERVICE_UNAVAILABLE else error_response(status, body)
     if aws_unavailable(exc):
         logger.warning("AWS unavailable after retries", exc_info=exc)
         return unavailable(ErrorBody(message="AWS is busy or unavailable; retry later"))

@@ -39,8 +39,16 @@ def _json_bodies_only(resolver: APIGatewayRestResolver, next_middleware: NextMid
 
 
 app.use([_json_bodies_only])
-for router in (clusters.router, nodes.router, spend.router, operations.router, healing.router, errors.router):
+for router in (clusters.router, nodes.router, spend.router, operations.router, healing.router):
     app.include_router(router)
+
+
+def _answer_error(exc: Exception) -> Response[str]:
+    return errors.answer(exc, app.current_event)
+
+
+# Every exception, the framework's included, goes through the one table (autopilot.api.errors).
+app.exception_handler(Exception)(_answer_error)
 
 
 @app.get("/openapi.json", include_in_schema=False)

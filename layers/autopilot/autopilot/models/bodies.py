@@ -1,6 +1,6 @@
 """Request and response bodies of the REST API (camelCase on the wire; AWS shapes keep AWS spelling).
 
-Models, not HTTP: the use cases in logic/ take and return them, api/routes.py serves them (status codes,
+Models, not HTTP: the use cases in logic/ take and return them, the routers in api/ serve them (status codes,
 body limits and the OpenAPI document stay in api/). Here rather than in api/ so that logic/ imports
 nothing from the layer above it (tests/unit/test_import_cycles.py).
 """
