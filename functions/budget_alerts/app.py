@@ -1,6 +1,7 @@
 """BudgetAlertsFunction: AWS Budgets' SNS notification (BudgetNotificationsTopic) → one enriched alert on
 the alerts topic per (budget, threshold, period), and the cluster's budget enforcement at 100 % ACTUAL
-(autopilot.logic.budget_alerts); every few minutes (a schedule) what a failure left undone."""
+(autopilot.logic.budget_alerts); every few minutes (a schedule) what a failure left undone
+(autopilot.logic.budget_alert_retry)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from autopilot import aws, clock
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
+from autopilot.logic.budget_alert_retry import retry_unfinished
 from autopilot.logic.budget_alerts import (
     BudgetAlertDeps,
     Handled,
     handle_notification,
-    retry_unfinished,
     spend_meter_rate,
 )
 from autopilot.models.envelopes import SnsModel

@@ -23,13 +23,13 @@ from autopilot.dal.state_table import StateTable
 from autopilot.errors import NotFoundError
 from autopilot.logic import budget_alerts
 from autopilot.logic.authorize_delete import NotAllowedError
+from autopilot.logic.budget_alert_retry import retry_unfinished
 from autopilot.logic.budget_alerts import (
     AlertInFlightError,
     BudgetAlertDeps,
     Handled,
     budget_period,
     handle_notification,
-    retry_unfinished,
     spend_meter_rate,
 )
 from autopilot.logic.budget_enforcement import (

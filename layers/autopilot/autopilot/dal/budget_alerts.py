@@ -8,7 +8,7 @@ ScaleToMin operations it records, and a cluster's growth block.
   conditional put, so AWS Budgets notifying twice (or SNS delivering twice) publishes once. An item
   not yet published is work left: it keeps the notification (``message``, ``subject``) and, once the
   alert is built but SNS refused it, the alert itself (``alertSubject``, ``alertBody``), so the
-  scheduled retry (logic/budget_alerts.retry_unfinished) finishes it instead of a dead-letter queue.
+  scheduled retry (logic/budget_alert_retry.py) finishes it instead of a dead-letter queue.
 - The cluster item (dal/state_table.py) gains ``growthBlockedUntil`` / ``growthBlockedAt`` /
   ``growthBlockedBy`` (block-growth), removed by an admin's ``DELETE /clusters/{name}/growth-block``.
 """

@@ -15,7 +15,7 @@ date: a message "of 2099" would otherwise block growth until 2100.
 
 Nothing is lost to a failure (issue 20, finding 7). A scale-down SageMaker refuses (the cluster
 ``Updating``, throttling) leaves its ScaleToMin operation RUNNING, and the alert says so; every
-RETRY_MINUTES the function's schedule (:func:`retry_unfinished`) tries it again until it is done or
+RETRY_MINUTES the function's schedule (logic/budget_alert_retry.py) tries it again until it is done or
 ENFORCEMENT_RETRY_FOR has passed (then FAILED), and announces the end. An alert SNS did not take is
 kept on its item and published by the same schedule; an operation event EventBridge refused is only
 logged (the operation record and the alert tell the same). So no work goes to the dead-letter queue
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult, UnfinishedAlert
+from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult
 from autopilot.events import OperationEventDetail, emit_operation_event
 from autopilot.logic.budget_enforcement import scale_to_min_groups
 from autopilot.models.budget_alerts import (
@@ -78,10 +78,11 @@ KEEP_AFTER_PERIOD = timedelta(days=35)
 ENFORCED_AT_PERCENT = Decimal(100)
 # A refused scale-down is retried this long (a cluster update takes minutes to an hour), then FAILED.
 ENFORCEMENT_RETRY_FOR = timedelta(hours=6)
+RETRY_MINUTES = 5  # template.yaml, BudgetAlertsFunction's RetryUnfinished schedule
 # SageMaker's refusals that no retry changes: the operation fails at once.
 _FINAL_REFUSALS = frozenset({"ResourceNotFound", "AccessDeniedException"})
 # Operations older than this are not looked at again (they failed at ENFORCEMENT_RETRY_FOR).
-_LOOKBACK = ENFORCEMENT_RETRY_FOR + timedelta(days=1)
+LOOKBACK = ENFORCEMENT_RETRY_FOR + timedelta(days=1)
 SNS_SUBJECT_MAX = 100
 
 # (cluster name, the day Budgets notified) -> (USD per hour, where the figure comes from), or None
@@ -235,7 +236,7 @@ def handle_notification(message: str, subject: str | None, deps: BudgetAlertDeps
     alert = _alert(
         deps, notification, day=day, budget=budget, cluster=cluster, period=period, enforcement=enforcement
     )
-    message_id = _publish_or_keep(
+    message_id = publish_or_keep(
         deps, key, subject=_subject(alert), body=alert.model_dump(mode="json", by_alias=True)
     )
     if message_id is None:
@@ -340,10 +341,10 @@ def _enforce(
         )
     if operation_id is None:  # a claim made before the cluster's enforcement was scale-to-min
         operation_id = new_operation_id(now)
-    return _scale_to_min(deps, cluster, notification.budget_name, operation_id, now)
+    return scale_to_min(deps, cluster, notification.budget_name, operation_id, now)
 
 
-def _scale_to_min(
+def scale_to_min(
     deps: BudgetAlertDeps,
     cluster: Cluster,
     budget_name: str,
@@ -405,14 +406,14 @@ def _scale_to_min(
                 f"{RETRY_MINUTES} minutes until {retry_until.isoformat()}",
                 operation_id=operation_id,
             )
-        _finish(deps, operation, OperationStatus.FAILED, steps, error)
+        finish_operation(deps, operation, OperationStatus.FAILED, steps, error)
         logger.error(
             "scale-to-min failed", cluster=cluster.cluster_name, error=error.error, cause=error.cause
         )
         return EnforcementOutcome(
             mode=mode, result="failed", message=f"{error.error}: {error.cause}", operation_id=operation_id
         )
-    _finish(deps, operation, OperationStatus.SUCCEEDED, steps, None)
+    finish_operation(deps, operation, OperationStatus.SUCCEEDED, steps, None)
     shrunk = {g: c for g, c in counts.items() if c[0] > c[1]}
     return EnforcementOutcome(
         mode=mode,
@@ -443,7 +444,7 @@ def _operation_error(exc: ClientError | _Refused) -> OperationError:
     )
 
 
-def _finish(
+def finish_operation(
     deps: BudgetAlertDeps,
     operation: Operation,
     status: OperationStatus,
@@ -532,7 +533,7 @@ def _subject(alert: BudgetAlert) -> str:
     return subject[:SNS_SUBJECT_MAX]
 
 
-def _publish_or_keep(
+def publish_or_keep(
     deps: BudgetAlertDeps, key: AlertKey, *, subject: str, body: dict[str, Any]
 ) -> str | None:
     """Publish the alert and mark its item published; when SNS refuses, keep the alert on the item
@@ -558,88 +559,3 @@ def _publish(deps: BudgetAlertDeps, *, subject: str, body: dict[str, Any], clust
         MessageAttributes=attributes,
     )
     return str(response["MessageId"])
-
-
-# --- the schedule: what a failure left undone -------------------------------------------------------
-
-RETRY_MINUTES = 5  # template.yaml, BudgetAlertsFunction's RetryUnfinished schedule
-
-
-def retry_unfinished(deps: BudgetAlertDeps) -> dict[str, int]:
-    """Finish every unpublished alert whose claim has lapsed, and retry every pending scale-down."""
-    now = deps.now()
-    outcomes: dict[str, int] = {}
-
-    def tally(what: str) -> None:
-        outcomes[what] = outcomes.get(what, 0) + 1
-
-    for operation in deps.store.list_running_operations(created_after=now - _LOOKBACK):
-        if operation.operation_type is OperationType.SCALE_TO_MIN:
-            tally(f"scale-to-min {_retry_scale_to_min(deps, operation, now)}")
-    for unfinished in deps.alerts.unfinished(claimed_before=now - timedelta(seconds=CLAIM_LEASE_SECONDS)):
-        try:
-            tally(f"alert {_finish_alert(deps, unfinished, now)}")
-        except (ClientError, BotoCoreError, AlertInFlightError):
-            logger.warning("unfinished alert still failing", alert=str(unfinished.key), exc_info=True)
-            tally("alert still failing")
-    if outcomes:
-        logger.info("budget work retried", outcomes=outcomes)
-    return outcomes
-
-
-def _finish_alert(deps: BudgetAlertDeps, unfinished: UnfinishedAlert, now: datetime) -> str:
-    key = unfinished.key
-    if unfinished.alert_body is not None:  # built, but SNS refused it: publish it as it was
-        body = json.loads(unfinished.alert_body)
-        subject = unfinished.alert_subject or "HyperPod budget alert"
-        return "published" if _publish_or_keep(deps, key, subject=subject, body=body) else "kept"
-    if unfinished.message is None:  # nothing to redo it from
-        deps.alerts.close(key, at=now, reason="no notification kept")
-        return "closed"
-    handled = handle_notification(unfinished.message, unfinished.subject, deps)
-    if handled in (Handled.UNCONFIRMED, Handled.FORWARDED):
-        deps.alerts.close(key, at=now, reason=f"redone: {handled.value}")
-    return handled.value
-
-
-def _retry_scale_to_min(deps: BudgetAlertDeps, operation: Operation, now: datetime) -> str:
-    """One more attempt at a pending scale-down; its end (done or failed) is announced."""
-    budget_name = (operation.requested_by or "").removeprefix("budget:")
-    cluster = deps.store.get_cluster(operation.cluster_name)
-    if cluster is None or cluster.status is not ClusterStatus.ACTIVE:
-        error = OperationError(
-            error="ClusterNotActive",
-            cause=f"the cluster is {cluster.status.value if cluster else 'gone'}, not ACTIVE",
-        )
-        _finish(deps, operation, OperationStatus.FAILED, [], error)
-        return "failed"
-    outcome = _scale_to_min(deps, cluster, budget_name, operation.operation_id, now)
-    if outcome.result == "pending":
-        return "pending"
-    key = AlertKey(
-        budget_name=budget_name,
-        period=f"{now:%Y-%m}",
-        alert_type="ENFORCEMENT",
-        threshold=operation.operation_id,
-    )
-    claim = deps.alerts.claim(
-        key,
-        now=now,
-        lease_seconds=CLAIM_LEASE_SECONDS,
-        operation_id=operation.operation_id,
-        expires_at=int((now + KEEP_AFTER_PERIOD).timestamp()),
-    )
-    if claim.result is ClaimResult.CLAIMED:
-        body = {
-            "kind": "BudgetEnforcementFinished",
-            "summary": f"cluster {cluster.cluster_name}: scale-to-min {outcome.result} after retrying: "
-            f"{outcome.message}",
-            "budgetName": budget_name,
-            "clusterName": cluster.cluster_name,
-            "owner": cluster.owner,
-            "project": cluster.project,
-            "enforcement": outcome.model_dump(mode="json", by_alias=True, exclude_none=True),
-        }
-        subject = f"HyperPod budget: {cluster.cluster_name} scale-to-min {outcome.result}"
-        _publish_or_keep(deps, key, subject=subject[:SNS_SUBJECT_MAX], body=body)
-    return outcome.result
