@@ -5,7 +5,8 @@
 - ``CLUSTER#<name>`` / ``USAGE#<YYYY-MM>#<account>#<user>``: the month's totals of one Slurm account
   and user (usd, gpuHours, jobs), ADDed to by each job (per-account and per-user lines are their sums);
 - ``CLUSTER#<name>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
-  that month and threshold was sent (the conditional put is the dedup);
+  that month and threshold, claimed (``claimedAt``; the conditional put is the dedup) and sent
+  (``publishedAt``); a claim left unpublished past ALERT_CLAIM_LEASE is taken over;
 - ``CLUSTER#<name>`` / ``USAGEEXPORT#<YYYY-MM>``: the closed month's CSV was written for finance;
 - ``CLUSTER#<name>`` / ``USAGENODES``: Slurm node name -> instance type of the nodes earlier reports
   found listed, so a job's node replaced (gone from ListClusterNodes) before its report is still priced;
@@ -29,6 +30,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient, error_code
+from autopilot.models.records import iso
 from autopilot.models.usage import JobCost, UsageTotals
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ RETENTION: Final = timedelta(days=400)
 # DynamoDB's limits: 100 items per TransactWriteItems, 100 keys per BatchGetItem.
 MAX_TRANSACTION_ITEMS: Final = 100
 MAX_BATCH_GET: Final = 100
+# Longer than AgentFunction's timeout (30 s): a claim this old and not published belongs to an
+# invocation that died between its claim and its publish, and the next report publishes the alert.
+ALERT_CLAIM_LEASE: Final = timedelta(minutes=2)
 # Slurm node names remembered per cluster with their instance type (~40 bytes each: the item stays far
 # under DynamoDB's 400 KB); past it only the nodes listed now are kept.
 MAX_REMEMBERED_NODES: Final = 5_000
@@ -110,12 +115,21 @@ class UsageStore(Protocol):
         """Replace the registry item's accountBudgets; False when the cluster is not registered."""
 
     def claim_account_alert(
-        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime, expires_at: int
     ) -> bool:
-        """Mark the alert sent; False when it was already."""
+        """Claim the alert for publishing; False when it was published, or is claimed by an invocation
+        that may still publish it (a claim older than ALERT_CLAIM_LEASE without a publish is taken over:
+        its invocation died between the claim and the publish)."""
+
+    def mark_account_alert_published(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime
+    ) -> None: ...
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         """Undo a claim whose alert could not be published (the next report tries again)."""
+
+    def unpublished_alert_accounts(self, cluster_name: str, month: str, *, now: datetime) -> set[str]:
+        """Accounts with a claim older than ALERT_CLAIM_LEASE and not published (an invocation died)."""
 
     def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
         """Slurm node name -> instance type of the nodes earlier reports' jobs found listed."""
@@ -302,22 +316,53 @@ class UsageTable:
         return True
 
     def claim_account_alert(
-        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime, expires_at: int
     ) -> bool:
         try:
             self.dynamodb.put_item(
                 TableName=self._table,
                 Item={
                     **alert_key(cluster_name, month, account, threshold),
+                    "account": {"S": account},
+                    "claimedAt": {"S": iso(now)},
                     "expiresAt": {"N": str(expires_at)},
                 },
-                ConditionExpression="attribute_not_exists(pk)",
+                ConditionExpression="attribute_not_exists(pk) OR "
+                "(attribute_not_exists(publishedAt) AND claimedAt < :stale)",
+                ExpressionAttributeValues={":stale": {"S": iso(now - ALERT_CLAIM_LEASE)}},
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
+
+    def mark_account_alert_published(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime
+    ) -> None:
+        self.dynamodb.update_item(
+            TableName=self._table,
+            Key=alert_key(cluster_name, month, account, threshold),
+            UpdateExpression="SET publishedAt = :now",
+            ExpressionAttributeValues={":now": {"S": iso(now)}},
+        )
+
+    def unpublished_alert_accounts(self, cluster_name: str, month: str, *, now: datetime) -> set[str]:
+        stale = iso(now - ALERT_CLAIM_LEASE)
+        accounts: set[str] = set()
+        for page in self.dynamodb.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            FilterExpression="attribute_not_exists(publishedAt) AND claimedAt < :stale",
+            ExpressionAttributeValues={
+                ":pk": {"S": _pk(cluster_name)},
+                ":prefix": {"S": f"ACCTALERT#{month}#"},
+                ":stale": {"S": stale},
+            },
+            ConsistentRead=True,
+        ):
+            accounts |= {str(item["account"]["S"]) for item in page.get("Items", []) if "account" in item}
+        return accounts
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
         self.dynamodb.delete_item(
@@ -382,7 +427,8 @@ class InMemoryUsageStore:
     def __init__(self, clusters: Iterable[str] = ()) -> None:
         self.jobs: dict[tuple[str, str], JobCost] = {}
         self.totals: dict[tuple[str, str, str, str], UsageTotals] = {}
-        self.alerts: set[tuple[str, str, str, int]] = set()
+        self.alerts: set[tuple[str, str, str, int]] = set()  # published
+        self.claims: dict[tuple[str, str, str, int], datetime] = {}
         self.exported: set[tuple[str, str]] = set()
         self.node_types: dict[str, dict[str, str]] = {}
         self.budgets: dict[str, dict[str, str]] = {name: {} for name in clusters}
@@ -428,16 +474,32 @@ class InMemoryUsageStore:
         return True
 
     def claim_account_alert(
-        self, cluster_name: str, month: str, account: str, threshold: int, *, expires_at: int
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime, expires_at: int
     ) -> bool:
         key = (cluster_name, month, account, threshold)
-        if key in self.alerts:
+        claimed = self.claims.get(key)
+        if key in self.alerts or (claimed is not None and claimed > now - ALERT_CLAIM_LEASE):
             return False
-        self.alerts.add(key)
+        self.claims[key] = now
         return True
 
+    def mark_account_alert_published(
+        self, cluster_name: str, month: str, account: str, threshold: int, *, now: datetime
+    ) -> None:
+        self.alerts.add((cluster_name, month, account, threshold))
+
+    def unpublished_alert_accounts(self, cluster_name: str, month: str, *, now: datetime) -> set[str]:
+        return {
+            a
+            for (c, m, a, t), at in self.claims.items()
+            if c == cluster_name
+            and m == month
+            and at < now - ALERT_CLAIM_LEASE
+            and (c, m, a, t) not in self.alerts
+        }
+
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
-        self.alerts.discard((cluster_name, month, account, threshold))
+        self.claims.pop((cluster_name, month, account, threshold), None)
 
     def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
         return dict(self.node_types.get(cluster_name, {}))

@@ -6,7 +6,9 @@ for a cluster's AWS Budget.
 Checked after each agent report carrying finished jobs (logic/usage_ingest.py), against the month's
 totals as the state table holds them. The conditional put of ``ACCTALERT#<month>#<account>#<threshold>``
 is the dedup: of two invocations crossing at once one publishes. A publish SNS refuses releases the
-claim and fails the report; the agent resends it and the check runs again.
+claim and fails the report; the agent resends it and the check runs again. An invocation that dies
+between its claim and its publish leaves a claim without ``publishedAt``: past ALERT_CLAIM_LEASE the
+next report carrying jobs takes it over and publishes (at least once, never lost).
 """
 
 from __future__ import annotations
@@ -102,13 +104,14 @@ def check_account_budgets(
 ) -> int:
     """Publish the alerts due for ``accounts`` in ``months``; how many were published."""
     budgets = deps.usage.account_budgets(cluster_name)
-    watched = sorted(a for a in accounts if a in budgets)
-    if not watched:
+    if not budgets:
         return 0
     owner, project = deps.cluster_tags(cluster_name)
     sent = 0
     for month in sorted(months):
-        for account in watched:
+        # with the accounts whose alert an invocation claimed and died before publishing
+        pending = deps.usage.unpublished_alert_accounts(cluster_name, month, now=now)
+        for account in sorted(a for a in {*accounts, *pending} if a in budgets):
             totals = deps.usage.month_totals(cluster_name, month, account=account)
             budget = Decimal(budgets[account])
             spend = sum((t.usd for t in totals), Decimal(0))
@@ -117,7 +120,7 @@ def check_account_budgets(
                     (month_end(datetime.fromisoformat(f"{month}-01T00:00:00+00:00")) + RETENTION).timestamp()
                 )
                 if not deps.usage.claim_account_alert(
-                    cluster_name, month, account, threshold, expires_at=expires
+                    cluster_name, month, account, threshold, now=now, expires_at=expires
                 ):
                     continue
                 alert = account_alert(
@@ -146,6 +149,7 @@ def check_account_budgets(
                 except (ClientError, BotoCoreError):
                     deps.usage.release_account_alert(cluster_name, month, account, threshold)
                     raise
+                deps.usage.mark_account_alert_published(cluster_name, month, account, threshold, now=now)
                 logger.info(
                     "account budget alert published",
                     cluster=cluster_name,
