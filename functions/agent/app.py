@@ -21,7 +21,7 @@ from autopilot.logic.agent.commands import enqueue_command
 from autopilot.logic.agent.reports import AgentDeps, InvalidReportError, handle_report
 from autopilot.logic.agent.status import workflow_status
 from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError
-from autopilot.logic.usage_ingest import UsageDeps, listed_node_types
+from autopilot.logic.usage_ingest import UsageDeps, listed_node_types, registry_created_at
 from autopilot.models.agent import CommandRequest, StatusRequest
 from autopilot.observability import logger, metrics
 from autopilot.pricing import ListPrices
@@ -62,6 +62,7 @@ def dependencies(account: str) -> AgentDeps:
             sns=lambda: aws.client("sns"),
             alerts_topic_arn=settings.alerts_topic_arn,
             cluster_tags=_cluster_tags(StateTable(settings.state_table_name)),
+            created_at=registry_created_at(StateTable(settings.state_table_name).get_cluster),
         ),
     )
 

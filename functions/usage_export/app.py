@@ -34,7 +34,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
 
     return export_usage(
         scheduled.time,
-        (c.cluster_name for c in every_cluster(StateTable(settings.state_table_name))),
+        ((c.cluster_name, c.created_at) for c in every_cluster(StateTable(settings.state_table_name))),
         usage=UsageTable(settings.state_table_name),
         spend=SpendTable(settings.state_table_name),
         put_object=put_object,

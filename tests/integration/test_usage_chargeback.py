@@ -22,11 +22,11 @@ from autopilot.api import routes
 from autopilot.dal.agent import AgentTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
-from autopilot.dal.usage import UsageTable
+from autopilot.dal.usage import UsageTable, usage_scope
 from autopilot.logic.agent.reports import AgentDeps, handle_report
 from autopilot.logic.agent.trust import Controller, ControllerReader
 from autopilot.logic.spend_meter import month_end, month_of, run_spend_meter
-from autopilot.logic.usage_ingest import UsageDeps, listed_node_types
+from autopilot.logic.usage_ingest import UsageDeps, listed_node_types, registry_created_at
 from autopilot.settings import AgentSettings, api_settings, usage_export_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -98,6 +98,7 @@ class World:
                 node_types=listed_node_types(lambda: sagemaker),
                 sns=lambda: stack.client("sns"),
                 alerts_topic_arn=settings.alerts_topic_arn,
+                created_at=registry_created_at(StateTable(settings.state_table_name, dynamodb).get_cluster),
             ),
         )
         self.alerts_queue = self._subscribe(settings.alerts_topic_arn)
@@ -197,7 +198,10 @@ def test_the_same_report_twice_counts_its_jobs_once(world: World) -> None:
     world.report(*jobs)
     world.report(*jobs)
     world.report(jobs[1])
-    totals = world.usage.month_totals("c1", month_of(start))
+    # the cluster's incarnation's items (dal/usage.py usage_scope)
+    created_at = world.deps.usage.created_at("c1") if world.deps.usage else None
+    assert created_at
+    totals = world.usage.month_totals(usage_scope("c1", created_at), month_of(start))
     assert sum(t.jobs for t in totals) == 2
     assert sum(t.usd for t in totals) == (2 * P5 + 2 * P5).quantize(Decimal("0.000001"))
 

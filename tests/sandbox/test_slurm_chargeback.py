@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from autopilot.dal.usage import UsageTable
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.usage import UsageTable, usage_scope
 from autopilot.models.usage import JobCost
 from boto3.dynamodb.types import TypeDeserializer
 
@@ -38,12 +39,24 @@ def agent_role(sandbox: Sandbox) -> None:
     create_agent_role(sandbox.client("iam"), ROLE)
 
 
+def scope(sandbox: Sandbox, name: str) -> str:
+    """The cluster's incarnation, which keys its usage items (dal/usage.py usage_scope)."""
+    cluster = StateTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).get_cluster(
+        name
+    )
+    assert cluster is not None
+    return usage_scope(name, cluster.created_at)
+
+
 def jobs(sandbox: Sandbox, name: str) -> dict[str, JobCost]:
-    """The priced jobs AgentFunction recorded for the cluster (``USAGEJOB#<jobId>``)."""
+    """The priced jobs AgentFunction recorded for the cluster (``USAGEJOB#<jobId>@<start>``)."""
     found = sandbox.client("dynamodb").query(
         TableName=sandbox.stack.physical_id("StateTable"),
         KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
-        ExpressionAttributeValues={":pk": {"S": f"CLUSTER#{name}"}, ":job": {"S": "USAGEJOB#"}},
+        ExpressionAttributeValues={
+            ":pk": {"S": f"CLUSTER#{scope(sandbox, name)}"},
+            ":job": {"S": "USAGEJOB#"},
+        },
         ConsistentRead=True,
     )["Items"]
     deserialize = TypeDeserializer().deserialize
@@ -99,7 +112,7 @@ def test_jobs_under_two_accounts_are_priced_and_counted_per_account_and_user(
         assert counted[job].usd > 0  # priced at the node's list price (ml.p5.48xlarge)
     month = counted[physics].ended_month
     totals = UsageTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).month_totals(
-        name, month
+        scope(sandbox, name), month
     )
     assert {(t.account, t.user, t.jobs) for t in totals} >= {("physics", "root", 1), ("biology", "nobody", 1)}
     assert "refused" not in log.read_text()  # every report carrying the jobs was taken

@@ -246,6 +246,26 @@ def test_a_job_counted_meanwhile_cancels_its_transaction_which_is_retried_withou
     assert sum(t.usd for t in totals) == Decimal("98.32") * 3
 
 
+def test_a_cluster_created_again_under_its_name_and_a_restarted_job_id_count_afresh(
+    table: UsageTable,
+) -> None:
+    deps = usage_deps(table)
+    deps.created_at = lambda _: "2026-11-01T00:00:00Z"
+    assert ingest_jobs(deps, "ml-cluster", [job("1", gpus=8)], running=[], now=T0).counted == 1
+    # Slurm lost its state: job ids restart, job 1 is a new job (another start)
+    later = job("1", gpus=8, start=T0 + timedelta(hours=2))
+    assert ingest_jobs(deps, "ml-cluster", [later], running=[], now=T0).counted == 1
+    old_scope = "ml-cluster@2026-11-01T00:00:00Z"
+    assert sum(t.jobs for t in table.month_totals(old_scope, "2026-11")) == 2
+    # the cluster deleted and created again under the same name: its Slurm starts at job 1 again
+    deps.created_at = lambda _: "2026-11-15T00:00:00Z"
+    again = job("1", gpus=4, start=T0)
+    assert ingest_jobs(deps, "ml-cluster", [again], running=[], now=T0).counted == 1
+    new = table.month_totals("ml-cluster@2026-11-15T00:00:00Z", "2026-11")
+    assert [(t.jobs, t.usd) for t in new] == [(1, Decimal("49.16"))]  # not merged with the old one's
+    assert sum(t.usd for t in table.month_totals(old_scope, "2026-11")) == Decimal("98.32") * 2
+
+
 def test_a_transaction_never_holds_more_than_dynamodbs_limit() -> None:
     costs = [
         price_job(job(str(n), user=f"u{n}", start=datetime(2026, 11, 30, 23, tzinfo=UTC), hours=2), RATES)

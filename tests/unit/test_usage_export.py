@@ -68,7 +68,7 @@ def test_every_run_writes_the_month_to_date_and_the_closed_month_once_a_day_afte
     def run(at: datetime) -> dict[str, int]:
         return export_usage(
             at,
-            ["ml-cluster", "idle-cluster"],
+            [("ml-cluster", None), ("idle-cluster", None)],
             usage=store,
             spend=spend,
             put_object=written.__setitem__,

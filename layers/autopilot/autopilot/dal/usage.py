@@ -1,16 +1,20 @@
-"""Chargeback's items in the state table (docs/operations.md, "Chargeback"):
+"""Chargeback's items in the state table (docs/operations.md, "Chargeback"). Their ``<scope>`` is the
+cluster's incarnation, ``<name>@<createdAt>`` (usage_scope): a cluster deleted and created again under
+the same name starts its chargeback afresh — its Slurm restarts at job 1, and the old cluster's totals,
+alert claims and counted jobs stay the old one's (they expire with the table's TTL):
 
-- ``CLUSTER#<name>`` / ``USAGEJOB#<jobId>``: a finished job, priced (models/usage.py JobCost) — its
-  presence is what makes a report's job count once;
-- ``CLUSTER#<name>`` / ``USAGE#<YYYY-MM>#<account>#<user>``: the month's totals of one Slurm account
+- ``CLUSTER#<scope>`` / ``USAGEJOB#<jobId>@<start epoch>``: a finished job, priced (models/usage.py
+  JobCost) — its presence is what makes a report's job count once (the start too: a Slurm whose job ids
+  restart, its state lost, reuses an id for a new job);
+- ``CLUSTER#<scope>`` / ``USAGE#<YYYY-MM>#<account>#<user>``: the month's totals of one Slurm account
   and user (usd, gpuHours, jobs), ADDed to by each job (per-account and per-user lines are their sums);
-- ``CLUSTER#<name>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
+- ``CLUSTER#<scope>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
   that month and threshold, claimed (``claimedAt``; the conditional put is the dedup) and sent
   (``publishedAt``); a claim left unpublished past ALERT_CLAIM_LEASE is taken over;
-- ``CLUSTER#<name>`` / ``USAGEEXPORT#<YYYY-MM>``: the closed month's CSV was written for finance;
-- ``CLUSTER#<name>`` / ``USAGENODES``: Slurm node name -> instance type of the nodes earlier reports
+- ``CLUSTER#<scope>`` / ``USAGEEXPORT#<YYYY-MM>``: the closed month's CSV was written for finance;
+- ``CLUSTER#<scope>`` / ``USAGENODES``: Slurm node name -> instance type of the nodes earlier reports
   found listed, so a job's node replaced (gone from ListClusterNodes) before its report is still priced;
-- the cluster's registry item's ``accountBudgets`` (PUT /clusters/{name}/account-budgets).
+- the registry item's (``CLUSTER#<name>``) ``accountBudgets`` (PUT /clusters/{name}/account-budgets).
 
 A job is written with the ADDs of its totals in one TransactWriteItems whose job put is conditional
 (``attribute_not_exists``): however often a report is retried or resent, and wherever an invocation
@@ -65,8 +69,16 @@ def _pk(cluster_name: str) -> str:
     return f"CLUSTER#{cluster_name}"
 
 
-def job_key(cluster_name: str, job_id: str) -> dict[str, Any]:
-    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"USAGEJOB#{job_id}"}}
+def usage_scope(cluster_name: str, created_at: str | None) -> str:
+    """The key of one incarnation of cluster ``cluster_name`` (its registry item's createdAt) that the
+    usage items' methods below take for ``cluster_name`` ("@" is in no cluster name); the name alone
+    for a cluster without a registry item. The account budgets stay on the registry item (the name)."""
+    return f"{cluster_name}@{created_at}" if created_at else cluster_name
+
+
+def job_key(cluster_name: str, job_ref: str) -> dict[str, Any]:
+    """``job_ref``: models/usage.py job_ref (the job id and its start)."""
+    return {"pk": {"S": _pk(cluster_name)}, "sk": {"S": f"USAGEJOB#{job_ref}"}}
 
 
 def totals_sk(month: str, account: str, user: str) -> str:
@@ -99,11 +111,11 @@ def totals_adds(cost: JobCost) -> dict[tuple[str, str, str], tuple[Decimal, Deci
 
 
 class UsageStore(Protocol):
-    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
-        """Which of the jobs are counted already."""
+    def known_jobs(self, cluster_name: str, job_refs: Sequence[str]) -> set[str]:
+        """Which of the jobs (models/usage.py job_ref) are counted already."""
 
     def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
-        """Count the jobs not yet counted, each with its totals, atomically per job; their ids."""
+        """Count the jobs not yet counted, each with its totals, atomically per job; their refs."""
 
     def month_totals(self, cluster_name: str, month: str, *, account: str | None = None) -> list[UsageTotals]:
         """The month's (account, user) totals, of one account or all."""
@@ -158,9 +170,9 @@ class UsageTable:
         self._table = table_name
         self._dynamodb = dynamodb
 
-    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
+    def known_jobs(self, cluster_name: str, job_refs: Sequence[str]) -> set[str]:
         known: set[str] = set()
-        unique = list(dict.fromkeys(job_ids))
+        unique = list(dict.fromkeys(job_refs))
         for first in range(0, len(unique), MAX_BATCH_GET):
             keys = [job_key(cluster_name, j) for j in unique[first : first + MAX_BATCH_GET]]
             request: dict[str, Any] = {
@@ -200,10 +212,10 @@ class UsageTable:
                     raise
                 # Some job of the batch was counted meanwhile (another invocation of the same report):
                 # nothing of the batch was written; it is tried again without the jobs now present.
-                present = self.known_jobs(cluster_name, [c.job_id for c in batch])
-                waiting = [c for c in batch if c.job_id not in present] + waiting
+                present = self.known_jobs(cluster_name, [c.ref for c in batch])
+                waiting = [c for c in batch if c.ref not in present] + waiting
                 continue
-            recorded += [c.job_id for c in batch]
+            recorded += [c.ref for c in batch]
         return recorded
 
     def _writes(
@@ -213,7 +225,7 @@ class UsageTable:
         totals: dict[tuple[str, str, str], list[Any]] = {}
         for cost in batch:
             item = {
-                **job_key(cluster_name, cost.job_id),
+                **job_key(cluster_name, cost.ref),
                 **{
                     k: _serializer.serialize(v)
                     for k, v in cost.model_dump(by_alias=True, mode="python", exclude_none=True).items()
@@ -435,17 +447,17 @@ class InMemoryUsageStore:
         # a test makes a transaction fail after N jobs: nothing of that transaction is kept
         self.fail_after: int | None = None
 
-    def known_jobs(self, cluster_name: str, job_ids: Sequence[str]) -> set[str]:
-        return {j for j in job_ids if (cluster_name, j) in self.jobs}
+    def known_jobs(self, cluster_name: str, job_refs: Sequence[str]) -> set[str]:
+        return {j for j in job_refs if (cluster_name, j) in self.jobs}
 
     def record_jobs(self, cluster_name: str, costs: Sequence[JobCost], *, now: datetime) -> list[str]:
         recorded: list[str] = []
         for cost in costs:
-            if (cluster_name, cost.job_id) in self.jobs:
+            if (cluster_name, cost.ref) in self.jobs:
                 continue
             if self.fail_after is not None and len(recorded) >= self.fail_after:
                 raise RuntimeError("the transaction failed (test)")
-            self.jobs[(cluster_name, cost.job_id)] = cost
+            self.jobs[(cluster_name, cost.ref)] = cost
             for (month, account, user), (usd, gpu_hours, jobs) in totals_adds(cost).items():
                 held = self.totals.setdefault(
                     (cluster_name, month, account, user),
@@ -454,7 +466,7 @@ class InMemoryUsageStore:
                 held.usd += usd
                 held.gpu_hours += gpu_hours
                 held.jobs += jobs
-            recorded.append(cost.job_id)
+            recorded.append(cost.ref)
         return recorded
 
     def month_totals(self, cluster_name: str, month: str, *, account: str | None = None) -> list[UsageTotals]:

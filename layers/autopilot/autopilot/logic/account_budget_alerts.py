@@ -97,22 +97,26 @@ def check_account_budgets(
     deps: UsageDeps,
     cluster_name: str,
     *,
+    scope: str | None = None,
     accounts: Collection[str],
     months: Collection[str],
     running: Sequence[SlurmNode],
     now: datetime,
 ) -> int:
-    """Publish the alerts due for ``accounts`` in ``months``; how many were published."""
+    """Publish the alerts due for ``accounts`` in ``months``; how many were published. ``scope``: the
+    cluster's incarnation (dal/usage.py usage_scope) whose totals and claims count; the budgets are the
+    registry item's."""
     budgets = deps.usage.account_budgets(cluster_name)
+    incarnation = scope or cluster_name
     if not budgets:
         return 0
     owner, project = deps.cluster_tags(cluster_name)
     sent = 0
     for month in sorted(months):
         # with the accounts whose alert an invocation claimed and died before publishing
-        pending = deps.usage.unpublished_alert_accounts(cluster_name, month, now=now)
+        pending = deps.usage.unpublished_alert_accounts(incarnation, month, now=now)
         for account in sorted(a for a in {*accounts, *pending} if a in budgets):
-            totals = deps.usage.month_totals(cluster_name, month, account=account)
+            totals = deps.usage.month_totals(incarnation, month, account=account)
             budget = Decimal(budgets[account])
             spend = sum((t.usd for t in totals), Decimal(0))
             for threshold in crossed(spend, budget):
@@ -120,7 +124,7 @@ def check_account_budgets(
                     (month_end(datetime.fromisoformat(f"{month}-01T00:00:00+00:00")) + RETENTION).timestamp()
                 )
                 if not deps.usage.claim_account_alert(
-                    cluster_name, month, account, threshold, now=now, expires_at=expires
+                    incarnation, month, account, threshold, now=now, expires_at=expires
                 ):
                     continue
                 alert = account_alert(
@@ -147,9 +151,9 @@ def check_account_budgets(
                         },
                     )
                 except (ClientError, BotoCoreError):
-                    deps.usage.release_account_alert(cluster_name, month, account, threshold)
+                    deps.usage.release_account_alert(incarnation, month, account, threshold)
                     raise
-                deps.usage.mark_account_alert_published(cluster_name, month, account, threshold, now=now)
+                deps.usage.mark_account_alert_published(incarnation, month, account, threshold, now=now)
                 logger.info(
                     "account budget alert published",
                     cluster=cluster_name,

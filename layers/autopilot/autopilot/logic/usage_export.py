@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
-from autopilot.dal.usage import RETENTION
+from autopilot.dal.usage import RETENTION, usage_scope
 from autopilot.logic.spend_meter import month_of, month_start, previous_month
 from autopilot.models.records import iso
 from autopilot.models.usage import UNUSED_LINE, UsageTotals
@@ -73,22 +73,26 @@ def usage_csv(totals: Iterable[UsageTotals], *, cluster_spend: Decimal, as_of: s
 
 def export_usage(
     now: datetime,
-    clusters: Iterable[str],
+    clusters: Iterable[tuple[str, str | None]],
     *,
     usage: UsageStore,
     spend: SpendStore,
     put_object: PutObject,
     prefix: str,
 ) -> dict[str, int]:
-    """Write the month to date of every cluster, and the closed month where due; counts."""
+    """Write the month to date of every cluster — (name, its registry createdAt) — and the closed month
+    where due; counts. The totals are the cluster's incarnation's (dal/usage.py usage_scope)."""
     counts = {"monthToDate": 0, "closedMonths": 0, "empty": 0}
     current = month_of(now)
     closed = previous_month(now)
     close_due = now >= month_start(now) + CLOSE_AFTER
-    for name in clusters:
-        months = [current] + ([closed] if close_due and not usage.closed_month_exported(name, closed) else [])
+    for name, created_at in clusters:
+        scope = usage_scope(name, created_at)
+        months = [current] + (
+            [closed] if close_due and not usage.closed_month_exported(scope, closed) else []
+        )
         for month in months:
-            totals = usage.month_totals(name, month)
+            totals = usage.month_totals(scope, month)
             meter = spend.get_meter(name, month)
             if not totals and meter is None:
                 counts["empty"] += 1
@@ -102,7 +106,7 @@ def export_usage(
                 counts["monthToDate" if month == current else "closedMonths"] += 1
             if month == closed:  # an empty closed month is settled too
                 usage.mark_closed_month_exported(
-                    name, month, at=iso(now), expires_at=int((now + RETENTION).timestamp())
+                    scope, month, at=iso(now), expires_at=int((now + RETENTION).timestamp())
                 )
     logger.info("usage exported", extra=counts)
     return counts

@@ -18,12 +18,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol
 
+from autopilot.dal.usage import usage_scope
 from autopilot.logic.account_budget_alerts import check_account_budgets
 from autopilot.logic.healing.slurm_signal import slurm_name
 from autopilot.logic.spend_meter import month_of
 from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.instance_types import gpus_for
+from autopilot.models.records import Cluster
+from autopilot.models.usage import job_ref
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -52,6 +55,9 @@ class UsageDeps:
     alerts_topic_arn: str
     # the cluster's owner and project, for the alert (None: not registered)
     cluster_tags: Callable[[str], tuple[str | None, str | None]] = field(default=lambda _: (None, None))
+    # the cluster's registry createdAt (None: not registered): its usage items' incarnation
+    # (dal/usage.py usage_scope), so a cluster created again under the name starts afresh
+    created_at: Callable[[str], str | None] = field(default=lambda _: None)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,16 @@ class Ingested:
     skipped: int
     alerts: int
     unpriced_nodes: int
+
+
+def registry_created_at(get_cluster: Callable[[str], Cluster | None]) -> Callable[[str], str | None]:
+    """UsageDeps.created_at from the registry (StateTable.get_cluster)."""
+
+    def created_at(cluster_name: str) -> str | None:
+        cluster = get_cluster(cluster_name)
+        return cluster.created_at if cluster else None
+
+    return created_at
 
 
 def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str], dict[str, str]]:
@@ -84,14 +100,15 @@ def listed_node_types(sagemaker: Callable[[], SageMakerClient]) -> Callable[[str
 
 
 def node_rates(
-    deps: UsageDeps, cluster_name: str, nodes: Iterable[str], *, now: datetime
+    deps: UsageDeps, cluster_name: str, nodes: Iterable[str], *, now: datetime, scope: str | None = None
 ) -> dict[str, NodeRate]:
     """The rate of each named node: its instance type from ListClusterNodes now, else as an earlier
     report's listing had it (a node replaced since its job ended); a node known to neither has none
-    (unpriced)."""
+    (unpriced). ``scope``: the cluster's incarnation (dal/usage.py usage_scope)."""
+    scope = scope or cluster_name
     listed = deps.node_types(cluster_name)
-    types = {**deps.usage.remembered_node_types(cluster_name), **listed}
-    deps.usage.remember_node_types(cluster_name, listed, now=now)
+    types = {**deps.usage.remembered_node_types(scope), **listed}
+    deps.usage.remember_node_types(scope, listed, now=now)
     prices: dict[str, Decimal | None] = {}
     rates: dict[str, NodeRate] = {}
     for node in sorted(set(nodes)):
@@ -115,13 +132,15 @@ def ingest_jobs(
     """Count the report's finished jobs once each, then check the budgets of their accounts."""
     if not jobs:
         return Ingested(0, 0, 0, 0)
-    unique = list({job.job_id: job for job in reversed(jobs)}.values())[::-1]  # the first of each id
-    known = deps.usage.known_jobs(cluster_name, [j.job_id for j in unique])
-    new = [j for j in unique if j.job_id not in known]
+    scope = usage_scope(cluster_name, deps.created_at(cluster_name))
+    # the first of each (job id, start)
+    unique = list({_ref(job): job for job in reversed(jobs)}.values())[::-1]
+    known = deps.usage.known_jobs(scope, [_ref(j) for j in unique])
+    new = [j for j in unique if _ref(j) not in known]
     unpriced = 0
     counted: list[str] = []
     if new:
-        rates = node_rates(deps, cluster_name, (n for j in new for n in j.nodes), now=now)
+        rates = node_rates(deps, cluster_name, (n for j in new for n in j.nodes), now=now, scope=scope)
         costs = [price_job(job, rates) for job in new]
         for cost in costs:
             if cost.unpriced_nodes:
@@ -132,11 +151,12 @@ def ingest_jobs(
                     job_id=cost.job_id,
                     nodes=cost.unpriced_nodes[:20],
                 )
-        counted = deps.usage.record_jobs(cluster_name, costs, now=now)
+        counted = deps.usage.record_jobs(scope, costs, now=now)
     months = _months(jobs)
     alerts = check_account_budgets(
         deps,
         cluster_name,
+        scope=scope,
         accounts={j.account for j in jobs},
         months=months,
         running=running,
@@ -145,6 +165,10 @@ def ingest_jobs(
     result = Ingested(len(counted), len(jobs) - len(counted), alerts, unpriced)
     logger.info("finished jobs ingested", cluster=cluster_name, **result.__dict__)
     return result
+
+
+def _ref(job: FinishedJob) -> str:
+    return job_ref(job.job_id, job.start)
 
 
 def _months(jobs: Iterable[FinishedJob]) -> set[str]:

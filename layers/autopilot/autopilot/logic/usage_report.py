@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
 from autopilot.dal.spend import SpendTable, iso
-from autopilot.dal.usage import UsageTable
+from autopilot.dal.usage import UsageTable, usage_scope
 from autopilot.logic.read_access import readable_cluster
 from autopilot.logic.spend_meter import month_of
 from autopilot.models.usage import UNUSED_LINE, UsageBy, UsageLine, UsageTotals, UsageView
@@ -109,7 +109,7 @@ def read_usage(
     usage: UsageStore | None = None,
     spend: SpendStore | None = None,
 ) -> UsageView:
-    readable_cluster(deps, name, caller)  # 404 for a cluster the caller may not read, as the cost's
+    cluster = readable_cluster(deps, name, caller)  # 404 for a cluster the caller may not read, as the cost's
     month = month or month_of(deps.now())
     usage = usage or UsageTable(deps.settings.state_table_name)
     meter = (spend or SpendTable(deps.settings.state_table_name)).get_meter(name, month)
@@ -117,7 +117,8 @@ def read_usage(
         name,
         month,
         by,
-        usage.month_totals(name, month),
+        # this incarnation's (a cluster deleted and created again under the name starts afresh)
+        usage.month_totals(usage_scope(name, cluster.created_at), month),
         cluster_spend=meter.month_to_date_usd if meter else Decimal(0),
         as_of=iso(meter.as_of) if meter else None,
         budgets=usage.account_budgets(name),

@@ -9,6 +9,7 @@ They live here, not in autopilot.api.models, so that logic/ builds them without 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 
@@ -27,6 +28,12 @@ MAX_ACCOUNT_BUDGETS = 200
 ACCOUNT_BUDGET_THRESHOLDS = (50, 80, 100)
 # The usage report's line of the capacity no job used (never a Slurm account: the name has spaces).
 UNUSED_LINE = "(unused capacity)"
+
+
+def job_ref(job_id: str, start: datetime) -> str:
+    """What counts a finished job once: its Slurm id and its start (epoch seconds) — a Slurm whose
+    state was lost restarts its job ids, and a new job must not be taken for an old one."""
+    return f"{job_id}@{int(start.timestamp())}"
 
 
 class UsageBy(StrEnum):
@@ -68,6 +75,11 @@ class JobCost(_Camel):
     # the month the job ended in: the one whose job count it adds to
     ended_month: str
     unpriced_nodes: list[str] = Field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        """models/usage.py job_ref: the key that counts it once."""
+        return job_ref(self.job_id, datetime.fromisoformat(self.start))
 
 
 class UsageTotals(_Camel):
