@@ -112,6 +112,10 @@ class Agent:
             return self.poll_seconds
         self.delivered = True
         self.outbox = [result for result in self.outbox if result not in sending]
+        rejected = answer.get("rejectedJobs")
+        if isinstance(rejected, list) and rejected:
+            # refused for good (a bad record: no resend would change it): committed with the others
+            log.warning("finished jobs the control plane refused (not counted): %s", rejected[:20])
         try:
             batch.commit()  # the control plane has these jobs: the cursor moves past them
         except OSError as error:

@@ -12,10 +12,11 @@ from http import HTTPStatus
 from typing import Any
 
 from autopilot import aws, clock
+from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
 from autopilot.dal.agent import AgentTable
 from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
-from autopilot.dal.usage import UsageTable
+from autopilot.dal.usage import UnprocessedKeysError, UsageTable
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.agent.commands import enqueue_command
 from autopilot.logic.agent.reports import AgentDeps, InvalidReportError, handle_report
@@ -93,6 +94,16 @@ def report(event: dict[str, Any], deps: AgentDeps) -> dict[str, Any]:
         if status is HTTPStatus.FORBIDDEN:  # the log holds why; the caller learns only that it may not
             return _answer(status, {"message": f"not allowed to report for cluster {name!r}"})
         return _answer(status, {"message": str(exc)})
+    except Exception as exc:
+        # AWS busy or unreachable after boto3's retries (throttling, a 5xx, DynamoDB leaving keys
+        # unread): the agent sends the same report again later, as the 503 and Retry-After say;
+        # anything else is a defect, a 502 from API Gateway with the traceback in the log.
+        if not (aws_unavailable(exc) or isinstance(exc, UnprocessedKeysError)):
+            raise
+        logger.warning("agent report failed: AWS unavailable", cluster=name, error=repr(exc))
+        answer = _answer(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "AWS is busy: send the report again"})
+        answer["headers"]["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return answer
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

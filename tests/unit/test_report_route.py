@@ -191,6 +191,13 @@ def test_a_trusted_callers_malformed_report_is_a_400_naming_the_field(
     assert (response["statusCode"], json.loads(response["body"])) == (400, {"message": message})
 
 
+def test_aws_throttling_during_a_report_is_a_503_with_retry_after_not_a_502(handler: Handler) -> None:
+    handler.stub.add_client_error("describe_cluster", "ThrottlingException", http_status_code=400)
+    response = handler(report())
+    assert response["statusCode"] == 503
+    assert int(response["headers"]["Retry-After"]) > 0
+
+
 def test_the_workflows_command_and_status_invokes(handler: Handler) -> None:
     queued = handler(
         {

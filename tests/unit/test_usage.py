@@ -32,6 +32,8 @@ from pydantic import ValidationError
 from tests.events.state_table import create_state_table
 
 T0 = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
+# the jobs' default start: they ended before T0, the reports' now (a job ending after now is refused)
+START = T0 - timedelta(days=1)
 GPU_NODE = NodeRate("ml.p5.48xlarge", Decimal("98.32"), 8)
 CPU_NODE = NodeRate("ml.m5.xlarge", Decimal("0.23"), 0)
 RATES = {"ip-10-0-0-1": GPU_NODE, "ip-10-0-0-2": GPU_NODE, "ip-10-0-1-1": CPU_NODE}
@@ -46,7 +48,7 @@ def job(
     user: str = "ann",
     nodes: tuple[str, ...] = ("ip-10-0-0-1",),
     gpus: int = 8,
-    start: datetime = T0,
+    start: datetime = START,
     hours: float = 1,
 ) -> FinishedJob:
     return FinishedJob(
@@ -253,13 +255,13 @@ def test_a_cluster_created_again_under_its_name_and_a_restarted_job_id_count_afr
     deps.created_at = lambda _: "2026-11-01T00:00:00Z"
     assert ingest_jobs(deps, "ml-cluster", [job("1", gpus=8)], running=[], now=T0).counted == 1
     # Slurm lost its state: job ids restart, job 1 is a new job (another start)
-    later = job("1", gpus=8, start=T0 + timedelta(hours=2))
+    later = job("1", gpus=8, start=START + timedelta(hours=2))
     assert ingest_jobs(deps, "ml-cluster", [later], running=[], now=T0).counted == 1
     old_scope = "ml-cluster@2026-11-01T00:00:00Z"
     assert sum(t.jobs for t in table.month_totals(old_scope, "2026-11")) == 2
     # the cluster deleted and created again under the same name: its Slurm starts at job 1 again
     deps.created_at = lambda _: "2026-11-15T00:00:00Z"
-    again = job("1", gpus=4, start=T0)
+    again = job("1", gpus=4)
     assert ingest_jobs(deps, "ml-cluster", [again], running=[], now=T0).counted == 1
     new = table.month_totals("ml-cluster@2026-11-15T00:00:00Z", "2026-11")
     assert [(t.jobs, t.usd) for t in new] == [(1, Decimal("49.16"))]  # not merged with the old one's
@@ -275,6 +277,28 @@ def test_a_transaction_never_holds_more_than_dynamodbs_limit() -> None:
     # each job: its put and two months' totals of its own user
     assert len(batch) + 2 * len(batch) <= MAX_TRANSACTION_ITEMS < len(batch) + 1 + 2 * (len(batch) + 1)
     assert len(batch) + len(rest) == 80
+
+
+def test_a_transaction_stays_under_dynamodbs_4_mb() -> None:
+    many = tuple(f"ip-10-9-{n // 250}-{n % 250}" for n in range(5_000))  # unknown: all named unpriced
+    costs = [price_job(job(str(n), nodes=many, gpus=0), RATES) for n in range(50)]
+    batch, rest = _next_batch(costs)
+    assert sum(len(c.model_dump_json(by_alias=True)) for c in batch) < 4_000_000
+    assert batch
+    assert len(batch) + len(rest) == 50
+
+
+def test_a_job_that_cannot_be_stored_is_refused_alone_and_the_others_counted(table: UsageTable) -> None:
+    deps = usage_deps(table)
+    eight_years = job("2", start=T0 - timedelta(days=8 * 365), hours=8 * 365 * 24)  # 97 months
+    tomorrow = job("3", start=T0 + timedelta(hours=23))
+    result = ingest_jobs(deps, "ml-cluster", [job("1"), eight_years, tomorrow], running=[], now=T0)
+    assert (result.counted, result.skipped) == (1, 0)
+    assert [(r["jobId"], r["reason"].split(":")[0]) for r in result.rejected] == [
+        ("2", "jobs[1].start"),
+        ("3", "jobs[2].end"),
+    ]
+    assert sum(t.jobs for t in table.month_totals("ml-cluster", "2026-11")) == 1
 
 
 # --- department budgets ------------------------------------------------------------------------------
@@ -427,7 +451,7 @@ def test_a_node_replaced_before_its_jobs_report_is_priced_as_an_earlier_listing_
     deps.node_types = lambda _: dict(listed)
     ingest_jobs(deps, "ml-cluster", [job("1")], running=[], now=T0)
     del listed["ip-10-0-0-1"]  # replaced by healing: SageMaker lists it no more
-    replaced = ingest_jobs(deps, "ml-cluster", [job("2", start=T0 + timedelta(hours=1))], running=[], now=T0)
+    replaced = ingest_jobs(deps, "ml-cluster", [job("2", start=START + timedelta(hours=1))], running=[], now=T0)
     never_seen = ingest_jobs(deps, "ml-cluster", [job("3", nodes=("ip-10-9-9-9",))], running=[], now=T0)
     assert replaced.unpriced_nodes == 0
     assert never_seen.unpriced_nodes == 1

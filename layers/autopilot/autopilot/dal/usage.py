@@ -45,6 +45,11 @@ if TYPE_CHECKING:
 RETENTION: Final = timedelta(days=400)
 # DynamoDB's limits: 100 items per TransactWriteItems, 100 keys per BatchGetItem.
 MAX_TRANSACTION_ITEMS: Final = 100
+# ... and 4 MB per TransactWriteItems: a batch stops short of this (the items' estimated JSON size, a
+# margin for DynamoDB's own accounting of names and types).
+MAX_TRANSACTION_BYTES: Final = 3_500_000
+# a totals update's size at most (names, account, user, month, three numbers)
+_TOTALS_UPDATE_BYTES: Final = 1_000
 MAX_BATCH_GET: Final = 100
 # Longer than AgentFunction's timeout (30 s): a claim this old and not published belongs to an
 # invocation that died between its claim and its publish, and the next report publishes the alert.
@@ -419,16 +424,26 @@ class UsageTable:
         )
 
 
+def _item_bytes(cost: JobCost) -> int:
+    return len(cost.model_dump_json(by_alias=True)) + 200  # and its keys and expiresAt
+
+
 def _next_batch(costs: Sequence[JobCost]) -> tuple[list[JobCost], list[JobCost]]:
-    """The first jobs whose puts and (merged) totals updates fit one transaction, and the rest."""
+    """The first jobs whose puts and (merged) totals updates fit one transaction — in items and in
+    bytes — and the rest."""
     batch: list[JobCost] = []
     keys: set[tuple[str, str, str]] = set()
+    size = 0
     for index, cost in enumerate(costs):
         mine = set(totals_adds(cost))
-        if batch and len(batch) + 1 + len(keys | mine) > MAX_TRANSACTION_ITEMS:
+        grown = size + _item_bytes(cost) + _TOTALS_UPDATE_BYTES * len(mine - keys)
+        if batch and (
+            len(batch) + 1 + len(keys | mine) > MAX_TRANSACTION_ITEMS or grown > MAX_TRANSACTION_BYTES
+        ):
             return batch, list(costs[index:])
         batch.append(cost)
         keys |= mine
+        size = grown
     return batch, []
 
 

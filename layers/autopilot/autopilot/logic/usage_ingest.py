@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from autopilot.dal.usage import usage_scope
 from autopilot.logic.account_budget_alerts import check_account_budgets
@@ -25,9 +25,9 @@ from autopilot.logic.spend_meter import month_of
 from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.instance_types import gpus_for
-from autopilot.models.records import Cluster
+from autopilot.models.records import Cluster, iso
 from autopilot.models.usage import job_ref
-from autopilot.observability import logger
+from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -36,6 +36,13 @@ if TYPE_CHECKING:
     from autopilot.dal.usage import UsageStore
 
 _LIST_PAGE = 100
+# A job ending later than now by more than this is refused: the agent's clock is wrong (a Slurm host's
+# clock ahead of AWS's), and a cost of the future would count against a month not yet begun.
+MAX_CLOCK_SKEW: Final = timedelta(minutes=15)
+# A job running longer than this is refused: no Slurm time limit allows it (sacct prints such starts
+# only when its record is wrong), and its months' totals (one item each) must fit the one
+# TransactWriteItems (at most 100 items) that counts it: 13 months at most.
+MAX_JOB_SPAN: Final = timedelta(days=366)
 
 
 class PriceList(Protocol):
@@ -66,6 +73,18 @@ class Ingested:
     skipped: int
     alerts: int
     unpriced_nodes: int
+    # the jobs refused (never counted): {"jobId", "start", "reason"} each, for the report's answer
+    rejected: list[dict[str, str]] = field(default_factory=list)
+
+
+def rejection(index: int, job: FinishedJob, now: datetime) -> str | None:
+    """Why the report's ``jobs[index]`` cannot be counted; None when it can."""
+    if job.end > now + MAX_CLOCK_SKEW:
+        return f"jobs[{index}].end: {iso(job.end)} is in the future (the agent host's clock?)"
+    if job.end - job.start > MAX_JOB_SPAN:
+        span = f"{iso(job.start)} to {iso(job.end)}"
+        return f"jobs[{index}].start: the job ran over {MAX_JOB_SPAN.days} days ({span})"
+    return None
 
 
 def registry_created_at(get_cluster: Callable[[str], Cluster | None]) -> Callable[[str], str | None]:
@@ -132,6 +151,24 @@ def ingest_jobs(
     """Count the report's finished jobs once each, then check the budgets of their accounts."""
     if not jobs:
         return Ingested(0, 0, 0, 0)
+    # Refused one by one, the others counted: one job the control plane cannot store must not block the
+    # agent's cursor (a 4xx of the whole report would make it resend the job forever).
+    rejected: list[dict[str, str]] = []
+    kept: list[FinishedJob] = []
+    for index, job in enumerate(jobs):
+        why = rejection(index, job, now)
+        if why is None:
+            kept.append(job)
+        else:
+            rejected.append({"jobId": job.job_id, "start": iso(job.start), "reason": why})
+    if rejected:
+        count(Count.FINISHED_JOBS_REJECTED, len(rejected))
+        logger.warning(
+            "finished jobs refused", cluster=cluster_name, jobs=rejected[:20], refused=len(rejected)
+        )
+    jobs = kept
+    if not jobs:
+        return Ingested(0, 0, 0, 0, rejected)
     scope = usage_scope(cluster_name, deps.created_at(cluster_name))
     # the first of each (job id, start)
     unique = list({_ref(job): job for job in reversed(jobs)}.values())[::-1]
@@ -162,8 +199,16 @@ def ingest_jobs(
         running=running,
         now=now,
     )
-    result = Ingested(len(counted), len(jobs) - len(counted), alerts, unpriced)
-    logger.info("finished jobs ingested", cluster=cluster_name, **result.__dict__)
+    result = Ingested(len(counted), len(jobs) - len(counted), alerts, unpriced, rejected)
+    logger.info(
+        "finished jobs ingested",
+        cluster=cluster_name,
+        counted=result.counted,
+        skipped=result.skipped,
+        alerts=alerts,
+        unpriced_nodes=unpriced,
+        rejected=len(rejected),
+    )
     return result
 
 

@@ -99,19 +99,22 @@ def handle_report(
             continue
         complete(deps.stepfunctions, command, result)
         deps.agents.finish_command(cluster_name, command.command_id)
-    if report.jobs:
-        ingest(deps, cluster_name, report, now)
+    rejected = ingest(deps, cluster_name, report, now) if report.jobs else []
     pending = deps.agents.pending_commands(cluster_name, after=iso(now))
-    return {
+    answer: dict[str, Any] = {
         "commands": [c.view().wire() for c in sorted(pending, key=lambda c: (c.deadline, c.command_id))],
         "pollSeconds": deps.poll_seconds,
     }
+    if rejected:  # refused for good, never counted: the agent moves its cursor past them all the same
+        answer["rejectedJobs"] = rejected
+    return answer
 
 
-def ingest(deps: AgentDeps, cluster_name: str, report: AgentReport, now: datetime) -> None:
+def ingest(deps: AgentDeps, cluster_name: str, report: AgentReport, now: datetime) -> list[dict[str, str]]:
+    """The jobs refused one by one (logic/usage_ingest.py rejection); the others counted."""
     if deps.usage is None:
         raise InvalidReportError("jobs: this control plane does not take finished jobs")
-    ingest_jobs(deps.usage, cluster_name, report.jobs, running=report.nodes, now=now)
+    return ingest_jobs(deps.usage, cluster_name, report.jobs, running=report.nodes, now=now).rejected
 
 
 def not_responding_since(
