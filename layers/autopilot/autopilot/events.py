@@ -61,7 +61,9 @@ def put_event(
 class OperationEventDetail(BaseModel):
     """The ``detail`` of an Autopilot operation event."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     operation_id: str
     operation_type: str
@@ -116,7 +118,9 @@ def emit_operation_failed(
 class SessionTerminatedEventDetail(BaseModel):
     """The ``detail`` of a ``Session Terminated`` event (SessionGuard ended an SSM session)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str
     session_id: str
@@ -140,7 +144,9 @@ class HealingPausedEventDetail(BaseModel):
     """The ``detail`` of a ``Healing Paused`` event: the breaker stopped automatic repairs on a cluster
     (autopilot.logic.healing.breaker); an operator resumes them with PUT /clusters/{name}/healing."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str
     paused_by: str  # "breaker"
@@ -166,7 +172,9 @@ class HealingResumedEventDetail(BaseModel):
     (PUT /clusters/{name}/healing, autopilot.logic.healing_control); HealingSweepFunction sweeps that
     cluster on it, so the nodes left Unhealthy while paused get their repairs."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str
     resumed_by: str  # the caller's principal ARN
@@ -182,7 +190,9 @@ class NodeLaunchFailedEventDetail(BaseModel):
     """The ``detail`` of a ``Node Launch Failed`` event: HyperPod could not bring up an instance of a
     Continuous cluster (an Error Cluster Event) and retries in the background; why, from its logs."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str
     instance_group_name: str | None = None

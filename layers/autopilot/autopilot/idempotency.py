@@ -43,7 +43,7 @@ EXPIRES_AFTER_SECONDS: Final = 24 * 60 * 60
 class IdempotentRequest(BaseModel):
     """What a retry must repeat: the key, whose it is and for what (the record's id), and the request."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     key: str
     caller: str | None

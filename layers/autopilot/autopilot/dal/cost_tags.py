@@ -23,7 +23,9 @@ TAGS_SORT_KEY = "TAGS"
 class TagRepairs(BaseModel):
     """A cluster's TAGS item: when tags were last repaired, what changed then, how many repairs in all."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
     cluster_name: str
     repaired_at: str

@@ -18,14 +18,14 @@ UNKNOWN = "unknown"
 
 
 class Example(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     line: str
     source: str  # where the line was published (a URL, or "unconfirmed: …" with why)
 
 
 class Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     category: str
     summary: str

@@ -34,7 +34,9 @@ MAX_EVENTS = 100
 class DiagnoseRequest(BaseModel):
     """What the workflow knows of the failed cluster (its Diagnose Failure state's payload)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
     cluster_name: str
     # None: read from DescribeCluster (the ReplaceNode workflow knows only the cluster's name)

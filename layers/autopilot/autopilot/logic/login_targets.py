@@ -210,7 +210,9 @@ def target_group_problems(
 class KeepTargetsRequest(BaseModel):
     """LoginTargetsFunction's event (from the Create, ReplaceNode and Cleanup workflows)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str
     # The Create workflow names them (the record has them too); others leave them to the record.

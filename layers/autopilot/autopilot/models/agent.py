@@ -32,7 +32,9 @@ MAX_DETAIL_BYTES = 64 * 1024
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class Verb(StrEnum):
@@ -49,7 +51,9 @@ class SlurmNode(_Wire):
 
     # The agent's own views carry no extra keys, but a newer agent may add some: keep them out of the
     # table rather than refusing the whole report.
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
     name: str = Field(pattern=SLURM_NODE_NAME)
     state: str = Field(min_length=1, max_length=200)
@@ -103,7 +107,9 @@ class FinishedJob(_Wire):
     completion log): what chargeback prices (docs/agent.md, "Finished jobs"). Reported at least once:
     the control plane counts a (cluster, jobId) once however often it arrives."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
     # Slurm's job id (array and het jobs as sacct prints them: "123_4", "77+1")
     job_id: str = Field(pattern=r"^[0-9]+([_+][0-9]+)?$", max_length=40)
@@ -152,7 +158,7 @@ class AgentReport(_Wire):
 class CommandView(_Wire):
     """A command as the agent receives it."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
     command_id: str
     verb: Verb
@@ -211,7 +217,9 @@ AgentState = Literal["connected", "silent", "absent"]
 class _Item(BaseModel):
     """A state-table item (camelCase attribute names, docs/operations.md "State table")."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
 
 class AgentRecord(_Item):

@@ -105,7 +105,9 @@ PROVISIONING_PARAMETERS_EXAMPLE: dict[str, Any] = {
 
 
 class ApiModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class BudgetRequest(ApiModel):
@@ -217,7 +219,7 @@ class ValidateBody(ApiModel):
 class ErrorDetail(BaseModel):
     """One problem with a request, located by field path."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     path: str = Field(description="Where: `InstanceGroups[1].ThreadsPerCore`, `budget.monthlyLimitUsd`.")
     message: str
@@ -226,6 +228,8 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorBody(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     message: str
     errors: list[ErrorDetail] | None = None
     operation_id: str | None = Field(default=None, alias="operationId")
@@ -302,7 +306,7 @@ class OperationList(ApiModel):
 class InstanceGroupView(BaseModel):
     """A DescribeCluster InstanceGroups entry (AWS spelling)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     InstanceGroupName: str
     InstanceType: str | None = None
@@ -314,7 +318,7 @@ class InstanceGroupView(BaseModel):
 class LiveClusterView(BaseModel):
     """What DescribeCluster says right now (AWS spelling)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     ClusterArn: str
     ClusterStatus: str
@@ -354,7 +358,7 @@ class GrowthBlockLifted(ApiModel):
 class ScaleInstanceGroupBody(ApiModel):
     """PUT /clusters/{name}/instance-groups/{group}."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"instanceCount": 4}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"instanceCount": 4}]}, defer_build=True)
 
     instance_count: StrictInt = Field(
         # SageMaker's ClusterInstanceGroupSpecification.InstanceCount range (botocore's model).
@@ -436,7 +440,7 @@ class ClusterView(ApiModel):
 
 
 class InstanceStatusView(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     Status: str
     Message: str | None = None
@@ -475,7 +479,7 @@ class TargetHealthView(ApiModel):
 class NodeView(BaseModel):
     """A ListClusterNodes ClusterNodeSummaries entry (AWS spelling)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     InstanceGroupName: str
     InstanceId: str
@@ -509,7 +513,7 @@ class NodeList(ApiModel):
 class HealingBody(ApiModel):
     """PUT /clusters/{name}/healing."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"paused": True}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"paused": True}]}, defer_build=True)
 
     paused: StrictBool = Field(
         description="true pauses automatic repairs (events and sweep) on the cluster; false resumes them."

@@ -61,7 +61,7 @@ _THRESHOLD = re.compile(r"^(?P<sign>[<>=])\s*(?P<amount>.+)$")
 class BudgetNotification(BaseModel):
     """What one AWS Budgets notification says."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     budget_name: str
     alert_type: Literal["ACTUAL", "FORECASTED"]
@@ -152,7 +152,7 @@ def _header_date(text: str) -> date | None:
 
 
 class _Camel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
 
 class EnforcementOutcome(_Camel):

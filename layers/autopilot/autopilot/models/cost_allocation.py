@@ -32,7 +32,7 @@ _FSX_DNS_NAME = re.compile(r"(fs-[0-9a-f]{8,21})\.fsx\.[a-z0-9-]+\.amazonaws\.co
 class CostTagKeys(BaseModel):
     """The tag keys of the request's owner, project and cost center (template parameter CostTagKeys)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     owner: str = TAG_OWNER
     project: str = TAG_PROJECT

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class EventBridgeModel(BaseModel):
     """An EventBridge event (Powertools' ``EventBridgeModel``); subclasses narrow ``detail``."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
     version: str
     id: str
@@ -36,6 +36,8 @@ class EventBridgeModel(BaseModel):
 class SnsNotificationModel(BaseModel):
     """The part of an SNS notification the functions read (Powertools' ``SnsNotificationModel``)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     Subject: str | None = None
     TopicArn: str
     MessageId: str
@@ -44,6 +46,8 @@ class SnsNotificationModel(BaseModel):
 
 
 class SnsRecordModel(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     EventSource: str
     EventVersion: str
     EventSubscriptionArn: str
@@ -52,5 +56,7 @@ class SnsRecordModel(BaseModel):
 
 class SnsModel(BaseModel):
     """SNS invoking a function: its records (Powertools' ``SnsModel``)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     Records: list[SnsRecordModel]

@@ -30,7 +30,7 @@ class ExecutionStatus(StrEnum):
 
 
 class ExecutionStatusChangeDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     executionArn: str
     stateMachineArn: str

@@ -26,7 +26,7 @@ DELETED = "Deleted"
 
 
 class _AwsShape(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
 
 class InstanceGroupDetail(_AwsShape):
@@ -101,7 +101,7 @@ class ClusterEvent(EventBridgeModel):
 class AwaitCluster(BaseModel):
     """A workflow's wait request (the "Await Cluster" state of statemachines/*.asl.json)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     autopilot: Literal["await-cluster"]
     cluster_name: str = Field(alias="clusterName", min_length=1)
@@ -114,7 +114,7 @@ class AwaitCluster(BaseModel):
 class AwaitNode(BaseModel):
     """A repair's wait request (the "Await Node" state of statemachines/replace_node.asl.json)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     autopilot: Literal["await-node"]
     cluster_name: str = Field(alias="clusterName", min_length=1)

@@ -53,7 +53,9 @@ DELETABLE_STATUSES = (ClusterStatus.ACTIVE, ClusterStatus.CREATE_FAILED, Cluster
 
 
 class _Item(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
 
 class Step(_Item):
@@ -297,6 +299,8 @@ class HistoryEntry(_Item):
 
 
 class Page[T](BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[T]
     next_token: str | None = None
 

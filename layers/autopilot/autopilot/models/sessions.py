@@ -39,7 +39,7 @@ Trigger = Literal["event", "schedule"]
 class ActiveSession(BaseModel):
     """One of DescribeSessions' ``Sessions`` (State Active)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     SessionId: str
     Target: str
@@ -49,7 +49,9 @@ class ActiveSession(BaseModel):
 
 
 class _CamelModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
 
 class _UserIdentity(_CamelModel):
@@ -90,6 +92,8 @@ class StartSessionEvent(EventBridgeModel):
 
 class _SessionTag(BaseModel):
     """One of AssumeRole's ``Tags`` as CloudTrail records them (``{"key": ..., "value": ...}``)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     key: str
     value: str = ""

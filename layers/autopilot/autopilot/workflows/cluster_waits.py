@@ -40,7 +40,7 @@ _GONE_TOKEN_CODES = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist
 
 
 class Waiter(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     cluster_name: str
     execution_arn: str
@@ -55,7 +55,7 @@ class Waiter(BaseModel):
 class StatusVersion(BaseModel):
     """Orders a cluster's status reports: event time, then lifecycle rank for the same second."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     time: str  # ISO 8601, UTC, as EventBridge writes it
     rank: int

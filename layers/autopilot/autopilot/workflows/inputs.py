@@ -17,10 +17,14 @@ from autopilot.models.records import Fault, NodeAction, RepairTrigger
 
 
 class WorkflowModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class BudgetSubscriber(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     SubscriptionType: str
     Address: str
 

@@ -42,7 +42,7 @@ class BreakerContentionError(RuntimeError):
 
 
 class BreakerOutcome(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     state: HealingState
     # True for the one report whose write paused repairs (it announces the trip).

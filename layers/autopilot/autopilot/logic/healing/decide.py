@@ -80,7 +80,7 @@ class NodeRole(StrEnum):
 
 
 class Decision(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     action: NodeAction
     actor: RepairActor

@@ -75,7 +75,7 @@ class RepairRequest(BaseModel):
     the time of the request): a repair is claimed only for a fault later than the last one claimed.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     cluster_name: str
     node_id: str

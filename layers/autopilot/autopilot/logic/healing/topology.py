@@ -36,7 +36,7 @@ _UNREADABLE = frozenset({"NoSuchKey", "NoSuchBucket", "AccessDenied", "403", "40
 
 
 class ClusterTopology(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     # the sum of the instance groups' CurrentCount
     node_count: int
