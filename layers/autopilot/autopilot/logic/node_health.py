@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from autopilot.models.agent import SlurmNode
 
 _NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
-_HEALTHY = NodeHealthView(status=NodeHealth.HEALTHY)
 
 
 def list_nodes(
@@ -106,7 +105,7 @@ def _slurm(reported: Mapping[str, SlurmNode], hostname: str | None) -> SlurmNode
 
 def _health(record: NodeRecord | None) -> NodeHealthView:
     if record is None or record.health is None:
-        return _HEALTHY
+        return NodeHealthView(status=NodeHealth.HEALTHY)  # built per call: no model built at init
     return NodeHealthView(status=record.health, reason=record.health_reason, since=record.health_since)
 
 
