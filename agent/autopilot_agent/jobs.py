@@ -9,10 +9,11 @@ Which source (``scontrol show config``, read again every CONFIG_SECONDS):
 - neither: nothing to report (logged once).
 
 A job is sent as the control plane's FinishedJob (autopilot.models.agent): jobId, account, user,
-partition, nodes (expanded), gpus, start, end (ISO 8601 UTC), state. A job that never started (no
-nodes, no start) is skipped. The cursor (``<state dir>/finished-jobs.json``) moves only when
-``Batch.commit`` runs, which the loop calls after the control plane answered 200 to the report carrying
-the batch: a lost or refused report is read again at the next poll (the control plane counts a jobId once).
+partition, nodes (expanded), gpus, cpus (sacct's AllocTRES ``cpu``, the log's ProcCnt), start, end
+(ISO 8601 UTC), state. A job that never started (no nodes, no start) is skipped. The cursor
+(``<state dir>/finished-jobs.json``) moves only when ``Batch.commit`` runs, which the loop calls
+after the control plane answered 200 to the report carrying the batch: a lost or refused report is read
+again at the next poll (the control plane counts a jobId once).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ _GPU_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)")
 _JOBCOMP = re.compile(
     r"^JobId=(?P<id>\d+) UserId=(?P<user>.*?)\((?P<uid>\d+)\) GroupId=.*? Name=.* JobState=(?P<state>\S+)"
     r" Partition=(?P<partition>\S*) TimeLimit=\S* StartTime=(?P<start>\S+) EndTime=(?P<end>\S+)"
-    r" NodeList=(?P<nodes>\S+) NodeCnt=\d+ ProcCnt=\d+ WorkDir=.* ReservationName=\S* Tres=(?P<tres>\S*)"
+    r" NodeList=(?P<nodes>\S+) NodeCnt=\d+ ProcCnt=(?P<procs>\d+) WorkDir=.*"
+    r" ReservationName=\S* Tres=(?P<tres>\S*)"
     r" Account=(?P<account>\S*) QOS=\S* WcKey=\S* Cluster=\S* SubmitTime=\S+ EligibleTime=\S+"
     r"(?: ArrayJobId=(?P<array>\d+) ArrayTaskId=(?P<task>\d+))?"
     r"(?: HetJobId=(?P<het>\d+) HetJobOffset=(?P<offset>\d+))?"
@@ -206,6 +208,7 @@ class FinishedJobs:
             partition=row["Partition"],
             nodelist=row["NodeList"],
             gpus=tres_gpus(row["AllocTRES"]),
+            cpus=tres_cpus(row["AllocTRES"]),
             start=row["Start"],
             end=row["End"],
             state=row["State"].split(" ", 1)[0],  # "CANCELLED by 1000"
@@ -279,6 +282,7 @@ class FinishedJobs:
             partition=fields["partition"],
             nodelist=fields["nodes"],
             gpus=tres_gpus(fields["tres"]) or gpus.get(fields["id"], 0),
+            cpus=int(fields["procs"]),
             start=fields["start"],
             end=fields["end"],
             state=fields["state"],
@@ -309,6 +313,7 @@ class FinishedJobs:
         partition: str,
         nodelist: str,
         gpus: int,
+        cpus: Optional[int],
         start: str,
         end: str,
         state: str,
@@ -337,7 +342,7 @@ class FinishedJobs:
                 problem,
             )
             return None
-        return {
+        job: Dict[str, Any] = {
             "jobId": job_id,
             "account": account,
             "user": user,
@@ -348,6 +353,9 @@ class FinishedJobs:
             "end": _iso(ended),
             "state": state[:40],
         }
+        if cpus:  # the CPUs Slurm allocated (a CPU node's share is priced by them); unknown: left out
+            job["cpus"] = min(cpus, 10000000)
+        return job
 
     def _expand(self, nodelist: str) -> List[str]:
         names = expand_hostlist(nodelist)
@@ -387,6 +395,12 @@ def parse_config(text: str) -> Dict[str, str]:
         if sep and key.strip() and " " not in key.strip():
             config[key.strip()] = value.strip()
     return config
+
+
+def tres_cpus(tres: str) -> Optional[int]:
+    """The CPUs of a TRES string ("cpu=2,gres/gpu=4,node=1"); None without a cpu count."""
+    match = re.search(r"(?:^|,)cpu=(\d+)", tres)
+    return int(match.group(1)) if match else None
 
 
 def tres_gpus(tres: str) -> int:

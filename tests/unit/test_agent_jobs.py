@@ -169,6 +169,7 @@ def test_sacct_rows_become_the_control_planes_finished_jobs(tmp_path: Path) -> N
         "partition": "dev",
         "nodes": ["ip-10-1-0-11", "ip-10-1-0-12"],
         "gpus": 4,
+        "cpus": 2,  # AllocTRES cpu=2
         "start": "2026-11-28T00:58:11Z",
         "end": "2026-11-28T00:58:12Z",
         "state": "COMPLETED",
@@ -282,6 +283,7 @@ def test_jobcomp_lines_become_finished_jobs_with_gpus_from_slurmctld(tmp_path: P
         "partition": "dev",
         "nodes": ["ip-10-1-0-11", "ip-10-1-0-12"],
         "gpus": 4,  # JOB_GRES: the log's Tres has no gres/gpu without slurmdbd
+        "cpus": 2,  # ProcCnt=2
         "start": "2026-11-28T00:50:25Z",
         "end": "2026-11-28T00:50:27Z",
         "state": "COMPLETED",

@@ -21,7 +21,7 @@ from autopilot.dal.usage import (
 )
 from autopilot.logic.account_budget_alerts import crossed, running_jobs
 from autopilot.logic.usage_ingest import UsageDeps, ingest_jobs
-from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
+from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job, vcpus_for
 from autopilot.logic.usage_report import build_view
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.usage import UNUSED_LINE, AccountBudgetsBody, UsageBy
@@ -97,6 +97,36 @@ def test_a_cpu_node_is_paid_whole_and_gives_no_gpu_hours() -> None:
 
 def test_a_job_without_gpus_on_a_gpu_node_pays_nothing_for_it() -> None:
     assert price_job(job(gpus=0, hours=3), RATES).usd == 0
+
+
+def test_jobs_sharing_a_cpu_node_share_its_price_by_their_allocated_cpus() -> None:
+    rates = {"ip-10-0-1-1": NodeRate("ml.m5.xlarge", Decimal("0.24"), 0, vcpus_for("ml.m5.xlarge"))}
+    two = [job(n, nodes=("ip-10-0-1-1",), gpus=0, hours=1).model_copy(update={"cpus": 2}) for n in "12"]
+    costs = [price_job(j, rates) for j in two]
+    assert [c.usd for c in costs] == [Decimal("0.12"), Decimal("0.12")]  # 2 of 4 vCPUs each: the node once
+
+
+def test_a_job_on_a_gpu_node_without_gres_pays_its_cpus_share() -> None:
+    rates = {"ip-10-0-0-1": NodeRate("ml.p5.48xlarge", Decimal("98.32"), 8, vcpus_for("ml.p5.48xlarge"))}
+    cpu_only = job(gpus=0, hours=1).model_copy(update={"cpus": 96})
+    assert price_job(cpu_only, rates).usd == Decimal("49.16")  # 96 of 192 vCPUs
+
+
+def test_the_cpus_reach_the_price_through_the_ingest() -> None:
+    store = InMemoryUsageStore(["ml-cluster"])
+    cpu_job = FinishedJob.model_validate(
+        {**job(nodes=("ip-10-0-1-1",), gpus=0, hours=4).model_dump(by_alias=True, mode="json"), "cpus": 1}
+    )
+    ingest_jobs(usage_deps(store), "ml-cluster", [cpu_job], running=[], now=T0)
+    assert sum(t.usd for t in store.month_totals("ml-cluster", "2026-11")) == Decimal("0.23")  # 1 of 4
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "vcpus"),
+    [("ml.c5.large", 2), ("ml.m5.xlarge", 4), ("ml.p5.48xlarge", 192), ("ml.t3.medium", None)],
+)
+def test_vcpus_follow_ec2s_size_names(instance_type: str, vcpus: int | None) -> None:
+    assert vcpus_for(instance_type) == vcpus
 
 
 def test_a_job_over_a_months_end_is_split_by_time_and_counts_in_the_month_it_ended() -> None:
@@ -451,7 +481,9 @@ def test_a_node_replaced_before_its_jobs_report_is_priced_as_an_earlier_listing_
     deps.node_types = lambda _: dict(listed)
     ingest_jobs(deps, "ml-cluster", [job("1")], running=[], now=T0)
     del listed["ip-10-0-0-1"]  # replaced by healing: SageMaker lists it no more
-    replaced = ingest_jobs(deps, "ml-cluster", [job("2", start=START + timedelta(hours=1))], running=[], now=T0)
+    replaced = ingest_jobs(
+        deps, "ml-cluster", [job("2", start=START + timedelta(hours=1))], running=[], now=T0
+    )
     never_seen = ingest_jobs(deps, "ml-cluster", [job("3", nodes=("ip-10-9-9-9",))], running=[], now=T0)
     assert replaced.unpriced_nodes == 0
     assert never_seen.unpriced_nodes == 1

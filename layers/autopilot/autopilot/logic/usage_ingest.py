@@ -22,7 +22,7 @@ from autopilot.dal.usage import usage_scope
 from autopilot.logic.account_budget_alerts import check_account_budgets
 from autopilot.logic.healing.slurm_signal import slurm_name
 from autopilot.logic.spend_meter import month_of
-from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job
+from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job, vcpus_for
 from autopilot.models.agent import FinishedJob, SlurmNode
 from autopilot.models.instance_types import gpus_for
 from autopilot.models.records import Cluster, iso
@@ -136,7 +136,9 @@ def node_rates(
             continue
         if instance_type not in prices:
             prices[instance_type] = deps.prices.price(instance_type, now=now)
-        rates[node] = NodeRate(instance_type, prices[instance_type], gpus_for(instance_type))
+        rates[node] = NodeRate(
+            instance_type, prices[instance_type], gpus_for(instance_type), vcpus_for(instance_type)
+        )
     return rates
 
 

@@ -6,9 +6,11 @@ The rules (docs/operations.md, "Chargeback"):
   to ListClusterNodes' summaries as the healing sweep does (logic/healing/slurm_signal.py);
 - the job's GPUs are spread evenly over its nodes (sacct's AllocTRES gives the job's total); on a node
   of G GPUs a job holding g of them pays g/G of the node's hourly price (at most the whole node);
-- on a node without GPUs (a CPU instance type) the job pays the whole node: Slurm's CPU share is not
-  in the report, and a CPU partition's nodes are normally given whole to a job;
-- a job holding none of a GPU node's GPUs pays nothing for it (the node shows as unused capacity);
+- a job holding none of a node's GPUs (a CPU instance type, or a GPU node used without --gres) pays
+  by its CPUs: its allocated CPUs (AllocTRES ``cpu``, spread evenly over its nodes like the GPUs) over
+  the instance type's vCPUs (vcpus_for), at most the whole node — two jobs sharing a CPU node share its
+  price; a job whose CPUs are unknown (an older agent) or on a type whose vCPUs are not known pays the
+  whole node if it has no GPUs, nothing for a GPU node (shown as unused capacity);
 - a job running over a month's end is split by time (UTC months), and counts as a job of the month
   it ended in;
 - a node Autopilot cannot price (its type unknown: gone from ListClusterNodes and never seen listed by
@@ -41,6 +43,21 @@ class NodeRate:
     instance_type: str
     usd_per_hour: Decimal | None
     gpus: int
+    # its vCPUs (None: not known, vcpus_for)
+    vcpus: int | None = None
+
+
+def vcpus_for(instance_type: str) -> int | None:
+    """An instance type's vCPUs from its size, as EC2 names sizes: ``large`` 2, ``xlarge`` 4,
+    ``<n>xlarge`` 4n (c5, m5, r5, g5, p4d, p5, trn1 ... follow it); None for another size (``medium``,
+    ``metal``), whose vCPUs are not derivable from the name."""
+    size = instance_type.rsplit(".", 1)[-1]
+    if size == "large":
+        return 2
+    if size == "xlarge":
+        return 4
+    multiple = size.removesuffix("xlarge")
+    return 4 * int(multiple) if size.endswith("xlarge") and multiple.isdigit() else None
 
 
 def month_spans(start: datetime, end: datetime) -> Iterator[tuple[str, Decimal]]:
@@ -56,6 +73,7 @@ def price_job(job: FinishedJob, rates: Mapping[str, NodeRate]) -> JobCost:
     """The job's cost and GPU-hours, per month, at ``rates`` (Slurm node name -> rate)."""
     nodes = list(dict.fromkeys(job.nodes))  # a node named twice is one node
     gpus_per_node = Decimal(job.gpus) / len(nodes)
+    cpus_per_node = Decimal(job.cpus) / len(nodes) if job.cpus else None
     spans = list(month_spans(job.start, job.end))
     usd: dict[str, Decimal] = {month: Decimal(0) for month, _ in spans}
     gpu_hours: dict[str, Decimal] = {month: Decimal(0) for month, _ in spans}
@@ -65,11 +83,13 @@ def price_job(job: FinishedJob, rates: Mapping[str, NodeRate]) -> JobCost:
         if rate is None or rate.usd_per_hour is None:
             unpriced.append(node)
             continue
-        if rate.gpus:
-            held = min(gpus_per_node, Decimal(rate.gpus))
+        held = min(gpus_per_node, Decimal(rate.gpus))
+        if held:
             share = held / rate.gpus
-        else:
-            held, share = Decimal(0), Decimal(1)
+        elif cpus_per_node is not None and rate.vcpus:
+            share = min(cpus_per_node / rate.vcpus, Decimal(1))
+        else:  # nothing else known: a CPU node whole, a GPU node not at all
+            share = Decimal(0) if rate.gpus else Decimal(1)
         for month, span in spans:
             usd[month] += rate.usd_per_hour * share * span
             gpu_hours[month] += held * span

@@ -118,6 +118,9 @@ class FinishedJob(_Wire):
     partition: str = Field(default="", max_length=128)
     nodes: list[str] = Field(min_length=1, max_length=MAX_NODES)  # Slurm node names, expanded
     gpus: int = Field(default=0, ge=0, le=1_000_000)  # GPUs allocated to the job in all (AllocTRES gres/gpu)
+    # CPUs allocated to the job in all (AllocTRES cpu, the job completion log's ProcCnt); None from an
+    # agent older than it: a node without GPUs is then charged whole (logic/usage_pricing.py)
+    cpus: int | None = Field(default=None, ge=1, le=10_000_000)
     start: datetime  # UTC, timezone-aware
     end: datetime
     state: str = Field(default="COMPLETED", max_length=40)  # COMPLETED, FAILED, TIMEOUT, CANCELLED...
