@@ -15,8 +15,11 @@ import pytest
 from sandbox.bench.cold_start import (
     BASELINE_NAME,
     FIRST_USE,
+    FLOOR,
+    FLOOR_OF,
     FLOORS,
     Target,
+    floor_of,
     lambda_environment,
     layer_distributions,
     measure_once,
@@ -55,6 +58,15 @@ def test_every_template_function_is_measured() -> None:
     assert len(init_rows) == 13
     assert {"ApiFunction", "ClusterEventsFunction", "HealingSweepFunction"} <= init_rows
     assert "ApiFunction, first POST /clusters" in {t.name for t in TARGETS if t.first_use}
+
+
+def test_each_row_is_measured_against_a_floor_of_its_stack() -> None:
+    # ApiFunction routes with the REST resolver (its floor has it), its first-use rows too; the others
+    # log, write metrics and validate (the common floor). A misspelt floor would fail the bench's run.
+    assert {FLOOR, *FLOOR_OF.values()} <= set(FLOORS)
+    assert set(FLOOR_OF) <= {t.name for t in TARGETS}
+    assert floor_of("ApiFunction, first POST /clusters") == floor_of("ApiFunction") == FLOOR_OF["ApiFunction"]
+    assert floor_of("ClusterEventsFunction") == FLOOR
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
