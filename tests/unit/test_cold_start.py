@@ -129,6 +129,18 @@ def test_only_the_api_imports_the_apis_models(target: Target) -> None:
     assert loaded_by_init(target, ("autopilot.api",)) == []
 
 
+# What a function imports only on a rare path (``import`` inside the function), held out of its init.
+RARE_PATHS = {
+    # The diagnosis core and its catalog: only a failed scale-up or node launch is diagnosed.
+    "ClusterEventsFunction": ("autopilot.logic.diagnose_failure", "autopilot.diagnosis"),
+}
+
+
+@pytest.mark.parametrize(("function", "modules"), RARE_PATHS.items(), ids=list(RARE_PATHS))
+def test_a_rare_path_is_imported_on_first_use(function: str, modules: tuple[str, ...]) -> None:
+    assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
+
+
 _BUILT_MODELS = """
 import sys, {module}
 from pydantic import BaseModel

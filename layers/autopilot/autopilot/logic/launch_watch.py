@@ -26,7 +26,6 @@ from autopilot.events import (
     emit_node_launch_failed,
     emit_operation_event,
 )
-from autopilot.logic.diagnose_failure import DiagnoseRequest, diagnose_failure
 from autopilot.models.records import Operation, OperationError, OperationStatus, iso
 from autopilot.observability import logger
 
@@ -84,6 +83,10 @@ def _end_scale(operation: Operation, changed: ClusterStateChangeEvent, watch: La
             f"{message or 'no FailureMessage'}"
         )
         status, error = OperationStatus.FAILED, OperationError(error=SCALE_FAILED, cause=cause)
+        # Only a failure is diagnosed: the diagnosis core and its catalog stay out of ClusterEventsFunction's
+        # init (tests/unit/test_cold_start.py).
+        from autopilot.logic.diagnose_failure import DiagnoseRequest, diagnose_failure  # noqa: PLC0415
+
         diagnosis = diagnose_failure(
             DiagnoseRequest(
                 cluster_name=detail.ClusterName,
@@ -155,6 +158,8 @@ def launch_failed(reported: ClusterEvent, watch: LaunchWatch, *, now: datetime) 
         logger.info("launch failure already announced", cluster=details.ClusterName, node=instance)
         return False
     try:
+        from autopilot.logic.diagnose_failure import DiagnoseRequest, diagnose_failure  # noqa: PLC0415  (as above)
+
         metadata = ((details.EventDetails or {}).get("EventMetadata") or {}).get("Instance") or {}
         failure_message = str(metadata.get("FailureMessage") or "")
         diagnosis = diagnose_failure(
