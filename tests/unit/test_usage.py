@@ -321,14 +321,10 @@ def test_a_transaction_stays_under_dynamodbs_4_mb() -> None:
 def test_a_job_that_cannot_be_stored_is_refused_alone_and_the_others_counted(table: UsageTable) -> None:
     deps = usage_deps(table)
     eight_years = job("2", start=T0 - timedelta(days=8 * 365), hours=8 * 365 * 24)  # 97 months
-    tomorrow = job("3", start=T0 + timedelta(hours=23))
-    result = ingest_jobs(deps, "ml-cluster", [job("1"), eight_years, tomorrow], running=[], now=T0)
-    assert (result.counted, result.skipped) == (1, 0)
-    assert [(r["jobId"], r["reason"].split(":")[0]) for r in result.rejected] == [
-        ("2", "jobs[1].start"),
-        ("3", "jobs[2].end"),
-    ]
-    assert sum(t.jobs for t in table.month_totals("ml-cluster", "2026-11")) == 1
+    result = ingest_jobs(deps, "ml-cluster", [job("1"), eight_years, job("3")], running=[], now=T0)
+    assert (result.counted, result.skipped) == (2, 0)
+    assert [(r["jobId"], r["reason"].split(":")[0]) for r in result.rejected] == [("2", "jobs[1].start")]
+    assert sum(t.jobs for t in table.month_totals("ml-cluster", "2026-11")) == 2
 
 
 # --- department budgets ------------------------------------------------------------------------------
@@ -392,6 +388,20 @@ def test_account_budgets_name_the_bad_field() -> None:
         AccountBudgetsBody.model_validate({"accountBudgets": {"physics": 0.001}})  # would be stored as 0.00
     body = AccountBudgetsBody.model_validate({"accountBudgets": {"physics": 5000}})
     assert body.account_budgets == {"physics": 5000}
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [
+        AccountBudgetsBody.model_validate_json,
+        lambda raw: AccountBudgetsBody.model_validate(json.loads(raw)),
+    ],
+)
+def test_a_budget_of_json_true_is_refused_not_taken_for_one_dollar(parse: Any) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse('{"accountBudgets": {"physics": true}}')
+    [error] = refused.value.errors()
+    assert error["loc"] == ("accountBudgets", "physics")
 
 
 def test_running_jobs_are_distinct_in_id_order() -> None:

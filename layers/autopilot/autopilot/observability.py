@@ -43,7 +43,7 @@ class Count(StrEnum):
     SLURM_NODES_RESUMED = "SlurmNodesResumed"
     # Login target group targets the healing sweep registered or deregistered: drift (issue 25).
     LOGIN_TARGETS_REPAIRED = "LoginTargetsRepaired"
-    # Finished jobs chargeback cannot store (ending in the future, or running over a year): answered in
+    # Finished jobs chargeback cannot store (running over a year): answered in
     # the report's rejectedJobs, logged, never counted (issue 25).
     FINISHED_JOBS_REJECTED = "FinishedJobsRejected"
 

@@ -12,8 +12,9 @@ import re
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.agent import SLURM_NAME
@@ -150,7 +151,8 @@ def _check_budgets(budgets: dict[str, float]) -> dict[str, float]:
     return budgets
 
 
-AccountBudgetMap = dict[str, float]
+# USD a month per Slurm account: a JSON number only (strict: ``true`` is not $1)
+AccountBudgetMap = dict[str, Annotated[float, Strict()]]
 
 
 class AccountBudgetsBody(_Api):
