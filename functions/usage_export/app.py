@@ -29,8 +29,19 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
     scheduled = EventBridgeModel.model_validate(event)
     s3 = aws.client("s3")
 
+    # arn:aws:lambda:<region>:<account>:function:<name>: the stack's account, without an STS call
+    account = context.invoked_function_arn.split(":")[4]
+
     def put_object(key: str, body: str) -> None:
-        s3.put_object(Bucket=settings.bucket, Key=key, Body=body.encode(), ContentType="text/csv")
+        # the bucket must be this account's: finance's figures never land in a bucket someone else
+        # created under the name (S3 answers 403 AccessDenied then)
+        s3.put_object(
+            Bucket=settings.bucket,
+            Key=key,
+            Body=body.encode(),
+            ContentType="text/csv",
+            ExpectedBucketOwner=account,
+        )
 
     return export_usage(
         scheduled.time,

@@ -328,6 +328,10 @@ def test_the_export_writes_each_clusters_month_under_the_stacks_prefix_as_athena
         usage_export_settings.cache_clear()
         aws.client.cache_clear()
         event = load_event("schedule/scheduled_event.json") | {"time": stack.clock.now().isoformat()}
+        sent: list[dict[str, Any]] = []
+        aws.client("s3").meta.events.register(
+            "provide-client-params.s3.PutObject", lambda params, **_: sent.append(dict(params))
+        )
         counts = load_function("usage_export").lambda_handler(event, Context())
         month = month_of(stack.clock.now())
         body = s3.get_object(Bucket="finance-exports", Key=f"hpc/usage/cluster=c1/month={month}/usage.csv")[
@@ -347,7 +351,8 @@ def test_the_export_writes_each_clusters_month_under_the_stacks_prefix_as_athena
         Decimal(rows[0]["cluster_spend_usd"]), abs=Decimal("0.01")
     )
     assert granted == [{"Sid": "WriteUsageCsv", "Effect": "Allow", "Action": "s3:PutObject",
-                        "Resource": "arn:aws:s3:::finance-exports/hpc/usage*"}]  # fmt: skip
+                        "Resource": "arn:aws:s3:::finance-exports/hpc/usage/*"}]  # fmt: skip
+    assert {p["ExpectedBucketOwner"] for p in sent} == {ACCOUNT}  # never a bucket of another account
 
 
 def test_only_the_clusters_owners_and_admins_may_set_its_account_budgets(world: World) -> None:

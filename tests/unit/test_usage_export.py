@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from autopilot.dal.spend import InMemorySpendStore
 from autopilot.dal.usage import InMemoryUsageStore
-from autopilot.logic.usage_export import export_usage, object_key, usage_csv
+from autopilot.logic.usage_export import COLUMNS, export_usage, object_key, usage_csv
 from autopilot.logic.usage_ingest import ingest_jobs
 from autopilot.models.spend import SpendMeter
 from autopilot.models.usage import UNUSED_LINE
 
+from tests.events import ROOT
 from tests.unit.test_usage import job, usage_deps
+
+# Athena DDL reserved words (docs.aws.amazon.com/athena/latest/ug/reserved-words.html) a column could be
+ATHENA_DDL_RESERVED = {"user", "date", "time", "timestamp", "partition", "range", "current_date"}
 
 
 def meter(month: str, usd: str, as_of: datetime) -> SpendMeter:
@@ -83,3 +88,15 @@ def test_every_run_writes_the_month_to_date_and_the_closed_month_once_a_day_afte
     october = list(csv.DictReader(io.StringIO(written["usage/cluster=ml-cluster/month=2026-10/usage.csv"])))
     assert [(r["account"], r["usd"]) for r in october] == [(UNUSED_LINE, "1000.000000")]
     assert run(first_night + timedelta(days=2)) == {"monthToDate": 1, "closedMonths": 0, "empty": 1}
+
+
+def test_the_athena_ddl_in_the_docs_reads_the_csvs_columns_with_reserved_words_quoted() -> None:
+    docs = (ROOT / "docs/operations.md").read_text()
+    ddl = re.search(r"CREATE EXTERNAL TABLE hyperpod_usage \((.*?)\)\s*PARTITIONED", docs, re.S)
+    assert ddl is not None
+    columns = [c.strip().split()[0] for c in ddl.group(1).split(",") if c.strip() and "(" not in c.split()[0]]
+    names = [c.strip("`") for c in columns if not c[0].isdigit()]
+    assert names == list(COLUMNS)
+    for column in columns:
+        if column.strip("`") in ATHENA_DDL_RESERVED:
+            assert column.startswith("`"), f"{column}: an Athena DDL reserved word, unquoted"
