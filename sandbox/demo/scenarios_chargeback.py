@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Final
 
 from sandbox.demo.clusters import (
@@ -22,7 +23,7 @@ from sandbox.demo.clusters import (
     create_body,
     unique_name,
 )
-from sandbox.demo.runner import DemoContext, scenario
+from sandbox.demo.runner import DemoContext, ScenarioFailed, scenario
 from sandbox.demo.scenarios_healing import repairs_of
 from sandbox.demo.scenarios_slurm import (
     REPAIR_TIMEOUT_S,
@@ -32,6 +33,7 @@ from sandbox.demo.scenarios_slurm import (
     delete_with_leftover,
     install_agent,
 )
+from sandbox.prices import price_per_hour
 
 LOGIN: Final = "login-group"
 TARGET_GROUP: Final = "autopilot-login-ssh"  # the stack's LoginTargetGroupNamePrefix: autopilot-login-
@@ -87,6 +89,41 @@ def jobs_counted(ctx: DemoContext, cluster: str, month: str, count: int) -> dict
     return report if sum(line["jobs"] for line in report["lines"]) >= count else None
 
 
+def slurm_seconds(slurm: Slurm, job: str) -> int:
+    """How long the job ran, as slurmctld itself shows it (StartTime to EndTime; it keeps a finished
+    job MinJobAge, 300 s): the chargeback's time, read apart from the agent and the control plane."""
+    fields = dict(
+        word.split("=", 1) for word in slurm.run("scontrol", "show", "job", "-o", job).split() if "=" in word
+    )
+    try:
+        start, end = (datetime.fromisoformat(fields[key]) for key in ("StartTime", "EndTime"))
+    except (KeyError, ValueError) as exc:
+        raise ScenarioFailed(f"scontrol show job {job}: no StartTime/EndTime ({exc})") from exc
+    return int((end - start).total_seconds())
+
+
+def slurm_gpus(slurm: Slurm, node: str) -> int:
+    """The node's GPUs as Slurm is configured with them (sinfo %G: ``gpu:8`` or ``gpu:h100:8``)."""
+    gres = slurm.run("sinfo", "-h", "-n", node, "-o", "%G").split()[0]
+    count = gres.split("(", 1)[0].rsplit(":", 1)[-1]
+    if not gres.startswith("gpu") or not count.isdigit():
+        raise ScenarioFailed(f"sinfo -n {node} -o %G: no GPU count in {gres!r}")
+    return int(count)
+
+
+def expected_usd(
+    jobs: list[dict[str, Any]], price_per_hour: Decimal, gpus_per_node: int
+) -> dict[str, Decimal]:
+    """Each account's USD as Slurm's own times and the list price give it: seconds x price x the share
+    of each node's GPUs the job held (--gres=gpu:N is per node)."""
+    found: dict[str, Decimal] = {}
+    for job in jobs:
+        share = min(Decimal(job["gpusPerNode"]) / gpus_per_node, Decimal(1)) * job["nodes"]
+        usd = Decimal(job["seconds"]) / 3600 * price_per_hour * share
+        found[job["account"]] = found.get(job["account"], Decimal(0)) + usd
+    return found
+
+
 def department_alerts(ctx: DemoContext, cluster: str) -> list[dict[str, Any]]:
     return [
         a
@@ -104,13 +141,14 @@ def department_chargeback(ctx: DemoContext) -> None:
     cluster = unique_name(ctx, "demo-dept")
     arn = login_target_group(ctx)
     nodes, login_id, login_ip = create_cluster(ctx, cluster, arn)
-    report, thresholds, jobs = departments_run_jobs(ctx, cluster, nodes)
+    report, thresholds, jobs, slurm_jobs = departments_run_jobs(ctx, cluster, nodes)
     successor, successor_ip, held = login_replaced(ctx, cluster, arn, login_id, login_ip)
     delete_with_leftover(ctx, cluster)
     total = sum(line["usd"] for line in report["lines"])
     ctx.details.update(
         cluster=cluster,
         jobs=jobs,
+        slurmJobs=slurm_jobs,
         usage={line["name"]: line["usd"] for line in report["lines"]},
         clusterSpendUsd=report["clusterSpendUsd"],
         alerts=thresholds,
@@ -159,7 +197,7 @@ def create_cluster(ctx: DemoContext, cluster: str, arn: str) -> tuple[list[dict[
 
 def departments_run_jobs(
     ctx: DemoContext, cluster: str, nodes: list[dict[str, Any]]
-) -> tuple[dict[str, Any], list[int], list[str]]:
+) -> tuple[dict[str, Any], list[int], list[str], list[dict[str, Any]]]:
     """Two departments' jobs on the two GPU workers; the usage per account, the physics alerts."""
     slurm = Slurm(ctx, cluster)
     workers = {str(n["InstanceId"]) for n in nodes if n["InstanceGroupName"] == WORKERS}
@@ -198,6 +236,20 @@ def departments_run_jobs(
         )
         return job
 
+    # each job as Slurm ran it: its account, nodes and GPUs per node, and (once reported) its seconds
+    slurm_jobs: list[dict[str, Any]] = []
+
+    def ran(job: str, account: str, on: list[str], gpus: int) -> None:
+        slurm_jobs.append(
+            {
+                "id": job,
+                "account": account,
+                "nodes": len(on),
+                "gpusPerNode": gpus,
+                "seconds": slurm_seconds(slurm, job),
+            }
+        )
+
     short = sbatch("physics", "root", names, 8, 2)
     biology = sbatch("biology", "nobody", names[:1], 4, 4)
     first = ctx.wait_until(
@@ -205,6 +257,8 @@ def departments_run_jobs(
         lambda: jobs_counted(ctx, cluster, month, 2),
         timeout_s=JOBS_TIMEOUT_S,
     )
+    ran(short, "physics", names, 8)
+    ran(biology, "biology", names[:1], 4)
     lines = {line["name"]: line for line in first["lines"]}
     ctx.check(
         set(lines) == {"physics", "biology", "(unused capacity)"},
@@ -218,6 +272,7 @@ def departments_run_jobs(
     ctx.wait_until(
         f"job {long} reported", lambda: jobs_counted(ctx, cluster, month, 3), timeout_s=JOBS_TIMEOUT_S + 30
     )
+    ran(long, "physics", names, 8)
     alerts = ctx.wait_until(
         "the physics budget alerts",
         lambda: found if len(found := department_alerts(ctx, cluster)) >= 3 else None,
@@ -227,6 +282,7 @@ def departments_run_jobs(
     ctx.wait_until(
         f"job {again} reported", lambda: jobs_counted(ctx, cluster, month, 4), timeout_s=JOBS_TIMEOUT_S
     )
+    ran(again, "physics", names[:1], 8)
     alerts = department_alerts(ctx, cluster)
     thresholds = sorted(a["thresholdPercent"] for a in alerts)
     ctx.check(
@@ -251,13 +307,32 @@ def departments_run_jobs(
         f"({', '.join(f'{line["name"]} {line["usd"]:.2f}' for line in report['lines'])})",
         json.dumps(report),
     )
+    # ... and each account's line is what Slurm's own times at the list price say, not only the rest of
+    # the spend (the unused line makes the sum above hold whatever the accounts' lines are)
+    worker = next(str(n["InstanceId"]) for n in nodes if n["InstanceGroupName"] == WORKERS)
+    instance_type = str(
+        ctx.aws("sagemaker").describe_cluster_node(ClusterName=cluster, NodeId=worker)["NodeDetails"][
+            "InstanceType"
+        ]
+    )
+    node_gpus = slurm_gpus(slurm, names[0])
+    want = expected_usd(slurm_jobs, price_per_hour(instance_type), node_gpus)
+    got = {line["name"]: line["usd"] for line in report["lines"]}
+    ctx.check(
+        all(abs(got.get(a, 0.0) - float(usd)) <= 0.01 + 0.01 * float(usd) for a, usd in want.items()),
+        "each account's line is Slurm's elapsed x list price x GPU share: "
+        + ", ".join(f"{a} {got.get(a, 0.0):.2f} (Slurm: {usd:.2f})" for a, usd in sorted(want.items())),
+        json.dumps({"lines": report["lines"], "slurmJobs": slurm_jobs, "instanceType": instance_type}),
+    )
     by_user = usage(ctx, cluster, month, by="user")
     ctx.check(
         {line["name"] for line in by_user["lines"]} == {"root", "nobody", "(unused capacity)"},
         "by=user: root, nobody and the unused capacity",
         json.dumps(by_user["lines"]),
     )
-    return report, thresholds, [short, biology, long, again]
+    for job in slurm_jobs:
+        job.update(instanceType=instance_type, nodeGpus=node_gpus)
+    return report, thresholds, [short, biology, long, again], slurm_jobs
 
 
 def login_replaced(

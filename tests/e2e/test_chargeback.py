@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.demo.runner import DemoOptions, run_demo
+from sandbox.prices import price_per_hour
 from tests.sandbox.conftest import slurm_required  # noqa: F401 - fixture
 
 pytestmark = [
@@ -39,6 +40,16 @@ def test_department_usage_adds_up_alerts_once_and_the_login_node_stays_behind_it
     assert set(usage) == {"physics", "biology", "(unused capacity)"}
     assert usage["physics"] > usage["biology"] > 0
     assert sum(usage.values()) == pytest.approx(details["clusterSpendUsd"], rel=0.01)
+    # the sum above holds whatever the accounts' lines are (the unused line is the rest): each line is
+    # checked against Slurm's own elapsed time x the list price x the GPU share, computed here
+    expected: dict[str, float] = {}
+    for job in details["slurmJobs"]:
+        share = min(job["gpusPerNode"] / job["nodeGpus"], 1) * job["nodes"]
+        usd = job["seconds"] / 3600 * float(price_per_hour(job["instanceType"])) * share
+        expected[job["account"]] = expected.get(job["account"], 0.0) + usd
+    assert set(expected) == {"physics", "biology"}
+    for account, usd in expected.items():
+        assert usage[account] == pytest.approx(usd, abs=0.01 + 0.01 * usd), account
     assert details["alerts"] == [50, 80, 100]
     login = details["login"]
     assert login["successor"]
