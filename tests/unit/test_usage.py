@@ -369,14 +369,24 @@ def test_an_account_without_a_budget_is_never_alerted() -> None:
     assert sns.published == []
 
 
-def test_an_alert_sns_refused_is_sent_when_the_report_comes_again() -> None:
-    store = InMemoryUsageStore(["ml-cluster"])
-    budgeted(store, "100.00")
+@pytest.mark.parametrize("kind", ["memory", "table"])
+def test_an_alert_sns_refused_is_sent_when_the_report_comes_again(kind: str, table: UsageTable) -> None:
+    store: Any = InMemoryUsageStore(["ml-cluster"]) if kind == "memory" else table
+    if kind == "memory":
+        store.budgets["ml-cluster"] = {"physics": "100.00"}
+    else:
+        table.set_account_budgets("ml-cluster", {"physics": "100.00"}, updated_at="2026-11-10T08:00:00Z")
+    deleted: list[Any] = []
+    table.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.DeleteItem", lambda params, **_: deleted.append(params)
+    )
     with pytest.raises(Exception, match="slow down"):
         ingest_jobs(usage_deps(store, Sns(fail=True)), "ml-cluster", [job("1")], running=[], now=T0)
     sns = Sns()
+    # the resend, at once: the claim SNS refused is taken again without waiting for its lease
     ingest_jobs(usage_deps(store, sns), "ml-cluster", [job("1")], running=[], now=T0)
     assert [json.loads(p["Message"])["thresholdPercent"] for p in sns.published] == [50, 80]
+    assert deleted == []  # released by UpdateItem: AgentFunction has no DeleteItem on the table
 
 
 def test_account_budgets_name_the_bad_field() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -54,6 +54,8 @@ MAX_BATCH_GET: Final = 100
 # Longer than AgentFunction's timeout (30 s): a claim this old and not published belongs to an
 # invocation that died between its claim and its publish, and the next report publishes the alert.
 ALERT_CLAIM_LEASE: Final = timedelta(minutes=2)
+# A released claim's claimedAt: older than any lease, so it is claimed again at once.
+RELEASED: Final = datetime(1970, 1, 1, tzinfo=UTC)
 # Slurm node names remembered per cluster with their instance type (~40 bytes each: the item stays far
 # under DynamoDB's 400 KB); past it only the nodes listed now are kept.
 MAX_REMEMBERED_NODES: Final = 5_000
@@ -143,7 +145,8 @@ class UsageStore(Protocol):
     ) -> None: ...
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
-        """Undo a claim whose alert could not be published (the next report tries again)."""
+        """Give up a claim whose alert could not be published: claimable again at once (the resend of
+        the report, or any later report with jobs, publishes it)."""
 
     def unpublished_alert_accounts(self, cluster_name: str, month: str, *, now: datetime) -> set[str]:
         """Accounts with a claim older than ALERT_CLAIM_LEASE and not published (an invocation died)."""
@@ -382,9 +385,20 @@ class UsageTable:
         return accounts
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
-        self.dynamodb.delete_item(
-            TableName=self._table, Key=alert_key(cluster_name, month, account, threshold)
-        )
+        # An UpdateItem, not a DeleteItem (AgentFunction has none on the table): the claim is made older
+        # than any lease, so the resend of the report claims it again at once, and until then it is
+        # one unpublished_alert_accounts lists for any later report.
+        try:
+            self.dynamodb.update_item(
+                TableName=self._table,
+                Key=alert_key(cluster_name, month, account, threshold),
+                UpdateExpression="SET claimedAt = :released",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(publishedAt)",
+                ExpressionAttributeValues={":released": {"S": iso(RELEASED)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
         item = self.dynamodb.get_item(TableName=self._table, Key=nodes_key(cluster_name)).get("Item")
@@ -526,7 +540,9 @@ class InMemoryUsageStore:
         }
 
     def release_account_alert(self, cluster_name: str, month: str, account: str, threshold: int) -> None:
-        self.claims.pop((cluster_name, month, account, threshold), None)
+        key = (cluster_name, month, account, threshold)
+        if key in self.claims and key not in self.alerts:
+            self.claims[key] = RELEASED
 
     def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
         return dict(self.node_types.get(cluster_name, {}))
