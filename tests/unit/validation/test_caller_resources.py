@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from autopilot.validation import EksClusterPolicy, split_names
+from autopilot.validation import EksClusterPolicy, ExecutionRolePolicy, split_names
 from autopilot.validation.caller_resources import PASSED_TO, CallerResourceChecker
 from autopilot.validation.documents import ClusterDocuments
 from autopilot.validation.findings import Findings
@@ -396,3 +396,18 @@ def test_login_target_groups_need_the_callers_own_register_targets(stubs: Stubs)
         "Autopilot could not check it: its own role may not call iam:SimulatePrincipalPolicy (AccessDenied); "
         "the stack's ApiCallerChecksPolicy grants it"
     ] * 2
+
+
+def test_the_cluster_role_must_match_the_stacks_execution_role_patterns_too() -> None:
+    config = {
+        "ClusterName": "ml-cluster",
+        "InstanceGroups": [
+            {"InstanceGroupName": "g", "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/HyperPodExec"}
+        ],
+        "ClusterRole": f"arn:aws:iam::{ACCOUNT}:role/AnyOtherRole",
+    }
+    findings = Findings()
+    ExecutionRolePolicy(account=ACCOUNT).check(ClusterDocuments(config, None), findings)
+    assert [(p.path, "ExecutionRoleNamePatterns" in p.message) for p in findings.report().errors] == [
+        ("ClusterRole", True)
+    ]

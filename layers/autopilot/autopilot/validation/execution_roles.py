@@ -31,9 +31,11 @@ class ExecutionRolePolicy:
 
     def check(self, docs: ClusterDocuments, findings: Findings) -> None:
         allowed = ", ".join(self.name_patterns)
-        for group in docs.groups:
-            path = f"{group.path}.ExecutionRole"
-            arn = group.spec.get("ExecutionRole")
+        # every role the stack would pass SageMaker: each group's, and the cluster's own ClusterRole
+        # (its iam:PassRole is scoped to the same patterns)
+        roles = [(f"{group.path}.ExecutionRole", group.spec.get("ExecutionRole")) for group in docs.groups]
+        roles.append(("ClusterRole", docs.config.get("ClusterRole")))
+        for path, arn in roles:
             if not isinstance(arn, str) or ":role/" not in arn:
                 continue  # absent or malformed: the schema has reported it
             match = ARN.match(arn)
