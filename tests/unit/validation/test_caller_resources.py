@@ -77,6 +77,18 @@ class Stubs:
         }
         self.answer("iam", "get_role", {"Role": role}, {"RoleName": "AWSReservedSSO_ML_0123456789abcdef"})
 
+    def role_exists(self, arn: str = ROLE) -> None:
+        """GetRole of a role the request names: IAM spells it as the request does."""
+        path, name = arn.split(":role", 1)[1].rsplit("/", 1)
+        role = {
+            "Path": f"{path}/",
+            "RoleName": name,
+            "RoleId": "AROAEXAMPLEEXAMPLE002",
+            "Arn": arn,
+            "CreateDate": "2026-01-01T00:00:00Z",
+        }
+        self.answer("iam", "get_role", {"Role": role}, {"RoleName": name})
+
     def bucket_ours(self) -> None:
         self.answer("s3", "get_bucket_location", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
 
@@ -124,6 +136,7 @@ def paths(problems: list[Any]) -> list[str]:
 
 def test_a_caller_whose_policies_allow_pass_role_may_use_the_role(stubs: Stubs) -> None:
     stubs.session_role()  # an Identity Center session: its role's ARN with its path, from GetRole
+    stubs.role_exists()
     stubs.simulated("allowed")  # once for the three groups' one role
     stubs.bucket_ours()
     stubs.network_ours()
@@ -138,6 +151,7 @@ def test_a_caller_whose_policies_do_not_allow_pass_role_is_forbidden_each_role_f
     stubs: Stubs, decision: str, says: str
 ) -> None:
     stubs.session_role()
+    stubs.role_exists()
     stubs.simulated(decision)
     stubs.bucket_ours()
     stubs.network_ours()
@@ -152,6 +166,8 @@ def test_a_caller_whose_policies_do_not_allow_pass_role_is_forbidden_each_role_f
 
 def test_an_iam_user_is_simulated_as_itself_and_the_cluster_role_is_checked_too(stubs: Stubs) -> None:
     cluster_role = f"arn:aws:iam::{ACCOUNT}:role/hyperpod-cluster-role"
+    stubs.role_exists()
+    stubs.role_exists(cluster_role)
     stubs.simulated("allowed", source=USER)
     stubs.answer(
         "iam",
@@ -198,6 +214,7 @@ def test_a_caller_iam_cannot_simulate_is_forbidden_unless_an_admin(
 
 def test_autopilots_own_role_denied_the_simulation_refuses_with_a_clear_message(stubs: Stubs) -> None:
     stubs.session_role()
+    stubs.role_exists()
     stubs.fail("iam", "simulate_principal_policy", "AccessDenied", 403)
     stubs.bucket_ours()
     stubs.network_ours()
@@ -211,6 +228,7 @@ def test_autopilots_own_role_denied_the_simulation_refuses_with_a_clear_message(
 
 def test_throttling_is_raised_for_the_api_to_answer_503(stubs: Stubs) -> None:
     stubs.session_role()
+    stubs.role_exists()
     stubs.fail("iam", "simulate_principal_policy", "Throttling", 400)
     with pytest.raises(ClientError) as raised:
         stubs.checker.check(documents(), SESSION)
@@ -319,6 +337,7 @@ def test_an_eks_cluster_must_be_one_of_the_stacks_eks_cluster_names() -> None:
 
 def test_any_other_refusal_of_a_check_refuses_the_request_rather_than_failing_it(stubs: Stubs) -> None:
     stubs.session_role()
+    stubs.role_exists()
     stubs.fail("iam", "simulate_principal_policy", "NoSuchEntity", 404)  # the caller's role went meanwhile
     stubs.fail("s3", "get_bucket_location", "InvalidRequest", 400)
     stubs.fail("ec2", "describe_subnets", "UnauthorizedOperation", 403)
@@ -411,3 +430,72 @@ def test_the_cluster_role_must_match_the_stacks_execution_role_patterns_too() ->
     assert [(p.path, "ExecutionRoleNamePatterns" in p.message) for p in findings.report().errors] == [
         ("ClusterRole", True)
     ]
+
+
+def test_a_role_value_that_is_not_a_role_arn_is_refused_not_skipped(stubs: Stubs) -> None:
+    stubs.session_role()
+    stubs.role_exists()
+    stubs.simulated("allowed")
+    stubs.bucket_ours()
+    stubs.network_ours()
+    refusals = stubs.check(documents(ClusterRole=f"arn:aws:iam::{ACCOUNT}:user/not-a-role"))
+    assert (refusals.forbidden, paths(refusals.invalid)) == ([], ["ClusterRole"])
+    assert "is not an IAM role ARN" in refusals.invalid[0].message
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        ROLE.replace("sagemaker-hyperpod", "SageMaker-HyperPod"),  # IAM's names: unique whatever the case
+        f"arn:aws:iam::{ACCOUNT}:role/sagemaker-hyperpod-execution-role",  # the role has a path
+    ],
+)
+def test_a_role_named_otherwise_than_iam_spells_it_is_refused_before_any_simulation(
+    stubs: Stubs, named: str
+) -> None:
+    actual = f"arn:aws:iam::{ACCOUNT}:role/team/sagemaker-hyperpod-execution-role"
+    if named == ROLE.replace("sagemaker-hyperpod", "SageMaker-HyperPod"):
+        actual = ROLE
+    stubs.session_role()
+    stubs.answer(
+        "iam",
+        "get_role",
+        {
+            "Role": {
+                "Path": "/",
+                "RoleName": actual.rsplit("/", 1)[-1],
+                "RoleId": "AROAEXAMPLEEXAMPLE003",
+                "Arn": actual,
+                "CreateDate": "2026-01-01T00:00:00Z",
+            }
+        },
+        {"RoleName": named.rsplit("/", 1)[-1]},
+    )
+    stubs.bucket_ours()
+    stubs.network_ours()
+    group = documents().config["InstanceGroups"][0] | {"ExecutionRole": named}
+    refusals = stubs.check(documents(InstanceGroups=[group]))
+    assert (refusals.forbidden, paths(refusals.invalid)) == ([], ["InstanceGroups[0].ExecutionRole"])
+    assert refusals.invalid[0].message.startswith(f"IAM names this role {actual}")
+
+
+def test_an_allow_that_depends_on_a_missing_context_value_is_not_an_allow(stubs: Stubs) -> None:
+    stubs.session_role()
+    stubs.role_exists()
+    stubs.answer(
+        "iam",
+        "simulate_principal_policy",
+        {
+            "EvaluationResults": [
+                {
+                    "EvalActionName": "iam:PassRole",
+                    "EvalDecision": "allowed",
+                    "MissingContextValues": ["aws:SourceIp"],
+                }
+            ]
+        },
+    )
+    stubs.bucket_ours()
+    stubs.network_ours()
+    refusals = stubs.check(documents())
+    assert paths(refusals.forbidden) == ROLE_PATHS

@@ -12,7 +12,9 @@ VPC's subnets and security groups (issue 20, finding 4). So, before anything is 
   (403). The caller's principal is the signer's IAM user, or the role of its assumed-role session
   (its ARN with its path, from GetRole: Identity Center's roles live under ``/aws-reserved/...``);
   the account root may pass any role of its account; a principal IAM cannot simulate (a federated
-  user, another account) only as an admin.
+  user, another account) only as an admin. The role simulated is exactly the one SageMaker will get:
+  a value that is not a role ARN, a role GetRole does not know, or one named otherwise than GetRole's
+  ARN (another case, no path) is *invalid* (400); an allow resting on MissingContextValues is none.
 - each lifecycle bucket (``LifeCycleConfig.SourceS3Uri``): S3 answers GetBucketLocation with
   ``ExpectedBucketOwner`` = the stack's account; a bucket of another account, or none of that name
   (whoever creates it next owns what the nodes run), is *invalid* (400).
@@ -26,6 +28,7 @@ role denied a check's call refuses the request (*forbidden*, naming the call), n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 PASSED_TO: Final = "sagemaker.amazonaws.com"
+# An IAM role's ARN: arn:<partition>:iam::<account>:role/<path/><name>
+_ROLE_ARN: Final = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@/-]+$")
 REGISTER_TARGETS: Final = "elasticloadbalancing:RegisterTargets"
 # A check's own call refused: Autopilot's role lacks the permission (template.yaml, ApiCallerChecksPolicy).
 _DENIED: Final = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
@@ -121,7 +126,12 @@ class CallerResourceChecker:
 
     # -- roles: the caller's own iam:PassRole ----------------------------------------------------------
     def _check_roles(self, docs: ClusterDocuments, caller: str | None, refusals: CallerRefusals) -> None:
-        roles = [where for where in docs.role_arns() if ":role/" in where.value]
+        roles: list[Located] = []
+        for where in docs.role_arns():
+            if _ROLE_ARN.match(where.value):
+                roles.append(where)
+            else:  # never skipped: a value Autopilot cannot check is not passed on
+                refusals.reject(where, "is not an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)")
         if not roles:
             return
         try:
@@ -138,13 +148,19 @@ class CallerResourceChecker:
             return
         decisions: dict[str, str] = {}
         try:
-            for arn in dict.fromkeys(where.value for where in roles):
-                decisions[arn] = self._may_pass(source, arn)
+            # first the roles as IAM spells them, then the simulations of those IAM knows so
+            misnamed = {arn: self._misnamed(arn) for arn in dict.fromkeys(where.value for where in roles)}
+            for arn, why in misnamed.items():
+                if why is None:
+                    decisions[arn] = self._may_pass(source, arn)
         except _Unavailable as exc:
             for where in roles:
                 refusals.refuse(where, str(exc))
             return
         for where in roles:
+            if (why := misnamed[where.value]) is not None:
+                refusals.reject(where, why)
+                continue
             decision = decisions[where.value]
             if decision != "allowed":
                 denied = "explicitly deny" if decision == "explicitDeny" else "do not allow"
@@ -190,6 +206,33 @@ class CallerResourceChecker:
             f"users and roles, not a {kind or 'principal of that kind'}; {ask_admin}"
         )
 
+    def _misnamed(self, role_arn: str) -> str | None:
+        """Why ``role_arn`` is not the ARN GetRole gives for its name (None: it is). IAM's role names are
+        unique case-insensitively but a policy's role ARN matches case-sensitively and with the role's
+        path, so the simulation must be of the role exactly as IAM (and SageMaker) will name it. A role
+        of another account is left to ExecutionRolePolicy (always refused)."""
+        match = _ROLE_ARN.match(role_arn)
+        if match is None or match.group("account") != self.account:
+            return None
+        name = role_arn.rsplit("/", 1)[-1]
+        try:
+            role = self._call(
+                "iam:GetRole",
+                lambda: self._client("iam").get_role(RoleName=name),
+                passes=("NoSuchEntity",),
+            )
+        except ClientError as exc:
+            if _code(exc) != "NoSuchEntity":
+                raise
+            return f"no IAM role named {name} in this account ({self.account})"
+        actual = str(role["Role"]["Arn"])
+        if actual != role_arn:
+            return (
+                f"IAM names this role {actual}: name it exactly so (IAM matches a role's ARN "
+                "case-sensitively and with its path)"
+            )
+        return None
+
     def _may_pass(self, source: str, role_arn: str) -> str:
         context = {"ContextKeyName": "iam:PassedToService", "ContextKeyValues": [PASSED_TO]}
         return self._simulate(source, "iam:PassRole", role_arn, [{**context, "ContextKeyType": "string"}])
@@ -202,9 +245,14 @@ class CallerResourceChecker:
                 PolicySourceArn=source, ActionNames=[action], ResourceArns=[resource], ContextEntries=context
             ),
         )
-        decisions = {str(r.get("EvalDecision")) for r in response.get("EvaluationResults", [])}
+        results = response.get("EvaluationResults", [])
+        decisions = {str(r.get("EvalDecision")) for r in results}
         if "explicitDeny" in decisions:
             return "explicitDeny"
+        # A condition on a key the simulation lacked (MissingContextValues) was not evaluated: the
+        # answer might be a deny in the real request, so it is not an allow.
+        if any(r.get("MissingContextValues") for r in results):
+            return "implicitDeny"
         return "allowed" if decisions == {"allowed"} else "implicitDeny"
 
     # -- login target groups: the caller's own elasticloadbalancing:RegisterTargets ---------------------
