@@ -492,6 +492,26 @@ def test_keys_dynamodb_keeps_leaving_unread_fail_the_report_rather_than_loop(
 
 
 @pytest.mark.parametrize("kind", ["memory", "table"])
+def test_the_usage_report_warns_of_jobs_on_nodes_that_could_not_be_priced(
+    kind: str, table: UsageTable
+) -> None:
+    store: Any = InMemoryUsageStore(["ml-cluster"]) if kind == "memory" else table
+    deps = usage_deps(store)
+    jobs = [
+        job("1"),
+        job("2", nodes=("ip-10-0-0-1", "ip-10-9-9-9"), gpus=16),
+        job("3", nodes=("ip-10-9-9-8",)),
+    ]
+    ingest_jobs(deps, "ml-cluster", jobs, running=[], now=T0)
+    totals = store.month_totals("ml-cluster", "2026-11")
+    view = build_view(
+        "ml-cluster", "2026-11", UsageBy.ACCOUNT, totals, cluster_spend=Decimal(500), as_of=None, budgets={}
+    )
+    assert [w.split(" ")[0] for w in view.warnings] == ["2"]
+    assert "could not be priced" in view.warnings[0]
+
+
+@pytest.mark.parametrize("kind", ["memory", "table"])
 def test_a_node_replaced_before_its_jobs_report_is_priced_as_an_earlier_listing_had_it(
     kind: str, table: UsageTable
 ) -> None:

@@ -7,7 +7,8 @@ alert claims and counted jobs stay the old one's (they expire with the table's T
   JobCost) — its presence is what makes a report's job count once (the start too: a Slurm whose job ids
   restart, its state lost, reuses an id for a new job);
 - ``CLUSTER#<scope>`` / ``USAGE#<YYYY-MM>#<account>#<user>``: the month's totals of one Slurm account
-  and user (usd, gpuHours, jobs), ADDed to by each job (per-account and per-user lines are their sums);
+  and user (usd, gpuHours, jobs, unpricedJobs: those with a node that could not be priced), ADDed to
+  by each job (per-account and per-user lines are their sums);
 - ``CLUSTER#<scope>`` / ``ACCTALERT#<YYYY-MM>#<account>#<threshold>``: a department budget's alert of
   that month and threshold, claimed (``claimedAt``; the conditional put is the dedup) and sent
   (``publishedAt``); a claim left unpublished past ALERT_CLAIM_LEASE is taken over;
@@ -254,11 +255,12 @@ class UsageTable:
                 }
             )
             for key, (usd, gpu_hours, jobs) in totals_adds(cost).items():
-                held = totals.setdefault(key, [Decimal(0), Decimal(0), 0])
+                held = totals.setdefault(key, [Decimal(0), Decimal(0), 0, 0])
                 held[0] += usd
                 held[1] += gpu_hours
                 held[2] += jobs
-        for (month, account, user), (usd, gpu_hours, jobs) in totals.items():
+                held[3] += jobs if cost.unpriced_nodes else 0  # the usage report's warning
+        for (month, account, user), (usd, gpu_hours, jobs, unpriced) in totals.items():
             writes.append(
                 {
                     "Update": {
@@ -268,7 +270,8 @@ class UsageTable:
                             "sk": {"S": totals_sk(month, account, user)},
                         },
                         "UpdateExpression": "SET account = :account, #user = :user, #month = :month, "
-                        "expiresAt = :expires ADD usd :usd, gpuHours :gpuHours, jobs :jobs",
+                        "expiresAt = :expires ADD usd :usd, gpuHours :gpuHours, jobs :jobs, "
+                        "unpricedJobs :unpriced",
                         # "user" and "month" are DynamoDB reserved words
                         "ExpressionAttributeNames": {"#user": "user", "#month": "month"},
                         "ExpressionAttributeValues": {
@@ -279,6 +282,7 @@ class UsageTable:
                             ":usd": {"N": str(usd)},
                             ":gpuHours": {"N": str(gpu_hours)},
                             ":jobs": {"N": str(jobs)},
+                            ":unpriced": {"N": str(unpriced)},
                         },
                     }
                 }
@@ -495,6 +499,7 @@ class InMemoryUsageStore:
                 held.usd += usd
                 held.gpu_hours += gpu_hours
                 held.jobs += jobs
+                held.unpriced_jobs += jobs if cost.unpriced_nodes else 0
             recorded.append(cost.ref)
         return recorded
 

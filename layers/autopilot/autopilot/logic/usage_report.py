@@ -70,6 +70,12 @@ def build_view(
             + (f" as of {as_of}" if as_of else ", before its first run in the month")
             + "): the total is the jobs' cost and no capacity shows unused"
         )
+    unpriced = sum(t.unpriced_jobs for t in totals)
+    if unpriced:
+        warnings.append(
+            f"{unpriced} job(s) of the month ran on nodes that could not be priced (their instance type "
+            "or list price unknown when reported): what those nodes cost shows as unused capacity"
+        )
     view_lines = [
         UsageLine(
             name=name,

@@ -95,6 +95,8 @@ class UsageTotals(_Camel):
     usd: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
     jobs: int = 0
+    # jobs with a node that could not be priced (JobCost.unpriced_nodes): their cost is short
+    unpriced_jobs: int = 0
 
 
 # --- the API's shapes ------------------------------------------------------------------------------
