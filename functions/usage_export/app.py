@@ -12,8 +12,9 @@ from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.usage import UsageTable
-from autopilot.logic.usage_export import export_usage
+from autopilot.logic.usage_export import ExportedCluster, export_usage
 from autopilot.models.envelopes import EventBridgeModel
+from autopilot.models.records import ClusterStatus
 from autopilot.observability import logger, metrics
 from autopilot.settings import usage_export_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -45,7 +46,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
 
     return export_usage(
         scheduled.time,
-        ((c.cluster_name, c.created_at) for c in every_cluster(StateTable(settings.state_table_name))),
+        (
+            ExportedCluster(
+                c.cluster_name, c.created_at, c.updated_at if c.status is ClusterStatus.DELETED else None
+            )
+            # the deleted too: one deleted mid-month still gets its closed month's CSV
+            for c in every_cluster(StateTable(settings.state_table_name), include_deleted=True)
+        ),
         usage=UsageTable(settings.state_table_name),
         spend=SpendTable(settings.state_table_name),
         put_object=put_object,

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from autopilot.dal.spend import InMemorySpendStore
 from autopilot.dal.usage import InMemoryUsageStore
-from autopilot.logic.usage_export import COLUMNS, export_usage, object_key, usage_csv
+from autopilot.logic.usage_export import COLUMNS, ExportedCluster, export_usage, object_key, usage_csv
 from autopilot.logic.usage_ingest import ingest_jobs
 from autopilot.models.spend import SpendMeter
 from autopilot.models.usage import UNUSED_LINE
@@ -73,7 +73,7 @@ def test_every_run_writes_the_month_to_date_and_the_closed_month_once_a_day_afte
     def run(at: datetime) -> dict[str, int]:
         return export_usage(
             at,
-            [("ml-cluster", None), ("idle-cluster", None)],
+            [ExportedCluster("ml-cluster", None), ExportedCluster("idle-cluster", None)],
             usage=store,
             spend=spend,
             put_object=written.__setitem__,
@@ -100,3 +100,25 @@ def test_the_athena_ddl_in_the_docs_reads_the_csvs_columns_with_reserved_words_q
     for column in columns:
         if column.strip("`") in ATHENA_DDL_RESERVED:
             assert column.startswith("`"), f"{column}: an Athena DDL reserved word, unquoted"
+
+
+def test_a_cluster_deleted_mid_month_gets_its_closed_months_csv_and_no_later_month() -> None:
+    store = InMemoryUsageStore(["gone"])
+    spend = InMemorySpendStore()
+    spend.put_meter(
+        meter("2026-10", "300", datetime(2026, 10, 15, 12, tzinfo=UTC)).model_copy(
+            update={"cluster_name": "gone"}
+        )
+    )
+    written: dict[str, str] = {}
+    gone = ExportedCluster("gone", None, deleted_at="2026-10-15T12:30:00.000Z")
+    counts = export_usage(
+        datetime(2026, 11, 2, 0, 20, tzinfo=UTC),
+        [gone],
+        usage=store,
+        spend=spend,
+        put_object=written.__setitem__,
+        prefix="usage",
+    )
+    assert set(written) == {"usage/cluster=gone/month=2026-10/usage.csv"}
+    assert counts == {"monthToDate": 0, "closedMonths": 1, "empty": 0}

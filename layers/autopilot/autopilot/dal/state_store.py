@@ -53,11 +53,14 @@ class StateStore(Protocol):
         """The cluster's most recent operations, newest first."""
 
 
-def every_cluster(store: StateStore, *, page_size: int = 100) -> Iterator[Cluster]:
-    """Every registered cluster (not the deleted), in name order, a page at a time."""
+def every_cluster(
+    store: StateStore, *, page_size: int = 100, include_deleted: bool = False
+) -> Iterator[Cluster]:
+    """Every registered cluster (the deleted too with ``include_deleted``), in name order, a page at a
+    time."""
     token: str | None = None
     while True:
-        page = store.list_clusters(limit=page_size, next_token=token)
+        page = store.list_clusters(limit=page_size, next_token=token, include_deleted=include_deleted)
         yield from page.items
         token = page.next_token
         if token is None:

@@ -27,7 +27,7 @@ import io
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from autopilot.dal.usage import RETENTION, usage_scope
 from autopilot.logic.spend_meter import month_of, month_start, previous_month
@@ -47,6 +47,15 @@ _MICRO: Final = Decimal("0.000001")
 
 # (key, body) -> None: S3 PutObject of a text/csv object
 PutObject = Callable[[str, str], None]
+
+
+class ExportedCluster(NamedTuple):
+    """A cluster of the registry as the export needs it: its name, its createdAt (its incarnation's
+    usage items, dal/usage.py usage_scope) and, deleted, when (its DELETED record's updatedAt)."""
+
+    name: str
+    created_at: str | None
+    deleted_at: str | None = None
 
 
 def object_key(prefix: str, cluster_name: str, month: str) -> str:
@@ -73,24 +82,28 @@ def usage_csv(totals: Iterable[UsageTotals], *, cluster_spend: Decimal, as_of: s
 
 def export_usage(
     now: datetime,
-    clusters: Iterable[tuple[str, str | None]],
+    clusters: Iterable[ExportedCluster],
     *,
     usage: UsageStore,
     spend: SpendStore,
     put_object: PutObject,
     prefix: str,
 ) -> dict[str, int]:
-    """Write the month to date of every cluster — (name, its registry createdAt) — and the closed month
-    where due; counts. The totals are the cluster's incarnation's (dal/usage.py usage_scope)."""
+    """Write the month to date of every cluster, and the closed month where due; counts. The totals are
+    the cluster's incarnation's (dal/usage.py usage_scope). A cluster deleted is written for the months
+    it lived in: its closed month once (deleted mid-month, its last month still gets its CSV), the
+    current month while it was deleted in it."""
     counts = {"monthToDate": 0, "closedMonths": 0, "empty": 0}
     current = month_of(now)
     closed = previous_month(now)
     close_due = now >= month_start(now) + CLOSE_AFTER
-    for name, created_at in clusters:
+    for name, created_at, deleted_at in clusters:
         scope = usage_scope(name, created_at)
         months = [current] + (
             [closed] if close_due and not usage.closed_month_exported(scope, closed) else []
         )
+        if deleted_at is not None:  # only the months it lived in
+            months = [m for m in months if deleted_at >= f"{m}-01"]
         for month in months:
             totals = usage.month_totals(scope, month)
             meter = spend.get_meter(name, month)
