@@ -99,11 +99,13 @@ def export_usage(
     close_due = now >= month_start(now) + CLOSE_AFTER
     for name, created_at, deleted_at in clusters:
         scope = usage_scope(name, created_at)
-        months = [current] + (
-            [closed] if close_due and not usage.closed_month_exported(scope, closed) else []
+        # a deleted cluster only in the months it lived in (no read for the long gone)
+        lived = [m for m in (current, closed) if deleted_at is None or deleted_at >= f"{m}-01"]
+        months = [m for m in lived if m == current] + (
+            [closed]
+            if close_due and closed in lived and not usage.closed_month_exported(scope, closed)
+            else []
         )
-        if deleted_at is not None:  # only the months it lived in
-            months = [m for m in months if deleted_at >= f"{m}-01"]
         for month in months:
             totals = usage.month_totals(scope, month)
             meter = spend.get_meter(name, month)
