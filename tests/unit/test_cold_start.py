@@ -5,12 +5,16 @@ init in AWS. The same probe `make bench` times (sandbox/bench/cold_start.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
+import autopilot
 import pytest
+from pydantic import BaseModel
 
 from sandbox.bench.cold_start import (
     BASELINE_NAME,
@@ -171,6 +175,26 @@ def test_no_init_builds_a_model_of_the_layer(target: Target) -> None:
         check=True,
     )
     assert result.stdout.strip() == ""
+
+
+def test_every_deferred_model_of_the_layer_builds() -> None:
+    # A deferred model is built on its first validation: an annotation that cannot be resolved (a name
+    # imported only for type checking) must fail here, not in a function's first invocation.
+    for module in pkgutil.walk_packages(autopilot.__path__, "autopilot."):
+        importlib.import_module(module.name)
+
+    def subclasses(cls: type[BaseModel]) -> list[type[BaseModel]]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    models = {
+        c
+        for c in subclasses(BaseModel)
+        if c.__module__.startswith("autopilot.") and not c.__pydantic_generic_metadata__["parameters"]
+    }
+    assert len(models) > 100
+    for model in models:
+        model.model_rebuild(force=True, raise_errors=True)
+        assert model.__pydantic_complete__, model
 
 
 def test_a_module_outside_the_layer_fails_the_import(tmp_path: Path) -> None:
