@@ -131,6 +131,16 @@ def wait_until(check: Callable[[], bool], what: str, log: Path, timeout: float =
         time.sleep(0.2)
 
 
+def slurm_cpus(cluster: SlurmCluster, job: str) -> int:
+    """The CPUs slurmctld allocated the job (NumCPUs)."""
+    fields = dict(
+        word.split("=", 1)
+        for word in cluster.run("scontrol", "show", "job", "-o", job).split()
+        if "=" in word
+    )
+    return int(fields["NumCPUs"])
+
+
 def slurm_times(cluster: SlurmCluster, job: str) -> tuple[str, str]:
     """The job's StartTime / EndTime as slurmctld shows them (local time: this machine's), in UTC."""
     fields = dict(
@@ -171,18 +181,21 @@ def test_jobs_under_two_accounts_are_reported_once_with_slurms_own_facts(
             "partition": "dev",
             "nodes": [A, B],
             "gpus": 4,
+            "cpus": slurm_cpus(cluster, physics),  # AllocTRES cpu / the log's ProcCnt
             "start": start,
             "end": end,
             "state": "COMPLETED",
         }
         start, end = slurm_times(cluster, biology)
         assert {
-            k: reported[biology][k] for k in ("account", "user", "nodes", "gpus", "start", "end", "state")
+            k: reported[biology][k]
+            for k in ("account", "user", "nodes", "gpus", "cpus", "start", "end", "state")
         } == {
             "account": "biology",
             "user": "nobody",
             "nodes": [B],
             "gpus": 1,
+            "cpus": slurm_cpus(cluster, biology),
             "start": start,
             "end": end,
             "state": "COMPLETED",

@@ -44,8 +44,8 @@ def scope(sandbox: Sandbox, name: str) -> str:
     cluster = StateTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).get_cluster(
         name
     )
-    assert cluster is not None
-    return usage_scope(name, cluster.created_at)
+    # a cluster made in SageMaker directly (no registry record): its usage items are keyed by its name
+    return usage_scope(name, cluster.created_at if cluster else None)
 
 
 def jobs(sandbox: Sandbox, name: str) -> dict[str, JobCost]:
