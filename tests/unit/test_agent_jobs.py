@@ -442,6 +442,24 @@ def loop_agent(api: FakeApi, slurm: AccountingSlurm, state: Path, clock: list[fl
     return Agent(make_client(api), Slurm(run), 10.0, source, monotonic=lambda: clock[0])
 
 
+def test_jobs_the_control_plane_refused_for_good_are_logged_and_committed_with_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    api, clock = FakeApi(), [0.0]
+    agent = loop_agent(api, AccountingSlurm(SLURMDBD, SACCT), tmp_path, clock)
+    refused = {"jobId": "3", "start": "2026-11-28T00:58:11Z", "reason": "jobs[1].start: the job ran over"}
+    answer = {"commands": [], "pollSeconds": 10, "rejectedJobs": [refused]}
+    api.failures = [Response(200, {}, json.dumps(answer).encode())]  # the control plane's 200, as is
+
+    agent.poll_once()
+    clock[0] += JOBS_EVERY_POLLS * 10.0
+    agent.poll_once()
+
+    assert [[job["jobId"] for job in report["jobs"]] for report in api.reports] == [[]]  # not sent again
+    assert "refused (not counted)" in caplog.text
+    assert "jobs[1].start" in caplog.text
+
+
 def test_the_report_carries_the_jobs_and_the_cursor_moves_on_its_200(tmp_path: Path) -> None:
     api, clock = FakeApi(), [0.0]
     agent = loop_agent(api, AccountingSlurm(SLURMDBD, SACCT), tmp_path, clock)
