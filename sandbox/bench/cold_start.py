@@ -69,8 +69,8 @@ def handler(event, context):
 # baseline in the same rounds. Every function logs and writes metrics with Powertools and validates
 # with pydantic; ApiFunction also routes with Powertools' REST resolver, which validates requests with
 # pydantic (``enable_validation``: the 422 naming the field, the OpenAPI document); without it, the
-# route would validate its body itself. A function cannot start faster than its floor, so a floor above
-# the aim means the aim needs a different stack, not tuning (docs/operations.md "Cold start").
+# route would validate its body itself. A function cannot start faster than its floor, so the aim is a
+# distance above it (ABOVE_FLOOR_AIM; docs/operations.md "Cold start").
 _STACK = """import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
