@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from sandbox.slurm.accounting import SlurmDbd, missing_accounting
+from sandbox.slurm.processes import kill_using
 
 SLURMCTLD: Final = "slurmctld"
 SLURMD: Final = "slurmd"
@@ -188,7 +188,7 @@ class SlurmCluster:
             if self._dbd is not None:
                 self._dbd.stop()
                 self._dbd = None
-            _kill(_processes_using(str(self.workdir)))
+            kill_using(str(self.workdir))
             self._controller = None
             for node in self.nodes.values():
                 node.process = None
@@ -235,7 +235,7 @@ class SlurmCluster:
                 node.process.kill()
                 node.process.wait(_STOP_SECONDS)
             node.process = None
-            _kill(_processes_using(str(self._log(f"slurmd-{name}"))))
+            kill_using(str(self._log(f"slurmd-{name}")))
             node.stopped_at = time.monotonic()
 
     def start_node(self, name: str, *, rebooted: bool = False) -> None:
@@ -508,7 +508,7 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 controller.kill()
                 controller.wait(_STOP_SECONDS)
-        _kill(_processes_using(str(self._log("slurmctld"))))  # its slurmscriptd
+        kill_using(str(self._log("slurmctld")))  # its slurmscriptd
         self._start_controller()
         # a restarted slurmctld shows every node UNKNOWN until its slurmd registers again, which it does
         # at the next ping (seconds); a reconfigure asks them all to register now
@@ -559,44 +559,3 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
-
-
-def _processes_using(prefix: str) -> set[int]:
-    """Processes with a file, working directory or argument under ``prefix`` (Slurm's daemons hold their
-    log open; slurmstepd inherits it), and everything in their sessions (the job tasks)."""
-    me = {os.getpid(), os.getsid(0)}
-    found: set[int] = set()
-    sessions: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in me:
-            continue
-        pid = int(entry.name)
-        try:
-            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
-            links.append(os.readlink(entry / "cwd"))
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if prefix in cmdline or any(link.startswith(prefix) for link in links):
-            found.add(pid)
-            try:
-                sessions.add(os.getsid(pid))
-            except OSError:
-                continue
-    sessions -= me
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) not in me:
-            try:
-                if os.getsid(int(entry.name)) in sessions:
-                    found.add(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def _kill(pids: Iterable[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.slurm import SlurmCluster, SlurmError
-from sandbox.slurm.cluster import _processes_using
+from sandbox.slurm.processes import processes_using
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
@@ -115,10 +115,10 @@ def test_stop_leaves_no_daemon_job_or_file_behind() -> None:
     cluster.wait_for("the job running", lambda: job_state(cluster, job) == "RUNNING")
     # RUNNING is reported before slurmstepd has started the job's shell and sleep: wait for them too
     # (slurmctld (+ slurmscriptd), slurmd, slurmstepd, the job's shell and sleep)
-    cluster.wait_for("the job's processes", lambda: len(_processes_using(str(cluster.workdir))) >= 4)
-    ours = _processes_using(str(cluster.workdir))
+    cluster.wait_for("the job's processes", lambda: len(processes_using(str(cluster.workdir))) >= 4)
+    ours = processes_using(str(cluster.workdir))
     cluster.stop()
-    assert not _processes_using(str(cluster.workdir))
+    assert not processes_using(str(cluster.workdir))
     assert not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in ours)
     assert not cluster.workdir.exists()
 
@@ -144,5 +144,5 @@ def test_a_controller_that_cannot_start_says_why_and_leaves_nothing(monkeypatch:
         with pytest.raises(SlurmError, match="Address already in use"):
             cluster.start()
     assert not cluster.running
-    assert not _processes_using(str(cluster.workdir))
+    assert not processes_using(str(cluster.workdir))
     assert not cluster.workdir.exists()

@@ -19,7 +19,7 @@ from moto import mock_aws
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
 from sandbox.slurm.agent import agent_files
-from sandbox.slurm.cluster import _processes_using
+from sandbox.slurm.processes import processes_using
 from sandbox.slurm.hyperpod import HyperPodSlurm
 from tests.sandbox.conftest import HYPERPOD_ACCOUNT, HYPERPOD_REGION, build_hyperpod_cluster_request
 
@@ -333,12 +333,12 @@ def test_a_deleted_cluster_leaves_no_daemon_or_agent(world: World) -> None:
     assert slurm is not None
     assert slurm.agent is not None
     agent, workdir = slurm.agent, str(slurm.slurm.workdir)
-    assert _processes_using(workdir)
+    assert processes_using(workdir)
     world.sagemaker.delete_cluster(ClusterName="with-agent")
     world.sim.tick()
     assert slurm.join(30)
     assert agent.poll() is not None
-    assert not _processes_using(workdir)
+    assert not processes_using(workdir)
     assert world.slurm.view("with-agent") is None
 
 

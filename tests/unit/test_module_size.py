@@ -19,8 +19,8 @@ MAX_LINES = 600
 PRODUCT = ("layers", "functions", "cli/src", "agent")
 
 # Over the limit when the rule came, each held at its size then (it may shrink, never grow) until it
-# is split: sandbox/slurm/ was being changed by another piece of work at the time.
-GRANDFATHERED: dict[str, int] = {"sandbox/slurm/cluster.py": 602}
+# is split. None today (sandbox/slurm/cluster.py, 602 lines, gave its process handling to processes.py).
+GRANDFATHERED: dict[str, int] = {}
 
 
 def line_count(path: Path) -> int:
