@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from typing import Any, Final
@@ -34,6 +35,12 @@ WORKERS: Final = "worker-group-1"
 FAULT_TYPE: Final = "NvidiaErrorTerminate"  # HMA: the GPU is gone, the remedy is a replace
 PREFIX: Final = "src/"
 SLURM_TIMEOUT_S: Final = 30.0
+# A Slurm client's errors while slurmctld cannot answer (restarting, reconfiguring, busy)
+SLURMCTLD_AWAY: Final = re.compile(
+    r"Connection (reset|refused)|Unable to contact slurm controller|Socket timed out|"
+    r"Zero Bytes were transmitted|Transport endpoint is not connected",
+    re.IGNORECASE,
+)
 REPAIR_TIMEOUT_S: Final = 120.0
 REQUEUED_JOB_TIMEOUT_S: Final = 60.0
 BACK_IN_SLURM: Final = frozenset({"idle", "allocated", "mixed"})
@@ -70,12 +77,18 @@ class Slurm:
         return {str(k): str(v) for k, v in (view.get("nodes") or {}).items()}
 
     def run(self, *argv: str) -> str:
-        done = subprocess.run(
-            list(argv), env=self._env, capture_output=True, text=True, timeout=30, check=False
-        )
-        if done.returncode != 0:
-            raise ScenarioFailed(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
-        return done.stdout
+        # slurmctld restarts when a successor joins (as on HyperPod): a person on the controller
+        # tries again, as the agent does (its TRANSIENT); anything else fails the scenario
+        deadline = time.monotonic() + SLURM_TIMEOUT_S
+        while True:
+            done = subprocess.run(
+                list(argv), env=self._env, capture_output=True, text=True, timeout=30, check=False
+            )
+            if done.returncode == 0:
+                return done.stdout
+            if not SLURMCTLD_AWAY.search(done.stderr) or time.monotonic() > deadline:
+                raise ScenarioFailed(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
+            time.sleep(POLL_S)
 
     def states(self) -> dict[str, str]:
         """sinfo: each node's state (idle, allocated, draining, drained, down, …)."""
