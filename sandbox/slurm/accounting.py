@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
+from sandbox.slurm.processes import spawn
+
 MARIADBD: Final = "mariadbd"
 INSTALL_DB: Final = "mariadb-install-db"
 MARIADB: Final = "mariadb"
@@ -75,7 +77,7 @@ class SlurmDbd:
         (self.workdir / "log").mkdir(exist_ok=True)
         _run([INSTALL_DB, "--no-defaults", f"--datadir={data}", "--user=root", "--skip-test-db",
               "--auth-root-authentication-method=normal"], self.log("mariadb-install"))  # fmt: skip
-        self._db = _spawn(
+        self._db = spawn(
             [MARIADBD, "--no-defaults", f"--datadir={data}", "--user=root", f"--socket={self._socket}",
              f"--port={db_port}", "--bind-address=127.0.0.1", f"--pid-file={self.workdir / 'db' / 'pid'}",
              f"--log-error={self.log('mariadb')}", "--skip-log-bin", "--innodb-buffer-pool-size=16M"],
@@ -104,7 +106,7 @@ class SlurmDbd:
             ]) + "\n"
         )  # fmt: skip
         self.conf.chmod(0o600)  # slurmdbd refuses a slurmdbd.conf others can read (it holds the password)
-        self._dbd = _spawn([SLURMDBD, "-D"], self.env)
+        self._dbd = spawn([SLURMDBD, "-D"], self.env)
         self._wait("slurmdbd", self._dbd, self.log("slurmdbd"), self._dbd_answers)
 
     def stop(self) -> None:
@@ -166,14 +168,3 @@ def _run(argv: list[str], log: Path) -> None:
         result = subprocess.run(argv, stdout=output, stderr=subprocess.STDOUT, timeout=120, check=False)
     if result.returncode != 0:
         raise AccountingError(f"{argv[0]} exited {result.returncode} (log: {log})")
-
-
-def _spawn(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from sandbox.slurm.accounting import SlurmDbd, missing_accounting
-from sandbox.slurm.processes import kill_using
+from sandbox.slurm.processes import kill_using, spawn
 
 SLURMCTLD: Final = "slurmctld"
 SLURMD: Final = "slurmd"
@@ -252,7 +252,7 @@ class SlurmCluster:
             (self.workdir / "spool" / name).chmod(0o711)
             argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name, *(["-b"] if rebooted else [])]
             previous = self.node_state(name).get("SlurmdStartTime") if rebooted else None
-            node.process = _spawn(argv, self.env())
+            node.process = spawn(argv, self.env())
             if rebooted:
                 self._reboot_seen(name, previous)
 
@@ -482,7 +482,7 @@ class SlurmCluster:
         _write_atomically(work / "gres.conf", gres)
 
     def _start_controller(self) -> None:
-        self._controller = _spawn([SLURMCTLD, "-D", "-f", str(self.conf)], self.env())
+        self._controller = spawn([SLURMCTLD, "-D", "-f", str(self.conf)], self.env())
 
         def answering() -> bool:
             if self._controller is None or self._controller.poll() is not None:
@@ -536,18 +536,6 @@ def _write_atomically(path: Path, lines: list[str]) -> None:
 def _registered(fields: Mapping[str, str]) -> bool:
     state = fields.get("State", "UNKNOWN")
     return not state.startswith("UNKNOWN") and "NOT_RESPONDING" not in state
-
-
-def _spawn(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    # its own session: a Ctrl-C in the terminal reaches the sandbox, which stops the daemons in order
-    return subprocess.Popen(
-        argv,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def _cluster_name(name: str) -> str:

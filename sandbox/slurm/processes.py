@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -52,3 +54,15 @@ def kill_using(prefix: str, timeout: float = 5.0) -> None:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def spawn(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    # its own session: a Ctrl-C in the terminal reaches the sandbox, which stops the daemons in order
+    return subprocess.Popen(
+        argv,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

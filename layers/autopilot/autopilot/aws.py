@@ -8,11 +8,35 @@ call ``clients.cache_clear()`` between moto contexts.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Self, cast, overload
+from typing import Any, Final, Self, cast, overload
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
+# What AWS answers when it throttles or times out, still so after the SDK's retries: botocore's own
+# lists (botocore.retries.standard: ThrottledRetryableChecker, TransientRetryableChecker). The API
+# answers 503 with Retry-After for these (api/unavailable.py), the caller checks too.
+THROTTLING_CODES: Final = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 
 # Standard retry mode: exponential backoff with jitter on throttling and 5xx (botocore's max_attempts
 # counts retries: 6 attempts in all).

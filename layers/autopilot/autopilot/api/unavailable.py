@@ -11,29 +11,10 @@ from typing import Final
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from autopilot.aws import THROTTLING_CODES
+
 RETRY_AFTER_SECONDS: Final = 5
 
-# botocore's own lists (botocore.retries.standard: ThrottledRetryableChecker, TransientRetryableChecker).
-_THROTTLING_CODES: Final = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "TransactionInProgressException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-        "EC2ThrottledException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
 # DynamoDB cancels a transaction for these per-item reasons; retrying later can succeed.
 _TRANSIENT_CANCELLATIONS: Final = frozenset({"ThrottlingError", "TransactionConflict"})
 
@@ -58,7 +39,7 @@ def aws_unavailable(exc: BaseException) -> bool:
 
 def _transient(exc: ClientError) -> bool:
     error = exc.response.get("Error", {})
-    if error.get("Code") in _THROTTLING_CODES:
+    if error.get("Code") in THROTTLING_CODES:
         return True
     if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
         return True

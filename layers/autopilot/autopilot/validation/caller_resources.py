@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from botocore.exceptions import ClientError, ParamValidationError
 
+from autopilot.aws import THROTTLING_CODES
 from autopilot.validation.documents import ClusterDocuments, Located, as_str, parse_s3_uri, strings
 from autopilot.validation.report import CLUSTER_CONFIG, Problem
 
@@ -413,28 +414,7 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-# botocore's own retryable throttling codes (botocore.retries.standard), as autopilot.api.unavailable
-_THROTTLING: Final = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-        "EC2ThrottledException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
-
-
 def _transient(exc: ClientError) -> bool:
     """AWS throttling or failing (still, after the SDK's retries): the API answers 503 with Retry-After."""
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    return _code(exc) in _THROTTLING or status >= 500
+    return _code(exc) in THROTTLING_CODES or status >= 500
