@@ -19,8 +19,8 @@ from moto import mock_aws
 from sandbox.clock import SandboxClock
 from sandbox.hyperpod import HyperPodSimulator
 from sandbox.slurm.agent import agent_files
-from sandbox.slurm.processes import processes_using
 from sandbox.slurm.hyperpod import HyperPodSlurm
+from sandbox.slurm.processes import processes_using
 from tests.sandbox.conftest import HYPERPOD_ACCOUNT, HYPERPOD_REGION, build_hyperpod_cluster_request
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
