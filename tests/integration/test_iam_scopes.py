@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from samtranslator.policy_template_processor.processor import (  # type: ignore[import-untyped]
+    PolicyTemplatesProcessor,
+)
 
 from sandbox.aws_calls.service_authorization import actions_of, scope_problem
 from sandbox.deploy import load_template
@@ -17,6 +20,7 @@ from sandbox.deploy import load_template
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
+_SAM_POLICY_TEMPLATES = PolicyTemplatesProcessor(PolicyTemplatesProcessor.get_default_policy_templates_json())
 # an ARN of a parameter's or an unknown shape: any service, any resource type
 ANY_ARN = "arn:*:*:*:*:*"
 # CloudFormation types whose service part is not the IAM prefix
@@ -70,6 +74,15 @@ def patterns(value: Any) -> list[str]:
     raise AssertionError(f"teach patterns() {function}")
 
 
+def _sam_policy(entry: dict[str, Any]) -> dict[str, Any]:
+    """A policy document, or a SAM policy template as the SAM transform expands it."""
+    if "Statement" in entry:
+        return entry
+    ((name, parameters),) = entry.items()
+    expanded = _SAM_POLICY_TEMPLATES.convert(name, parameters)["Statement"]
+    return {"Statement": [{"Sid": name, **statement} for statement in expanded]}  # Sid: the test's id
+
+
 def statements() -> list[tuple[str, dict[str, Any]]]:
     """(where, statement) for every identity-policy statement the template writes."""
     found: list[tuple[str, dict[str, Any]]] = []
@@ -77,7 +90,7 @@ def statements() -> list[tuple[str, dict[str, Any]]]:
         props = resource.get("Properties", {})
         documents: list[dict[str, Any]] = []
         if resource["Type"] in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
-            documents = [p for p in props.get("Policies", []) if isinstance(p, dict) and "Statement" in p]
+            documents = [_sam_policy(p) for p in props.get("Policies", []) if isinstance(p, dict)]
         elif resource["Type"] == "AWS::IAM::Role":
             documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
         elif resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):

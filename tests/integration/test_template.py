@@ -26,6 +26,9 @@ from autopilot.settings import (
 )
 from cfnlint.api import lint_file
 from moto.events.models import EventPattern
+from samtranslator.policy_template_processor.processor import (  # type: ignore[import-untyped]
+    PolicyTemplatesProcessor,
+)
 
 from sandbox.deploy import load_template
 from sandbox.lambda_runtime import LambdaContext
@@ -39,6 +42,33 @@ RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 
 def of_type(kind: str) -> dict[str, dict[str, Any]]:
     return {name: r["Properties"] for name, r in RESOURCES.items() if r["Type"] == kind}
+
+
+_SAM_POLICY_TEMPLATES = PolicyTemplatesProcessor(PolicyTemplatesProcessor.get_default_policy_templates_json())
+
+
+def policy_of(props: dict[str, Any]) -> dict[str, Any]:
+    """Every statement of a function's or state machine's Policies, a SAM policy template (the
+    template's short form for one sns:Publish, events:PutEvents…) as the SAM transform expands it."""
+    statements: list[dict[str, Any]] = []
+    for entry in props["Policies"]:
+        if "Statement" in entry:
+            statements += entry["Statement"]
+        else:
+            ((name, parameters),) = entry.items()
+            statements += _SAM_POLICY_TEMPLATES.convert(name, parameters)["Statement"]
+    return {"Statement": statements}
+
+
+def _sam_policy_resource(template: str, **parameters: Any) -> Any:
+    (statement,) = _SAM_POLICY_TEMPLATES.convert(template, parameters)["Statement"]
+    return statement["Resource"]
+
+
+ALERTS_TOPIC = _sam_policy_resource(
+    "SNSPublishMessagePolicy", TopicName={"Fn::GetAtt": ["AlertsTopic", "TopicName"]}
+)
+DEFAULT_BUS = _sam_policy_resource("EventBridgePutEventsPolicy", EventBusName="default")
 
 
 def test_cfn_lint_passes() -> None:
@@ -349,7 +379,7 @@ def test_session_guard_hears_the_assume_role_records_that_pass_a_run_as_session_
 
 
 def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
-    (policy,) = of_type("AWS::Serverless::Function")["SessionGuardFunction"]["Policies"]
+    policy = policy_of(of_type("AWS::Serverless::Function")["SessionGuardFunction"])
     grants = {
         action: statement["Resource"]
         for statement in policy["Statement"]
@@ -360,7 +390,7 @@ def test_session_guard_terminates_only_sessions_and_reads_only_tags() -> None:
         "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:session/*"
     }
     assert grants["ssm:DescribeSessions"] == "*"  # no resource-level permissions exist for it
-    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert grants["sns:Publish"] == ALERTS_TOPIC
     assert set(grants) == {
         "dynamodb:Query",
         "dynamodb:GetItem",
@@ -391,14 +421,14 @@ def test_spend_meter_runs_every_spend_meter_minutes_with_least_privilege() -> No
     needed = {field.alias for field in SpendMeterSettings.model_fields.values()}
     assert needed <= environment, needed - environment
 
-    (policy,) = function["Policies"]
+    policy = policy_of(function)
     grants = {
         action: statement["Resource"]
         for statement in policy["Statement"]
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     }
     assert grants["pricing:GetProducts"] == "*"  # the Price List API has no resource-level permissions
-    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert grants["sns:Publish"] == ALERTS_TOPIC
     # metrics are embedded in the log (EMF): no cloudwatch:PutMetricData
     assert set(grants) == {
         "dynamodb:Query",
@@ -422,14 +452,17 @@ def test_cluster_events_start_repairs_with_the_healing_parameters_and_least_priv
     needed = {field.alias for field in HealingSettings.model_fields.values()}
     assert needed <= environment, needed - environment
 
-    (policy,) = function["Policies"]
+    policy = policy_of(function)
     grants: dict[str, list[Any]] = {}
     for statement in policy["Statement"]:
         actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
         for action in actions:
             grants.setdefault(action, []).append(statement["Resource"])
-    assert grants["states:StartExecution"] == [{"Ref": "ReplaceNodeStateMachine"}]
-    assert grants["sns:Publish"] == [{"Ref": "AlertsTopic"}]
+    repairs = {"Fn::GetAtt": ["ReplaceNodeStateMachine", "Name"]}
+    assert grants["states:StartExecution"] == [
+        _sam_policy_resource("StepFunctionsExecutionPolicy", StateMachineName=repairs)
+    ]
+    assert grants["sns:Publish"] == [ALERTS_TOPIC]
     provisioning_parameters = "arn:${AWS::Partition}:s3:::*/provisioning_parameters.json"
     assert grants["s3:GetObject"] == [{"Fn::Sub": provisioning_parameters}]
     # SageMaker: reads only; ListClusterNodes for the launch watcher (the nodes a scale-up left in Failure)
@@ -498,7 +531,7 @@ def test_the_workflows_may_invoke_their_functions_and_nothing_else(
     arns = [{"Fn::GetAtt": [function, "Arn"]} for function in functions]
     for function, arn in zip(functions, arns, strict=True):
         assert props["DefinitionSubstitutions"][f"{function}Arn"] == arn
-    (policy,) = props["Policies"]
+    policy = policy_of(props)
     granted = [
         resource
         for statement in policy["Statement"]
@@ -511,7 +544,7 @@ def test_the_workflows_may_invoke_their_functions_and_nothing_else(
 
 
 def test_the_failure_diagnosis_reads_only_hyperpods_lifecycle_logs() -> None:
-    (policy,) = of_type("AWS::Serverless::Function")["DiagnoseFailureFunction"]["Policies"]
+    policy = policy_of(of_type("AWS::Serverless::Function")["DiagnoseFailureFunction"])
     logs = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/sagemaker/Clusters/*"
     clusters = "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:cluster/*"
     assert _grants(policy) == {
@@ -523,7 +556,7 @@ def test_the_failure_diagnosis_reads_only_hyperpods_lifecycle_logs() -> None:
 
 
 def test_cost_tagger_tags_only_the_resource_types_it_tags() -> None:
-    (policy,) = of_type("AWS::Serverless::Function")["CostTaggerFunction"]["Policies"]
+    policy = policy_of(of_type("AWS::Serverless::Function")["CostTaggerFunction"])
     grants = _grants(policy)
     account = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:%s"
 
@@ -575,7 +608,7 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
     needed = {field.alias for field in BudgetAlertsSettings.model_fields.values()}
     assert needed <= environment, needed - environment
 
-    (policy,) = function["Policies"]
+    policy = policy_of(function)
     grants = {
         action: statement["Resource"]
         for statement in policy["Statement"]
@@ -593,7 +626,7 @@ def test_budget_alerts_hear_aws_budgets_with_least_privilege() -> None:
         "sns:Publish",
         "events:PutEvents",
     }
-    assert grants["sns:Publish"] == {"Ref": "AlertsTopic"}
+    assert grants["sns:Publish"] == ALERTS_TOPIC
     assert grants["dynamodb:Query"] == {"Fn::Sub": "${StateTable.Arn}/index/by-kind"}
     assert grants["budgets:ViewBudget"] == {
         "Fn::Sub": "arn:${AWS::Partition}:budgets::${AWS::AccountId}:budget/hyperpod-*"
@@ -626,12 +659,10 @@ def test_the_healing_sweep_runs_on_its_schedule_and_on_healing_resumed() -> None
 
 def test_the_api_announces_a_resume_and_sweeps_nothing_itself() -> None:
     function = of_type("AWS::Serverless::Function")["ApiFunction"]
-    (policy,) = function["Policies"]
+    policy = policy_of(function)
     grants = _grants(policy)
 
-    assert grants["events:PutEvents"] == {
-        "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
-    }
+    assert grants["events:PutEvents"] == DEFAULT_BUS
     # the sweep's alert (a breaker trip) and its stuck-node deadline are HealingSweepFunction's
     assert "sns:Publish" not in grants
     assert "states:StopExecution" not in grants
