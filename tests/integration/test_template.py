@@ -79,7 +79,8 @@ def test_cfn_lint_passes() -> None:
 @pytest.mark.parametrize(("name", "props"), of_type("AWS::Serverless::Function").items())
 def test_every_function_handler_exists(name: str, props: dict[str, Any]) -> None:
     code = ROOT / props["CodeUri"]
-    module, function = props["Handler"].rsplit(".", 1)
+    handler = props.get("Handler", TEMPLATE["Globals"]["Function"].get("Handler"))
+    module, function = handler.rsplit(".", 1)
     source = code / f"{module.replace('.', '/')}.py"
     assert source.is_file(), f"{name}: {source} is missing"
     defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, ast.FunctionDef)}
