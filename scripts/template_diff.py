@@ -164,8 +164,12 @@ def main() -> int:
         a = json.dumps(after.get(logical_id), indent=1, sort_keys=True, default=str).splitlines()
         for line in difflib.unified_diff(b, a, lineterm="", n=2):
             print(line)
-    roles = sum(1 for d in after.values() if d["Type"] == "AWS::IAM::Role")
-    print(f"{len(before)} / {len(after)} resources, {roles} roles; {differences} resource(s) differ")
+    roles = sorted(k for k, d in after.items() if d["Type"] == "AWS::IAM::Role")
+    for role in roles:  # the per-role figure a reviewer can hold against the before/after diff
+        grants = len(after[role]["Properties"].get("Policies", []))
+        same = "identical" if before.get(role) == after[role] else "DIFFERENT"
+        print(f"{role}: {grants} (effect, action, resource, condition) grants, {same}")
+    print(f"{len(before)} / {len(after)} resources, {len(roles)} roles; {differences} resource(s) differ")
     return 1 if differences else 0
 
 
