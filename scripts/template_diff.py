@@ -6,6 +6,11 @@ shows no difference.
 
     PYTHONPATH=. .venv/bin/python scripts/template_diff.py BEFORE.yaml AFTER.yaml [Name=Value ...]
 
+Ignored as without effect: a role's inline policy names (SAM names them <Role>Policy<N>), how statements
+are split across policies and statements, Sids, and a document's Version: SAM's policy templates
+write none, which IAM reads as 2008-10-17, different from 2012-10-17 only for ${aws:...} policy
+variables, which no statement here uses (every ${} is CloudFormation's Fn::Sub, resolved at deploy).
+
 Refs and GetAtts of the resources resolve to ARNs/names built the way AWS builds them for the
 resource types whose ARNs policies name (SNS, SQS, EventBridge, Step Functions, Lambda, DynamoDB,
 Logs), so `!Ref Topic` and a policy template's `arn:...:sns:...:${topicName}` compare equal.
