@@ -16,7 +16,7 @@ import pytest
 from sandbox.clock import SandboxClock
 from sandbox.core import Sandbox
 from sandbox.slurm.agent import agent_files, create_agent_role
-from sandbox.slurm.cluster import _processes_using
+from sandbox.slurm.processes import processes_using
 from tests.events import api_event
 from tests.sandbox.conftest import build_hyperpod_cluster_request
 
@@ -139,8 +139,8 @@ def test_a_config_json_missing_in_s3_leaves_the_cluster_without_an_agent(sandbox
 def test_stopping_the_sandbox_leaves_no_slurm_daemon_or_agent(sandbox: Sandbox) -> None:
     workdir = sandbox.slurm.workdir  # every cluster's daemons and agent live under it
     agent = sandbox.slurm.cluster("with-agent").agent
-    assert _processes_using(str(workdir))
+    assert processes_using(str(workdir))
     sandbox.stop()  # the module's last test: the fixture's own stop() is then a no-op
-    assert not _processes_using(str(workdir))
+    assert not processes_using(str(workdir))
     assert agent.poll() is not None
     assert not workdir.exists()
