@@ -18,52 +18,37 @@ MAX_LINES = 600
 # The product: the layer, the functions' handlers, the CLI and the Slurm agent.
 PRODUCT = ("layers", "functions", "cli/src", "agent")
 
-# Over the limit when the rule came, each held at its size then (it may shrink, never grow) until it
-# is split. None today (sandbox/slurm/cluster.py, 602 lines, gave its process handling to processes.py).
-GRANDFATHERED: dict[str, int] = {}
-
 
 def line_count(path: Path) -> int:
     return len(path.read_bytes().splitlines())
 
 
-def oversized(root: Path, limit: int, allowed: dict[str, int], base: Path | None = None) -> list[str]:
-    """Each module under ``root`` longer than ``limit`` lines (or than its entry in ``allowed``), named
-    from ``base`` (``root``'s parent unless given)."""
+def oversized(root: Path, limit: int, base: Path | None = None) -> list[str]:
+    """Each module under ``root`` longer than ``limit`` lines, named from ``base`` (``root``'s parent
+    unless given)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         name = path.relative_to(base or root.parent).as_posix()
         lines = line_count(path)
-        if lines > allowed.get(name, limit):
-            found.append(f"{name}: {lines} lines (at most {allowed.get(name, limit)})")
+        if lines > limit:
+            found.append(f"{name}: {lines} lines (at most {limit})")
     return found
 
 
 def test_no_sandbox_module_is_over_600_lines() -> None:
-    too_long = oversized(REPO / "sandbox", MAX_LINES, GRANDFATHERED)
+    too_long = oversized(REPO / "sandbox", MAX_LINES)
     assert not too_long, "split these by job (tests/unit/test_module_size.py):\n" + "\n".join(too_long)
 
 
 @pytest.mark.parametrize("tree", PRODUCT)
 def test_no_product_module_is_over_600_lines(tree: str) -> None:
     assert (REPO / tree).is_dir(), f"{tree} moved: name its new place in PRODUCT"
-    too_long = oversized(REPO / tree, MAX_LINES, GRANDFATHERED, base=REPO)
+    too_long = oversized(REPO / tree, MAX_LINES, base=REPO)
     assert not too_long, "split these by job (tests/unit/test_module_size.py):\n" + "\n".join(too_long)
 
 
-def test_a_grandfathered_module_is_still_over_the_limit() -> None:
-    # Once one is split, its entry goes: left in, it would let the module grow back to that size.
-    shrunk = [name for name, _ in GRANDFATHERED.items() if line_count(REPO / name) <= MAX_LINES]
-    assert not shrunk, f"remove from GRANDFATHERED, now within {MAX_LINES} lines: {shrunk}"
-
-
-@pytest.mark.parametrize(
-    ("lines", "allowed", "fails"),
-    [(600, {}, False), (601, {}, True), (601, {"s/m.py": 602}, False), (603, {"s/m.py": 602}, True)],
-)
-def test_the_limit_and_a_grandfathered_size_are_each_a_ceiling(
-    tmp_path: Path, lines: int, allowed: dict[str, int], fails: bool
-) -> None:
+@pytest.mark.parametrize(("lines", "fails"), [(600, False), (601, True)])
+def test_the_limit_is_a_ceiling(tmp_path: Path, lines: int, fails: bool) -> None:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "m.py").write_text("x = 1\n" * lines)
-    assert bool(oversized(tmp_path / "s", MAX_LINES, allowed)) is fails
+    assert bool(oversized(tmp_path / "s", MAX_LINES)) is fails
