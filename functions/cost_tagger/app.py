@@ -18,7 +18,6 @@ from autopilot.logic.cost_tags import (
     sweep,
     tag_cluster,
 )
-from autopilot.models.cost_allocation import parse_cost_tag_keys
 from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cost_tagger_settings
@@ -52,7 +51,7 @@ clients = CostTagClients()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = cost_tagger_settings()
     store = StateTable(settings.state_table_name)
-    keys = parse_cost_tag_keys(settings.cost_tag_keys)
+    keys = settings.cost_tag_keys
     if "action" not in event:
         # The schedule's time is "now" (the sandbox's clock in the sandbox).
         scheduled = EventBridgeModel.model_validate(event)

@@ -795,7 +795,9 @@ def test_only_an_admin_lifts_a_growth_block(world: World) -> None:
     world.budgets.spend["hyperpod-ml-cluster"] = OVER
     handle_notification(crossing(100), None, world.deps)
     settings = type(
-        "Settings", (), {"admin_principal_arns": ADMIN, "owner_matching": "role", "state_table_name": TABLE}
+        "Settings",
+        (),
+        {"admin_principal_arns": (ADMIN,), "owner_matching": "role", "state_table_name": TABLE},
     )()
     deps = cast(Any, ApiDeps(world.store, settings))
 

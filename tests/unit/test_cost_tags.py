@@ -577,7 +577,7 @@ def test_no_default_budget_means_none() -> None:
 
 
 def test_a_project_budget_cost_center_and_file_systems_reach_the_workflow_and_the_record() -> None:
-    settings = SETTINGS.model_copy(update={"cost_tag_keys": "cost-center=CostCenter"})
+    settings = SETTINGS.model_copy(update={"cost_tag_keys": CostTagKeys(cost_center="CostCenter")})
 
     store, workflow_input = _accept(
         settings,

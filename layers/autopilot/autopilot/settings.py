@@ -1,7 +1,9 @@
 """Environment configuration as pydantic models, validated on first use.
 
 Each function reads only the settings it needs; a missing or malformed variable fails loudly with
-the variable's name (no silent defaults). Every model is built on its first use (``defer_build``):
+the variable's name (no silent defaults). A value the template spells as text (a comma-separated list,
+CostTagKeys, Enabled/Disabled) is parsed here, once, into the type its readers use: a use case reads a
+tuple, a CostTagKeys or a bool, never the text again. Every model is built on its first use (``defer_build``):
 a function builds its own one or two (~1 ms each) when it first reads them, not all ten at import.
 Tests set the environment (from template.yaml) and call ``cache_clear()`` on the loader.
 """
@@ -14,21 +16,43 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from autopilot.models.cost_allocation import parse_cost_tag_keys
+from autopilot.models.cost_allocation import CostTagKeys, parse_cost_tag_keys
 
 
 class SettingsError(RuntimeError):
     """A required environment variable is missing or malformed."""
 
 
-def _cost_tag_keys(value: str) -> str:
-    parse_cost_tag_keys(value)  # a malformed CostTagKeys fails the settings, naming the variable
+def _comma_separated(value: object) -> object:
+    """``"a, b,,c"`` as a template parameter spells a list -> ``("a", "b", "c")`` (a list given as one
+    already, by a test, is left to the field's type)."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
 
 
-CostTagKeysText = Annotated[str, AfterValidator(_cost_tag_keys)]
+def _cost_tag_keys(value: object) -> object:
+    # A malformed CostTagKeys fails the settings (ValueError), naming the variable.
+    return parse_cost_tag_keys(value) if isinstance(value, str) else value
+
+
+def _enabled(value: object) -> object:
+    """The template's ``Enabled`` / ``Disabled`` switches -> True / False; anything else is an error."""
+    if value in ("Enabled", "Disabled"):
+        return value == "Enabled"
+    if isinstance(value, bool):
+        return value
+    raise ValueError("must be Enabled or Disabled")
+
+
+# Comma-separated text (ARNs, names, patterns, types) -> its entries, blanks dropped.
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_separated)]
+# CostTagKeys text (owner=Owner,project=Project,...) -> the keys.
+CostTagKeysSetting = Annotated[CostTagKeys, BeforeValidator(_cost_tag_keys)]
+# Enabled | Disabled -> bool.
+Switch = Annotated[bool, BeforeValidator(_enabled)]
 
 # AgentPollSeconds: template.yaml bounds it at 300 for a deployment; the sandbox deploys its real-Slurm
 # stacks with more (its agents poll every half wall second, thousands of its simulated seconds), so the
@@ -80,9 +104,9 @@ class ApiSettings(_Settings):
     idempotency_table_name: str = Field(alias="IDEMPOTENCY_TABLE_NAME", min_length=1)
     # The stack's region (Lambda sets AWS_REGION): the API validates as `autopilot validate --region` it.
     region: str = Field(alias="AWS_REGION", min_length=1)
-    # Comma-separated, as the template parameters ExecutionRoleNamePatterns / AdminPrincipalArns spell them.
-    execution_role_name_patterns: str = Field(alias="EXECUTION_ROLE_NAME_PATTERNS", min_length=1)
-    admin_principal_arns: str = Field(alias="ADMIN_PRINCIPAL_ARNS")
+    # The template parameters ExecutionRoleNamePatterns (at least one) and AdminPrincipalArns (may be none).
+    execution_role_name_patterns: CommaList = Field(alias="EXECUTION_ROLE_NAME_PATTERNS", min_length=1)
+    admin_principal_arns: CommaList = Field(alias="ADMIN_PRINCIPAL_ARNS")
     # The template parameter OwnerMatching: whether a plain role session is held to its session name
     # ("session") or is its role ("role"), when Autopilot decides ownership (logic/callers.py).
     owner_matching: Literal["role", "session"] = Field(alias="OWNER_MATCHING", default="role")
@@ -92,26 +116,24 @@ class ApiSettings(_Settings):
     stack_name: str = Field(alias="AUTOPILOT_STACK_NAME", min_length=1)
     # The template parameters CostTagKeys and DefaultMonthlyBudgetUsd (the template always sets both;
     # the defaults are the template's, for environments written before they existed).
-    cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS", default="")
+    cost_tag_keys: CostTagKeysSetting = Field(alias="COST_TAG_KEYS", default_factory=CostTagKeys)
     default_monthly_budget_usd: Decimal = Field(alias="DEFAULT_MONTHLY_BUDGET_USD", default=Decimal(0), ge=0)
     # The template parameter PreflightChecks: Enabled adds validate --aws's checks to the API's validation.
-    preflight_checks: Literal["Enabled", "Disabled"] = Field(alias="PREFLIGHT_CHECKS", default="Disabled")
+    preflight_checks: Switch = Field(alias="PREFLIGHT_CHECKS", default=False)
     # The template parameters MaxInstancesPerCluster and AllowedInstanceTypes (comma-separated; empty:
     # every type): the request-time cost guardrail (autopilot.validation.caps).
     max_instances_per_cluster: int = Field(alias="MAX_INSTANCES_PER_CLUSTER", default=2000, ge=1)
-    allowed_instance_types: str = Field(alias="ALLOWED_INSTANCE_TYPES", default="")
+    allowed_instance_types: CommaList = Field(alias="ALLOWED_INSTANCE_TYPES", default=())
     # The template parameter AgentPollSeconds: GET /clusters/{name} judges the Slurm agent silent after
     # max(60, 3 x it) seconds without a report (autopilot.logic.agent.status).
     agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=AGENT_POLL_LIMIT)
     # The template parameter CallerResourceChecks (autopilot.validation.caller_resources): the caller's
     # own iam:PassRole on each role, the lifecycle buckets and the network this account's. The template
     # always sets it (Enabled by default); an environment built by hand (a test's fakes) has no IAM to ask.
-    caller_resource_checks: Literal["Enabled", "Disabled"] = Field(
-        alias="CALLER_RESOURCE_CHECKS", default="Disabled"
-    )
+    caller_resource_checks: Switch = Field(alias="CALLER_RESOURCE_CHECKS", default=False)
     # The template parameter EksClusterNames (comma-separated names or patterns; empty: no EKS
     # orchestrator): the EKS clusters a create may name (autopilot.validation.eks_clusters).
-    eks_cluster_names: str = Field(alias="EKS_CLUSTER_NAMES", default="")
+    eks_cluster_names: CommaList = Field(alias="EKS_CLUSTER_NAMES", default=())
 
     @property
     def account(self) -> str:
@@ -165,7 +187,7 @@ class CostTaggerSettings(_Settings):
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
     # The template parameter CostTagKeys (autopilot.models.cost_allocation.parse_cost_tag_keys).
-    cost_tag_keys: CostTagKeysText = Field(alias="COST_TAG_KEYS")
+    cost_tag_keys: CostTagKeysSetting = Field(alias="COST_TAG_KEYS")
 
 
 class SessionGuardSettings(_Settings):
@@ -178,14 +200,12 @@ class SessionGuardSettings(_Settings):
     # The template parameter MaxSessionsPerUser: Active sessions a principal may hold on one cluster.
     max_sessions_per_user: int = Field(alias="MAX_SESSIONS_PER_USER", ge=1)
     # The template parameter ForbiddenRunAsUsers, comma-separated ("" forbids none).
-    forbidden_run_as_users: str = Field(alias="FORBIDDEN_RUN_AS_USERS")
+    forbidden_run_as: Annotated[frozenset[str], BeforeValidator(_comma_separated)] = Field(
+        alias="FORBIDDEN_RUN_AS_USERS"
+    )
     # The template parameter OwnerMatching: a plain role session is its role ("role") or itself
     # ("session") when sessions are counted per person (logic/callers.py, as the API's ownership).
     owner_matching: Literal["role", "session"] = Field(alias="OWNER_MATCHING", default="role")
-
-    @property
-    def forbidden_run_as(self) -> frozenset[str]:
-        return frozenset(user.strip() for user in self.forbidden_run_as_users.split(",") if user.strip())
 
 
 class HealingSettings(_Settings):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from autopilot.dal.usage import UsageTable
 from autopilot.errors import NotFoundError
-from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.models.records import ClusterStatus, iso
 from autopilot.models.usage import AccountBudgetMap, AccountBudgetsView, stored_budgets
 from autopilot.observability import logger
@@ -39,7 +39,7 @@ def set_account_budgets(
         name,
         requested_by,
         cluster.created_by,
-        split_arns(deps.settings.admin_principal_arns),
+        deps.settings.admin_principal_arns,
         action="set the account budgets of",
         matching=deps.settings.owner_matching,
         owners=cluster.owners,

@@ -29,11 +29,6 @@ class StackRefusedError(Exception):
     """The stack named by ``stackName`` may not be deleted with the cluster."""
 
 
-def split_arns(value: str) -> list[str]:
-    """``"arn:a,arn:b"`` as the AdminPrincipalArns parameter spells it -> the ARNs."""
-    return [arn.strip() for arn in value.split(",") if arn.strip()]
-
-
 def authorize_delete(
     cluster_name: str,
     caller: str | None,

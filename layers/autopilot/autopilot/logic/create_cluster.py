@@ -14,7 +14,6 @@ from autopilot.errors import CallerMayNotUseError, ClusterNameTakenError, Confli
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
 )
-from autopilot.logic.authorize_delete import split_arns
 from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.callers import acts_as_any
 from autopilot.logic.login_targets import target_group_problems
@@ -31,7 +30,6 @@ from autopilot.models.cost_allocation import (
     cost_filter,
     cost_tag_set,
     file_system_ids,
-    parse_cost_tag_keys,
     project_budget_name_for,
 )
 from autopilot.models.records import (
@@ -116,7 +114,7 @@ def _plan(
     report = deps.validate(body.cluster_config, body.provisioning_parameters)
     errors, warnings = problems(report)
     name = str(body.cluster_config.get("ClusterName", ""))
-    keys = parse_cost_tag_keys(deps.settings.cost_tag_keys)
+    keys = deps.settings.cost_tag_keys
     tag_set = cost_tag_set(
         name, owner=body.owner, project=body.project, cost_center=body.cost_center, keys=keys
     )
@@ -315,7 +313,7 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
 
 def _is_admin(deps: Dependencies, caller: str | None) -> bool:
     settings = deps.settings
-    return acts_as_any(caller, split_arns(settings.admin_principal_arns), matching=settings.owner_matching)
+    return acts_as_any(caller, settings.admin_principal_arns, matching=settings.owner_matching)
 
 
 def _check_login_target_groups(deps: Dependencies, arns: list[str], requested_by: str | None) -> None:

@@ -10,7 +10,7 @@ from autopilot.errors import ClusterBusyError, ConflictError, NotFoundError
 from autopilot.idempotency import (
     IdempotencyKeyInProgressError,
 )
-from autopilot.logic.authorize_delete import authorize_delete, check_stack, split_arns
+from autopilot.logic.authorize_delete import authorize_delete, check_stack
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.models.bodies import OperationAccepted
 from autopilot.models.cost_allocation import TAG_CLUSTER_NAME, budget_name_for
@@ -76,7 +76,7 @@ def _delete_cluster(
         name,
         requested_by,
         creator,
-        split_arns(deps.settings.admin_principal_arns),
+        deps.settings.admin_principal_arns,
         matching=deps.settings.owner_matching,
         owners=registered.owners if registered is not None and live_record else None,
     )

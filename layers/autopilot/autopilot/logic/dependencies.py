@@ -1,5 +1,10 @@
 """What the API's use cases reach AWS through: settings, the state store, clients (created on first
-use), the config validator, idempotency and the clock. One per execution environment."""
+use), the config validator, idempotency and the clock. One per execution environment
+(autopilot.api.wiring.deps).
+
+Only the state store, which every route reads, is made with it: the tables and helpers a few routes
+use (healing, the agent's reports, the history, the login targets) are imported and made on their
+first use, so the API's init imports none of their modules (docs/operations.md, "Cold start")."""
 
 from __future__ import annotations
 
@@ -9,13 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot import clock
 from autopilot.aws import LazyClient
-from autopilot.dal.agent import AgentTable
-from autopilot.dal.healing import HealingTable
-from autopilot.dal.operation_history import OperationHistory
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests, recorded_answer, request_marker
-from autopilot.logic.agent.trust import ControllerReader
-from autopilot.logic.login_targets import LoginTargets
 from autopilot.settings import healing_settings as load_healing_settings
 
 if TYPE_CHECKING:
@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
 
+    from autopilot.dal.agent import AgentTable
+    from autopilot.dal.healing import HealingTable
+    from autopilot.dal.operation_history import OperationHistory
     from autopilot.dal.state_store import StateStore
+    from autopilot.logic.login_targets import LoginTargets
     from autopilot.models.bodies import OperationAccepted
     from autopilot.models.records import OperationType
     from autopilot.settings import ApiSettings, HealingSettings
@@ -46,16 +50,12 @@ def _stack_validator(settings: ApiSettings) -> Validator:
         EksClusterPolicy,
         ExecutionRolePolicy,
         OnlineChecker,
-        split_names,
-        split_patterns,
-        split_types,
         validate_config,
     )
 
-    policy = ExecutionRolePolicy(split_patterns(settings.execution_role_name_patterns), settings.account)
-    eks = EksClusterPolicy(split_names(settings.eks_cluster_names), settings.account, settings.region)
-    caps = ClusterCaps(settings.max_instances_per_cluster, split_types(settings.allowed_instance_types))
-    preflight = settings.preflight_checks == "Enabled"
+    policy = ExecutionRolePolicy(settings.execution_role_name_patterns, settings.account)
+    eks = EksClusterPolicy(settings.eks_cluster_names, settings.account, settings.region)
+    caps = ClusterCaps(settings.max_instances_per_cluster, settings.allowed_instance_types)
 
     def validate(
         cluster_config: Mapping[str, Any], provisioning_parameters: Mapping[str, Any] | None
@@ -67,7 +67,7 @@ def _stack_validator(settings: ApiSettings) -> Validator:
             execution_roles=policy,
             caps=caps,
             eks_clusters=eks,
-            online=OnlineChecker(region=settings.region) if preflight else None,
+            online=OnlineChecker(region=settings.region) if settings.preflight_checks else None,
         )
 
     return validate
@@ -106,10 +106,9 @@ class Dependencies:
         self.validate = validator or _stack_validator(settings)
         self._idempotency = idempotency
         self.now = now or (lambda: clock.now())  # noqa: PLW0108  (read at each call: the sandbox sets it)
-        self.healing = healing or HealingTable(settings.state_table_name)
-        self.history = OperationHistory(settings.state_table_name)
-        # The Slurm agent's latest report per cluster (GET /clusters/{name} and its nodes).
-        self.agents = agents or AgentTable(settings.state_table_name)
+        self._healing = healing
+        self._history: OperationHistory | None = None
+        self._agents = agents
         self._healing_settings = healing_settings
         self._login_targets = login_targets
         self._caller_resources = caller_resources
@@ -117,7 +116,7 @@ class Dependencies:
     @property
     def caller_resources(self) -> CallerResourceChecker | None:
         """The checks of what a create's caller names (CallerResourceChecks; None when Disabled)."""
-        if self._caller_resources is None and self.settings.caller_resource_checks == "Enabled":
+        if self._caller_resources is None and self.settings.caller_resource_checks:
             from autopilot.validation.caller_resources import (  # noqa: PLC0415  (create path only)
                 CallerResourceChecker,
             )
@@ -128,9 +127,39 @@ class Dependencies:
         return self._caller_resources
 
     @property
+    def healing(self) -> HealingTable:
+        """Node health, repairs and the breaker (the node, repair and healing routes)."""
+        if self._healing is None:
+            from autopilot.dal.healing import HealingTable  # noqa: PLC0415  (first use)
+
+            self._healing = HealingTable(self.settings.state_table_name)
+        return self._healing
+
+    @property
+    def history(self) -> OperationHistory:
+        """A cluster's operations, newest first (GET /clusters/{name}/operations)."""
+        if self._history is None:
+            from autopilot.dal.operation_history import OperationHistory  # noqa: PLC0415  (first use)
+
+            self._history = OperationHistory(self.settings.state_table_name)
+        return self._history
+
+    @property
+    def agents(self) -> AgentTable:
+        """The Slurm agent's latest report per cluster (GET /clusters/{name} and its nodes)."""
+        if self._agents is None:
+            from autopilot.dal.agent import AgentTable  # noqa: PLC0415  (first use)
+
+            self._agents = AgentTable(self.settings.state_table_name)
+        return self._agents
+
+    @property
     def login_targets(self) -> LoginTargets:
         """ELBv2 for the login target groups (created on first use: few requests name any)."""
         if self._login_targets is None:
+            from autopilot.logic.agent.trust import ControllerReader  # noqa: PLC0415  (first use)
+            from autopilot.logic.login_targets import LoginTargets  # noqa: PLC0415
+
             self._login_targets = LoginTargets(reader=ControllerReader(sagemaker=self._sagemaker))
         return self._login_targets
 

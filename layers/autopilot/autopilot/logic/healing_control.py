@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from autopilot.errors import NotFoundError
 from autopilot.events import HealingResumedEventDetail, emit_healing_resumed
-from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
@@ -51,7 +51,7 @@ def set_healing(
         name,
         requested_by,
         cluster.created_by,
-        split_arns(deps.settings.admin_principal_arns),
+        deps.settings.admin_principal_arns,
         action="pause or resume healing of",
         matching=deps.settings.owner_matching,
         owners=cluster.owners,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import NotFoundError
-from autopilot.logic.authorize_delete import NotAllowedError, split_arns
+from autopilot.logic.authorize_delete import NotAllowedError
 from autopilot.logic.budget_enforcement import growth_blocked
 from autopilot.logic.callers import acts_as_any
 from autopilot.models.bodies import GrowthBlockLifted
@@ -27,8 +27,7 @@ def lift_growth_block(
     cluster = deps.store.get_cluster(name)
     if cluster is None:
         raise NotFoundError(f"cluster {name!r} not found")
-    admins = split_arns(deps.settings.admin_principal_arns)
-    if not acts_as_any(caller, admins, matching=deps.settings.owner_matching):
+    if not acts_as_any(caller, deps.settings.admin_principal_arns, matching=deps.settings.owner_matching):
         raise NotAllowedError(
             f"{caller or 'an unidentified caller'} may not lift the growth block of cluster {name!r}: "
             "only the stack's AdminPrincipalArns may"

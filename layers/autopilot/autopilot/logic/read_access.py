@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autopilot.errors import NotFoundError
-from autopilot.logic.authorize_delete import split_arns
 from autopilot.logic.callers import acts_as_any
 from autopilot.models.records import Cluster, ClusterStatus
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
 def is_admin(deps: Dependencies, caller: str | None) -> bool:
     settings = deps.settings
-    return acts_as_any(caller, split_arns(settings.admin_principal_arns), matching=settings.owner_matching)
+    return acts_as_any(caller, settings.admin_principal_arns, matching=settings.owner_matching)
 
 
 def is_managed(cluster: Cluster | None) -> bool:
@@ -36,7 +35,7 @@ def may_read(deps: Dependencies, caller: str | None, cluster: Cluster) -> bool:
     if settings.read_access == "all":
         return True
     listed = [
-        *split_arns(settings.admin_principal_arns),
+        *settings.admin_principal_arns,
         *([cluster.created_by] if cluster.created_by else []),
         *(cluster.owners or []),
     ]

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from autopilot.errors import ConflictError, NotFoundError
-from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.logic.healing.decide import NodeRole
 from autopilot.logic.healing.start_repair import RepairRequest, start_repair
 from autopilot.logic.healing.topology import TopologyReader
@@ -86,7 +86,7 @@ def _repair_node(
         name,
         requested_by,
         cluster.created_by,
-        split_arns(deps.settings.admin_principal_arns),
+        deps.settings.admin_principal_arns,
         action=f"{action.value} nodes of",
         matching=deps.settings.owner_matching,
         owners=cluster.owners,

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot.errors import ConflictError, InvalidRequestError, NotFoundError
-from autopilot.logic.authorize_delete import authorize_delete, split_arns
+from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_count
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.repair_node import managed_cluster
@@ -72,7 +72,7 @@ def scale_instance_group(
         name,
         requested_by,
         cluster.created_by,
-        split_arns(deps.settings.admin_principal_arns),
+        deps.settings.admin_principal_arns,
         action="scale instance groups of",
         matching=deps.settings.owner_matching,
         owners=cluster.owners,
