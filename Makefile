@@ -117,11 +117,11 @@ demo: $(STAMP) slurm
 	$(BIN)/python -m sandbox demo
 
 bench: $(STAMP)
-	$(BIN)/python -m sandbox.bench
+	$(BIN)/python -m sandbox.apps.bench
 
-# SIMULATE_ARGS: python -m sandbox.simulate --help (scale, spares, policies, job and failure model)
+# SIMULATE_ARGS: python -m sandbox.apps.simulate --help (scale, spares, policies, job and failure model)
 simulate: $(STAMP)
-	$(BIN)/python -m sandbox.simulate $(SIMULATE_ARGS)
+	$(BIN)/python -m sandbox.apps.simulate $(SIMULATE_ARGS)
 
 # SPEED: simulated seconds per wall second while the control plane waits (600: a create in seconds;
 # 10: slow enough to watch a node repair step by step, docs/sandbox.md "Watch a node heal")
@@ -131,7 +131,7 @@ sandbox: $(STAMP) slurm
 
 # generated docs; tests/unit/test_workflow_diagrams.py and test_docs.py fail when they are stale
 docs: $(STAMP)
-	$(BIN)/python -m sandbox.docgen
+	$(BIN)/python -m sandbox.apps.docgen
 
 # Re-resolve the pinned environment from the top-level requirements.
 lock:

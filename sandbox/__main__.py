@@ -1,7 +1,7 @@
-"""``python -m sandbox …``: see sandbox/cli.py."""
+"""``python -m sandbox …``: see sandbox/apps/cli.py."""
 
 import sys
 
-from sandbox.cli import main
+from sandbox.apps.cli import main
 
 sys.exit(main())

@@ -23,9 +23,9 @@ import json
 import sys
 from typing import Any
 
-from sandbox.deploy.intrinsics import Resolver
-from sandbox.deploy.template import load_template, parameter_values
-from sandbox.deploy.transform import transform
+from sandbox.emulator.deploy.intrinsics import Resolver
+from sandbox.emulator.deploy.template import load_template, parameter_values
+from sandbox.emulator.deploy.transform import transform
 
 REGION, ACCOUNT, STACK = "us-east-1", "123456789012", "stack"
 _NAME_PROPERTY = {

@@ -21,7 +21,7 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hyperpod-autopilot")
 
 @functools.cache
 def _shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
-    """One botocore data loader for every session the tests make, as sandbox.simulate's driver does:
+    """One botocore data loader for every session the tests make, as sandbox.apps.simulate's driver does:
     each new session (a test's client, ``autopilot.aws``'s client in each in-process function
     environment, moto's clients) otherwise reads and parses the service's JSON model again, ~0.4 s a
     client, the largest share of an in-process invocation. Loaded models are only read; sharing them
@@ -36,7 +36,7 @@ botocore.session.create_loader = _shared_loader
 # missing, the tests that need it are left out with ONE line at the end of the run saying how to install
 # it (not one line per test); under CI (env CI set) they run and fail: CI never skips them.
 def _slurm_missing() -> str | None:
-    from sandbox.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415 - only this check needs it
+    from sandbox.services.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415 - only this check needs it
 
     missing = missing_slurm()
     return f"real Slurm is not installed ({', '.join(missing)} missing): {INSTALL_HINT}" if missing else None

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from autopilot_cli.client import AutopilotClient
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_RUN_PARAMETERS, sandbox_api_client
+from sandbox.apps.demo.runner import DEMO_RUN_PARAMETERS, sandbox_api_client
+from sandbox.harness.core import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_CONFIGS = ROOT / "tests" / "fixtures" / "configs" / "slurm"

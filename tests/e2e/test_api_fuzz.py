@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.emulator.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.harness.core import Sandbox
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from sandbox.prices import price_per_hour
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.emulator.clock import SandboxClock
+from sandbox.harness.core import Sandbox
+from sandbox.services.pricing.list_prices import price_per_hour
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 # Early in a month, so the days advanced here stay within one budget period.

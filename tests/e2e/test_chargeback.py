@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.demo.runner import DemoOptions, run_demo
-from sandbox.prices import price_per_hour
+from sandbox.apps.demo.runner import DemoOptions, run_demo
+from sandbox.services.pricing.list_prices import price_per_hour
 from tests.sandbox.conftest import slurm_required  # noqa: F401 - fixture
 
 pytestmark = [

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from autopilot_cli import __version__
 
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.emulator.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.harness.core import Sandbox
 from tests.e2e.conftest import ROOT, build_workshop_request
 
 CLI = ROOT / "cli"

@@ -17,9 +17,9 @@ import pytest
 from autopilot.dal.cost_tags import TagRepairRecords
 from autopilot_cli.client import AutopilotClient
 
-from sandbox.bus import let_rule_send_to_queue
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.emulator.bus import let_rule_send_to_queue
+from sandbox.harness.core import Sandbox
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")

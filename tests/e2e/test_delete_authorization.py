@@ -15,8 +15,8 @@ import pytest
 from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_RUN_PARAMETERS
+from sandbox.apps.demo.runner import DEMO_RUN_PARAMETERS
+from sandbox.harness.core import Sandbox
 from tests.e2e.conftest import E2E_SPEED
 
 ACCOUNT = "123456789012"  # moto's default account: the sandbox's

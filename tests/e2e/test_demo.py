@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.demo.runner import DemoOptions, run_demo
+from sandbox.apps.demo.runner import DemoOptions, run_demo
 
 pytestmark = [
     pytest.mark.slow,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.emulator.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.harness.core import Sandbox
 from tests.e2e.conftest import ROOT
 
 DEPLOY_DOC = (ROOT / "docs" / "deploy.md").read_text()

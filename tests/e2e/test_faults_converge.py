@@ -17,7 +17,7 @@ import pytest
 from autopilot.dal.state_table import StateTable
 from autopilot_cli.client import ApiError, AutopilotClient, new_idempotency_key
 
-from sandbox.core import Sandbox
+from sandbox.harness.core import Sandbox
 
 pytestmark = [
     pytest.mark.slow,

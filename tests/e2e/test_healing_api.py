@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from autopilot_cli.client import AutopilotClient
 
-from sandbox.core import Sandbox
+from sandbox.harness.core import Sandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 OPERATION_TIMEOUT_S = 90.0

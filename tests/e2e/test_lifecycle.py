@@ -21,8 +21,8 @@ import urllib3
 from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.exceptions import ClientError
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS, state_entries
+from sandbox.apps.demo.runner import DEMO_PARAMETERS, state_entries
+from sandbox.harness.core import Sandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 OPERATION_TIMEOUT_S = 60.0

@@ -25,8 +25,8 @@ from autopilot.models.records import (
 )
 from autopilot_cli.client import AutopilotClient
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.harness.core import Sandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 DEADLINE_S = 60.0

@@ -11,7 +11,7 @@ import pytest
 from autopilot.dal.budget_alerts import BudgetAlertTable
 from autopilot_cli.client import ApiError, AutopilotClient
 
-from sandbox.core import Sandbox
+from sandbox.harness.core import Sandbox
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")

@@ -22,9 +22,9 @@ import pytest
 from autopilot.dal.session_terminations import SessionTerminations
 from autopilot.models.sessions import SessionTermination, TerminationReason
 
-from sandbox import bus
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.emulator import bus
+from sandbox.harness.core import Sandbox
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")

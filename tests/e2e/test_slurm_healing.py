@@ -30,8 +30,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
-from sandbox.demo.clusters import create_body
+from sandbox.apps.demo.clusters import create_body
+from sandbox.harness.core import Sandbox
 from tests.e2e.conftest import E2E_PARAMETERS, E2E_SPEED
 from tests.sandbox.conftest import slurm_required  # noqa: F401 - fixture
 

@@ -30,9 +30,9 @@ from autopilot.models.records import (
 )
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.slurm.agent import agent_files, create_agent_role
+from sandbox.emulator.clock import SandboxClock
+from sandbox.harness.core import Sandbox
+from sandbox.services.slurm.agent import agent_files, create_agent_role
 from tests.sandbox.conftest import build_hyperpod_cluster_request, slurm_required  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("slurm_required")

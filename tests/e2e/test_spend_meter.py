@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from autopilot_cli.client import ApiError
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from sandbox.prices import DEFAULT_PRICES
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.emulator.clock import SandboxClock
+from sandbox.harness.core import Sandbox
+from sandbox.services.pricing.list_prices import DEFAULT_PRICES
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 CLUSTER = "e2e-spend"
@@ -91,7 +91,8 @@ def _budget_notices(sandbox: Sandbox) -> list[Any]:
 
 
 def _list_price_rate(sandbox: Sandbox) -> Decimal:
-    """What the nodes cost an hour at sandbox/prices.py's list prices, from ListClusterNodes."""
+    """What the nodes cost an hour at sandbox/services/pricing/list_prices.py's list prices, from
+    ListClusterNodes."""
     pages = sandbox.client("sagemaker").get_paginator("list_cluster_nodes").paginate(ClusterName=CLUSTER)
     return sum(
         (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sandbox.core import Sandbox
+from sandbox.harness.core import Sandbox
 
 DEADLINE_S = 60.0
 

@@ -10,10 +10,11 @@ from autopilot import aws
 from autopilot.api import routes
 from autopilot.settings import api_settings
 
-from sandbox import seams, stepfunctions_clock
-from sandbox.aws_calls import AwsCalls
-from sandbox.lambda_runtime import LambdaRuntime
-from tests.events.stack import ACCOUNT, Deployed, deployed
+from sandbox.emulator import seams
+from sandbox.emulator.aws_calls import AwsCalls
+from sandbox.emulator.lambda_runtime import LambdaRuntime
+from sandbox.emulator.stepfunctions import clock as stepfunctions_clock
+from sandbox.harness.stack import ACCOUNT, Deployed, deployed
 
 # The functions the workflows invoke themselves (lambda:invoke tasks).
 WORKFLOW_FUNCTIONS = (

@@ -23,8 +23,8 @@ from autopilot.logic.agent.trust import Controller, ControllerReader
 from autopilot.models.agent import CommandRequest
 from moto import mock_aws
 
-from sandbox import seams
-from tests.events.state_table import create_state_table
+from sandbox.emulator import seams
+from tests.samples.state_table import create_state_table
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -10,9 +10,9 @@ from autopilot.logic.delete_cluster import delete_cluster
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.read_clusters import get_cluster, get_operation
 
-from tests.events import create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
 from tests.integration.workflows import dependencies, entered, history, start, wait
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 

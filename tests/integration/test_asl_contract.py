@@ -23,8 +23,8 @@ from autopilot.workflows.inputs import (
 from botocore.model import ListShape, OperationModel, Shape, StructureShape
 from pydantic import BaseModel
 
-from sandbox import sdk_error_names
-from sandbox.deploy import load_template
+from sandbox.emulator import sdk_error_names
+from sandbox.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES: dict[str, type[BaseModel]] = {
@@ -294,7 +294,7 @@ def error_names(state: dict[str, Any]) -> set[str]:
 
 def raisable(resource: str) -> set[str]:
     """Error names Step Functions can raise for a task: States.*, for aws-sdk the operation's
-    modelled errors and the service's generic exception as sandbox/sdk_error_names.py names them
+    modelled errors and the service's generic exception as sandbox/emulator/sdk_error_names.py names them
     (the sandbox names them by the same rule), for the optimized DynamoDB integration its modelled
     errors as DynamoDB.<error code>."""
     match = SDK.match(resource)

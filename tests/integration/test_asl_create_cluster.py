@@ -18,8 +18,8 @@ from autopilot.logic.create_cluster import create_cluster
 from autopilot.logic.read_clusters import get_cluster, get_operation
 from autopilot.models.bodies import CreateClusterBody
 
-from tests.events import create_body
 from tests.integration.workflows import deliver_cluster_events, dependencies, entered, history, start, wait
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a wait round advances the frozen clock

@@ -12,9 +12,9 @@ import pytest
 from autopilot.logic.delete_cluster import delete_cluster
 from autopilot.logic.read_clusters import get_operation
 
-from tests.events import create_body
 from tests.integration.test_login_targets import held, login_nodes, make_cluster, target_group
 from tests.integration.workflows import dependencies, entered, history, start, wait
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 ADMIN = "arn:aws:iam::123456789012:user/tester"

@@ -3,7 +3,7 @@
 The workflows write ``$states.context.State.EnteredTime`` (``updatedAt``, a step's ``enteredAt``) and
 ``$now()`` beside the times the functions write with ``records.iso``; on AWS all three are ISO 8601
 UTC with milliseconds and ``Z``, so the table's times compare as strings in time order. moto's
-executor wrote ``EnteredTime`` as ``...+00:00`` with microseconds (sandbox/stepfunctions_clock.py).
+executor wrote ``EnteredTime`` as ``...+00:00`` with microseconds (sandbox/emulator/stepfunctions/clock.py).
 """
 
 from __future__ import annotations

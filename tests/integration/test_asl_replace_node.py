@@ -39,8 +39,7 @@ from autopilot.workflows.cluster_waits import ClusterWaits
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
 from autopilot.workflows.node_waits import node_health_changed
 
-from tests.events import create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
 from tests.integration.workflows import (
     Rounds,
     deliver_cluster_events,
@@ -49,6 +48,7 @@ from tests.integration.workflows import (
     history,
     stack_origin,
 )
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0  # simulated seconds a round advances the frozen clock

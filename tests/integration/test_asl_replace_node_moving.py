@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from autopilot.models.records import Fault, NodeAction, iso
 
-from tests.events import create_body
 from tests.integration.test_asl_replace_node import (
     CLUSTER,
     WORKERS,
@@ -21,6 +20,7 @@ from tests.integration.test_asl_replace_node import (
     until_left,
 )
 from tests.integration.workflows import entered, history
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 EKS = {"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/eks"}}

@@ -23,8 +23,7 @@ from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.healing.decide import gpus_lost
 from autopilot.models.records import Fault, NodeAction, OperationStatus, iso
 
-from tests.events import create_body
-from tests.events.stack import ACCOUNT, Deployed
+from sandbox.harness.stack import ACCOUNT, Deployed
 from tests.integration.test_asl_replace_node import (
     CLUSTER,
     CONTROLLER,
@@ -38,6 +37,7 @@ from tests.integration.test_asl_replace_node import (
 )
 from tests.integration.test_asl_replace_node_moving import eks_continuous_cluster
 from tests.integration.workflows import entered, history
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 DRAIN_MINUTES = 5  # DrainTimeoutMinutes of these stacks: the wait for the jobs in five rounds

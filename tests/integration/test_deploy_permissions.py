@@ -15,14 +15,14 @@ import pytest
 from botocore.model import OperationModel
 from moto import mock_aws
 
-from sandbox.aws_calls.iam import authorization_requests
-from sandbox.aws_calls.interception import Call, Principal
-from sandbox.aws_calls.policy import Decision, Request, evaluate
-from sandbox.aws_calls.service_authorization import resource_types, scope_problem
-from sandbox.deploy import TemplateError, deploy, load_template
-from sandbox.deploy.intrinsics import Resolver
-from sandbox.deploy.template import parameter_values
-from sandbox.deploy.transform import transform
+from sandbox.emulator.aws_calls.iam import authorization_requests
+from sandbox.emulator.aws_calls.interception import Call, Principal
+from sandbox.emulator.aws_calls.policy import Decision, Request, evaluate
+from sandbox.emulator.aws_calls.service_authorization import resource_types, scope_problem
+from sandbox.emulator.deploy import TemplateError, deploy, load_template
+from sandbox.emulator.deploy.intrinsics import Resolver
+from sandbox.emulator.deploy.template import parameter_values
+from sandbox.emulator.deploy.transform import transform
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -228,7 +228,8 @@ class Recorded:
 
 
 def record_deploy(parameters: dict[str, Any] | None = None) -> list[Recorded]:
-    """Every call deploying the template makes (the sandbox's CloudFormation, sandbox.deploy), with its
+    """Every call deploying the template makes (the sandbox's CloudFormation, sandbox.emulator.deploy), with
+    its
     parameters: what a deployer's credentials are checked against on AWS."""
     calls: list[Recorded] = []
 
@@ -262,7 +263,8 @@ def _apigateway_path(model: OperationModel, params: dict[str, Any]) -> str:
 
 
 def _resources(call: Recorded) -> list[str] | None:
-    """Resources of the deploy's calls that sandbox.aws_calls.iam (written for the control plane's own
+    """Resources of the deploy's calls that sandbox.emulator.aws_calls.iam (written for the control plane's
+    own
     calls) does not derive, or derives otherwise than the Service Authorization Reference; None: use it."""
     service, op, p = call.model.service_model.service_name, call.model.name, call.params
     if service == "logs":
@@ -501,7 +503,7 @@ def test_manage_api_gateway_account_false_fails_where_the_account_has_no_logging
 
 
 def test_the_sandbox_deploys_every_role_with_the_boundary() -> None:
-    """The sandbox's roles carry it too, so its IAM (sandbox.aws_calls.iam) limits them by it."""
+    """The sandbox's roles carry it too, so its IAM (sandbox.emulator.aws_calls.iam) limits them by it."""
     allow_all = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
     with mock_aws(config={"lambda": {"use_docker": False}}):
         iam = boto3.client("iam", region_name=REGION)

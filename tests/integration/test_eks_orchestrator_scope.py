@@ -20,9 +20,9 @@ from autopilot.models.bodies import CreateClusterBody
 from autopilot.settings import api_settings
 from autopilot.validation import validate_config
 
-from tests.events import create_body
-from tests.events.stack import ACCOUNT, REGION
+from sandbox.harness.stack import ACCOUNT, REGION
 from tests.integration.workflows import dependencies, wait
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0

@@ -31,8 +31,8 @@ from autopilot.models.records import (
 from autopilot.settings import HealingSettings, HealingSweepSettings
 from botocore.exceptions import ClientError
 
-from tests.events import create_body
-from tests.events.stack import Deployed, deployed
+from sandbox.harness.stack import Deployed, deployed
+from tests.samples import create_body
 
 NOW = datetime(2026, 11, 22, 10, 0, 0).astimezone()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from autopilot.models.records import NodeHealth, iso
 
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
 from tests.integration.test_healing_sweep import NOW, healing, registered, repairs, stack, sweep
 
 __all__ = ["stack"]  # the fixture

@@ -34,10 +34,10 @@ from autopilot.models.records import (
 )
 from autopilot.settings import HealingSweepSettings, healing_settings, healing_sweep_settings
 
-from sandbox.sqs import MessageMoves
-from tests.events import ROOT, load_event
-from tests.events.stack import ACCOUNT, Deployed, deployed
+from sandbox.emulator.sqs import MessageMoves
+from sandbox.harness.stack import ACCOUNT, Deployed, deployed
 from tests.integration.test_healing_sweep import fail_node, healing, registered, repairs, settings, table
+from tests.samples import ROOT, load_event
 
 T0 = datetime(2026, 11, 22, 10, 0, 0).astimezone()
 CALLER = f"arn:aws:sts::{ACCOUNT}:assumed-role/controller-role/i-0controller"

@@ -14,8 +14,8 @@ from samtranslator.policy_template_processor.processor import (  # type: ignore[
     PolicyTemplatesProcessor,
 )
 
-from sandbox.aws_calls.service_authorization import actions_of, scope_problem
-from sandbox.deploy import load_template
+from sandbox.emulator.aws_calls.service_authorization import actions_of, scope_problem
+from sandbox.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")

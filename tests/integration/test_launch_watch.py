@@ -19,10 +19,10 @@ from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.models.bodies import CreateClusterBody, OperationView
 from autopilot.models.records import OperationStatus
 
-from sandbox.lambda_runtime import LambdaRuntime
-from tests.events import create_body
-from tests.events.stack import ACCOUNT, Deployed
+from sandbox.emulator.lambda_runtime import LambdaRuntime
+from sandbox.harness.stack import ACCOUNT, Deployed
 from tests.integration.workflows import dependencies, start, wait
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 STEP = 60.0

@@ -13,9 +13,9 @@ from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.healing.login_targets import repair_login_targets
 from autopilot.logic.login_targets import KeepTargetsRequest, LoginTargets, keep_targets
 
-from sandbox import seams
-from tests.events import create_body
-from tests.events.stack import Deployed, deployed
+from sandbox.emulator import seams
+from sandbox.harness.stack import Deployed, deployed
+from tests.samples import create_body
 
 CLUSTER = "ml-cluster"
 LOGIN = "login-group"

@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tests.events.moto_snapshot import AccountSnapshot
+from sandbox.harness.moto_snapshot import AccountSnapshot
 
 ACCOUNT = "123456789012"
 

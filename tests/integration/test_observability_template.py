@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from autopilot.observability import Count
 
-from sandbox.deploy import load_template
+from sandbox.emulator.deploy import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")

@@ -1,6 +1,6 @@
 """Dead-lettered cluster events go back to their queue after a delay (issue 20, finding 9): the sweep's
 redrive (logic/redrive_events.py) on the template deployed into moto, with the sandbox's SQS redrive
-(sandbox/sqs), its calls authorized against HealingSweepFunction's role, and the dead-letter queue
+(sandbox/emulator/sqs), its calls authorized against HealingSweepFunction's role, and the dead-letter queue
 closed to anyone who would launder a forged event through it."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from autopilot.logic.redrive_events import REDRIVE_EVERY, redrive_dead_letters
 from autopilot.settings import HealingSweepSettings
 from moto.sqs.models import sqs_backends
 
-from sandbox.aws_calls.iam import IamEnforcer
-from sandbox.aws_calls.interception import Call, Principal
-from sandbox.sqs import MessageMoves
-from tests.events import load_event
-from tests.events.stack import ACCOUNT, REGION, Deployed, deployed
+from sandbox.emulator.aws_calls.iam import IamEnforcer
+from sandbox.emulator.aws_calls.interception import Call, Principal
+from sandbox.emulator.sqs import MessageMoves
+from sandbox.harness.stack import ACCOUNT, REGION, Deployed, deployed
+from tests.samples import load_event
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 

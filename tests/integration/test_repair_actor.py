@@ -18,10 +18,10 @@ from autopilot.logic.healing.topology import TopologyReader
 from autopilot.settings import HealingSettings
 from autopilot.workflows.cluster_waits import ClusterWaits
 
-from sandbox import seams
-from tests.events import create_body
-from tests.events.stack import Deployed, deployed
+from sandbox.emulator import seams
+from sandbox.harness.stack import Deployed, deployed
 from tests.integration.workflows import deliver_cluster_events, stack_origin
+from tests.samples import create_body
 
 CLUSTER = "ml-cluster"
 

@@ -14,7 +14,7 @@ from autopilot.dal.spend import SpendTable
 from autopilot.models.spend import ListPrice, SpendMeter
 from moto import mock_aws
 
-from tests.events.state_table import create_state_table
+from tests.samples.state_table import create_state_table
 
 TABLE = "state"
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -30,10 +30,10 @@ from samtranslator.policy_template_processor.processor import (  # type: ignore[
     PolicyTemplatesProcessor,
 )
 
-from sandbox.deploy import load_template
-from sandbox.lambda_runtime import LambdaContext
-from tests.events import load_event
-from tests.events.stack import deployed
+from sandbox.emulator.deploy import load_template
+from sandbox.emulator.lambda_runtime import LambdaContext
+from sandbox.harness.stack import deployed
+from tests.samples import load_event
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")

@@ -30,10 +30,10 @@ from autopilot.logic.usage_ingest import UsageDeps, listed_node_types, registry_
 from autopilot.settings import AgentSettings, api_settings, usage_export_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sandbox.prices import price_per_hour
-from tests.events import ROOT, api_event, create_body, load_event
-from tests.events.stack import ACCOUNT, Deployed, deployed
+from sandbox.harness.stack import ACCOUNT, Deployed, deployed
+from sandbox.services.pricing.list_prices import price_per_hour
 from tests.integration.test_healing_sweep import registered
+from tests.samples import ROOT, api_event, create_body, load_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 CALLER = f"arn:aws:sts::{ACCOUNT}:assumed-role/controller-role/i-0controller"
@@ -60,7 +60,7 @@ class GivenController(ControllerReader):
 
 
 class Prices:
-    """The list prices the sandbox's Price List serves (sandbox/prices.py)."""
+    """The list prices the sandbox's Price List serves (sandbox/services/pricing/list_prices.py)."""
 
     def price(self, instance_type: str, *, now: datetime) -> Decimal | None:
         return price_per_hour(instance_type)

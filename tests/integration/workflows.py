@@ -20,9 +20,9 @@ from autopilot.models.bodies import CreateClusterBody
 from autopilot.settings import api_settings
 from autopilot.workflows.cluster_waits import ClusterWaits
 
-from sandbox import stepfunctions_clock
-from tests.events import create_body
-from tests.events.stack import ACCOUNT, Deployed
+from sandbox.emulator.stepfunctions import clock as stepfunctions_clock
+from sandbox.harness.stack import ACCOUNT, Deployed
+from tests.samples import create_body
 
 ROUND_PAUSE = 0.05  # wall seconds a round gives the execution threads when one of them may move
 

@@ -13,9 +13,9 @@ from botocore.config import Config
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
-from sandbox import seams
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
 
 TEST_REGION = "us-east-1"
 HYPERPOD_REGION = TEST_REGION
@@ -209,7 +209,7 @@ def create_states_role(sandbox: Any, name: str, actions: list[str]) -> None:
 def slurm_required() -> None:
     """Real Slurm (``make slurm``): a test that needs it skips where it is not installed, with one line
     saying how to install it; under CI (env ``CI`` set) it fails instead: CI never skips them."""
-    from sandbox.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415
+    from sandbox.services.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415
 
     missing = missing_slurm()
     if missing:

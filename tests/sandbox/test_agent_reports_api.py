@@ -18,9 +18,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from tests.events import create_body
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.harness.core import Sandbox
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 SAGEMAKER_TRUST = {

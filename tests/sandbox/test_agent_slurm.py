@@ -1,4 +1,5 @@
-"""The agent's verbs against real Slurm (Debian's 22.05; sandbox/slurm's slurmctld and two slurmd), the
+"""The agent's verbs against real Slurm (Debian's 22.05; sandbox/services/slurm's slurmctld and two slurmd),
+the
 agent's own Slurm code running the real scontrol / squeue / sinfo, and the HTTP round trip faked (the
 control plane's side is tested elsewhere). Skips with one line when Slurm is not installed; fails in CI."""
 
@@ -16,7 +17,7 @@ import pytest
 from autopilot_agent.loop import Agent
 from autopilot_agent.slurm import Slurm
 
-from sandbox.slurm import SlurmCluster
+from sandbox.services.slurm import SlurmCluster
 from tests.unit.agent_fakes import FakeApi, make_client
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
@@ -28,7 +29,8 @@ GPUS = 8
 
 @pytest.fixture(scope="module")
 def slurm_conf() -> Iterator[str]:
-    """A two-node Slurm cluster (sandbox/slurm), up: its slurm.conf, also in SLURM_CONF meanwhile (the
+    """A two-node Slurm cluster (sandbox/services/slurm), up: its slurm.conf, also in SLURM_CONF meanwhile
+    (the
     agent's Slurm commands find their cluster as on a node, through the environment)."""
     # slurmstepd's Unix sockets live under the spool directory: pytest's tmp_path is too long for them
     cluster = SlurmCluster("agent-test", Path(tempfile.mkdtemp(prefix="slurm-agent-"))).start()

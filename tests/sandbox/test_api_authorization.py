@@ -16,9 +16,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from moto import mock_aws
 
-from sandbox.core import Sandbox
-from sandbox.deploy.template import load_template
-from sandbox.deploy.transform import transform
+from sandbox.emulator.deploy.template import load_template
+from sandbox.emulator.deploy.transform import transform
+from sandbox.harness.core import Sandbox
 
 FIXTURE = Path(__file__).parent / "fixtures" / "template.yaml"
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"

@@ -20,10 +20,10 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from sandbox.api_server import ACCOUNT_THROTTLE, INTEGRATION_TIMEOUT_SECONDS, ApiServer
-from sandbox.core import Sandbox
-from sandbox.deploy import Throttle
-from sandbox.lambda_runtime import MAX_RESPONSE_BYTES
+from sandbox.emulator.api_server import ACCOUNT_THROTTLE, INTEGRATION_TIMEOUT_SECONDS, ApiServer
+from sandbox.emulator.deploy import Throttle
+from sandbox.emulator.lambda_runtime import MAX_RESPONSE_BYTES
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 

@@ -17,7 +17,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 
@@ -51,7 +51,7 @@ def signed(
     return requests.request(method, prepared.url, headers=dict(prepared.headers), data=body, timeout=10)
 
 
-# What API Gateway wants of a caller that is not the account root (sandbox.api_authorization)
+# What API Gateway wants of a caller that is not the account root (sandbox.emulator.api_authorization)
 INVOKE_POLICY = json.dumps(
     {
         "Version": "2012-10-17",

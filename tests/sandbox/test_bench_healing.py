@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.bench import healing
+from sandbox.apps.bench import healing
 
 # the healing bench runs whole sandboxes on a running clock: the slow tier
 pytestmark = [

@@ -18,16 +18,16 @@ from moto.budgets.responses import BudgetsResponse
 from moto.core.utils import camelcase_to_underscores
 from mypy_boto3_budgets.type_defs import SubscriberTypeDef
 
-from sandbox.budgets import (
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.budgets import (
     DEFAULT_REFRESH_HOURS,
     SUBSCRIBER_OPERATIONS,
     BudgetsSimulator,
     budget_message,
     topic_allows_budgets,
 )
-from sandbox.clock import SandboxClock
-from sandbox.fleet import RunningInstance
-from sandbox.prices import DEFAULT_PRICES, UnknownInstanceTypeError, price_per_hour
+from sandbox.services.pricing.list_prices import DEFAULT_PRICES, UnknownInstanceTypeError, price_per_hour
+from sandbox.services.running_instances import RunningInstance
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -826,7 +826,9 @@ def test_unknown_instance_type_is_a_loud_error(
     fleet.append(
         RunningInstance("demo", DEMO_ARN, "new", "i-0ccccccccccccccc1", "ml.x99.48xlarge", DEMO_TAGS)
     )
-    with pytest.raises(UnknownInstanceTypeError, match=r"ml\.x99\.48xlarge.*sandbox/prices\.py"):
+    with pytest.raises(
+        UnknownInstanceTypeError, match=r"ml\.x99\.48xlarge.*sandbox/services/pricing/list_prices\.py"
+    ):
         run_hours(budgets_sim, budgets_clock, 1)
 
 

@@ -17,8 +17,8 @@ import pytest
 import requests
 from autopilot_cli.configure import stack_api_url
 
-from sandbox import cli
-from sandbox.core import Sandbox
+from sandbox.apps import cli
+from sandbox.harness.core import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
@@ -102,7 +102,7 @@ def test_demo_is_dispatched_to_sandbox_demo(monkeypatch: pytest.MonkeyPatch) -> 
             calls.append(argv)
             return 0
 
-    monkeypatch.setitem(sys.modules, "sandbox.demo", FakeDemo)
+    monkeypatch.setitem(sys.modules, "sandbox.apps.demo", FakeDemo)
     assert cli.main(["demo", "--scenario", "heal"]) == 0
     assert calls == [["--scenario", "heal"]]
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from sandbox import seams
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import LambdaRuntime
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.lambda_runtime import LambdaRuntime
+from sandbox.harness.core import Sandbox
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"

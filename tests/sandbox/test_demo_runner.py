@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.demo import main
-from sandbox.demo.runner import (
+from sandbox.apps.demo import main
+from sandbox.apps.demo.runner import (
     ControlPlaneMetrics,
     DemoContext,
     DemoOptions,

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from sandbox.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
-from sandbox.deploy import Stack, TemplateError, Throttle, deploy, load_template
-from sandbox.deploy.intrinsics import NO_VALUE, Resolver
-from sandbox.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
-from sandbox.deploy.resource_providers.aws_lambda_function import check_environment_size
+from sandbox.emulator.deploy import Stack, TemplateError, Throttle, deploy, load_template
+from sandbox.emulator.deploy.intrinsics import NO_VALUE, Resolver
+from sandbox.emulator.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
+from sandbox.emulator.deploy.resource_providers.aws_lambda_function import check_environment_size
+from sandbox.harness.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEMPLATE = FIXTURES / "template.yaml"

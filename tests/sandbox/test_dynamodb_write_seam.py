@@ -20,7 +20,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.responses import DynamoHandler
 
-from sandbox import seams
+from sandbox.emulator import seams
 
 CAP = 3
 THREADS = 24
@@ -47,7 +47,7 @@ def test_every_write_goes_through_the_seam() -> None:
     assert DynamoDBBackend.__dict__["update_item"].__name__ == "update_item"
     with seams.installed(seams.serialize_dynamodb_writes):
         assert DynamoHandler.__dict__["call_action"].__name__ == "call_action"
-        assert DynamoHandler.__dict__["call_action"].__module__ == "sandbox.seams.dynamodb"
+        assert DynamoHandler.__dict__["call_action"].__module__ == "sandbox.emulator.seams.dynamodb"
 
 
 def test_a_capped_set_never_holds_more_than_its_cap(table: Any) -> None:

@@ -1,4 +1,5 @@
-"""The ``hold_elbv2_targets_as_aws`` seam (sandbox/elbv2_targets.py): moto's ELBv2 ``ip`` target groups
+"""The ``hold_elbv2_targets_as_aws`` seam (sandbox/emulator/elbv2_targets.py): moto's ELBv2 ``ip`` target
+groups
 register, key, report and drain targets as ELBv2 does, on the sandbox clock; without the seam moto is
 kinder (the last test holds that, so a moto upgrade that fixes it is noticed)."""
 
@@ -13,8 +14,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.elbv2.models import ELBv2Backend
 
-from sandbox import seams
-from sandbox.clock import SandboxClock
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
 
 REGION = "us-east-1"
 

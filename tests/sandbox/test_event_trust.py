@@ -13,12 +13,12 @@ import botocore.session
 import pytest
 from moto import mock_aws
 
-from sandbox import seams
-from sandbox.aws_calls import resource_policy
-from sandbox.aws_calls.iam import IamEnforcer
-from sandbox.aws_calls.interception import Call, Principal
-from sandbox.aws_calls.policy import Decision
-from tests.events.stack import ACCOUNT, REGION, Deployed, deployed
+from sandbox.emulator import seams
+from sandbox.emulator.aws_calls import resource_policy
+from sandbox.emulator.aws_calls.iam import IamEnforcer
+from sandbox.emulator.aws_calls.interception import Call, Principal
+from sandbox.emulator.aws_calls.policy import Decision
+from sandbox.harness.stack import ACCOUNT, REGION, Deployed, deployed
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Faults on any AWS call (sandbox.aws_calls.faults): the error a client sees, shaped as AWS shapes it."""
+"""Faults on any AWS call (sandbox.emulator.aws_calls.faults): the error a client sees, shaped as AWS shapes
+it."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from sandbox import stepfunctions_task_timeouts
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import SANDBOX_CREDENTIALS
-from sandbox.patching import SeamDrift
+from sandbox.emulator.lambda_runtime import SANDBOX_CREDENTIALS
+from sandbox.emulator.patching import SeamDrift
+from sandbox.emulator.stepfunctions import task_timeouts as stepfunctions_task_timeouts
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

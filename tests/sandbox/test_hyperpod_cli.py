@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import cli
+from sandbox.apps import cli
 
 
 def test_up_passes_the_duplicate_event_rate_to_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:

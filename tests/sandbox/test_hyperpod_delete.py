@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sandbox.clock import SandboxClock
+from sandbox.emulator.clock import SandboxClock
 
 Request = Callable[..., dict[str, Any]]
 MINUTE = 60.0

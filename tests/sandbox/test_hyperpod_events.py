@@ -19,9 +19,15 @@ from botocore.exceptions import ClientError
 from botocore.model import ListShape, MapShape, Shape, StructureShape
 from moto import mock_aws
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator, HyperPodTimings
-from sandbox.hyperpod.validation import sagemaker_model
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import (
+    CLUSTER_EVENT,
+    NODE_HEALTH,
+    STATE_CHANGE,
+    HyperPodSimulator,
+    HyperPodTimings,
+)
+from sandbox.services.hyperpod.validation import sagemaker_model
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "hyperpod"
 SAMPLE_FILES = {

@@ -7,8 +7,14 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import CLUSTER_EVENT, NODE_HEALTH, STATE_CHANGE, HyperPodSimulator, HyperPodTimings
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import (
+    CLUSTER_EVENT,
+    NODE_HEALTH,
+    STATE_CHANGE,
+    HyperPodSimulator,
+    HyperPodTimings,
+)
 
 MINUTE = 60.0
 DELIVERY = HyperPodTimings().event_delivery  # simulated seconds from a change to its event
@@ -378,7 +384,7 @@ def test_apply_fault_rejects_unknown_faults_and_parameters(
         hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "ml-cluster", "fault_type": "Gremlins"})
     with pytest.raises(ValueError, match="not found"):
         hyperpod_sim.apply_fault("node_unhealthy", {"cluster": "missing"})
-    with pytest.raises(ValueError, match="unknown fault"):  # AWS-call faults are sandbox.aws_calls'
+    with pytest.raises(ValueError, match="unknown fault"):  # AWS-call faults are sandbox.emulator.aws_calls'
         hyperpod_sim.apply_fault("throttling", {"rate": 0.5})
 
 

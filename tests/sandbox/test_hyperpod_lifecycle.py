@@ -10,9 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator, HyperPodTimings
-from sandbox.hyperpod.validation import (
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator, HyperPodTimings
+from sandbox.services.hyperpod.validation import (
     HyperPodApiError,
     constraint_violations,
     operation_model,

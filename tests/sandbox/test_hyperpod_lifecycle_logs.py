@@ -12,9 +12,9 @@ import pytest
 from autopilot.diagnosis.catalog import catalog
 from autopilot.diagnosis.matcher import LogLine, LogStream, diagnose
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from sandbox.hyperpod.lifecycle_logs import (
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
+from sandbox.services.hyperpod.lifecycle_logs import (
     HEALTHY_LINES,
     LIFECYCLE_FAILED_MESSAGE,
     STARTED_LINES,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
 
 Request = Callable[..., dict[str, Any]]
 EKS = {"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/eks"}}

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from sandbox.clock import SandboxClock
+from sandbox.emulator.clock import SandboxClock
 
 MINUTE = 60.0
 UNKNOWN_NODE = "i-0123456789abcdef0"

@@ -17,9 +17,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sandbox.bus import let_rule_send_to_queue
-from sandbox.core import Sandbox
-from sandbox.hyperpod import STATE_CHANGE, HyperPodTimings
+from sandbox.emulator.bus import let_rule_send_to_queue
+from sandbox.harness.core import Sandbox
+from sandbox.services.hyperpod import STATE_CHANGE, HyperPodTimings
 
 REGION = "us-west-2"
 CREATE = 20 * 60 + HyperPodTimings().event_delivery  # created, and its event delivered

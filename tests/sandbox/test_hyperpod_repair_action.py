@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import NODE_HEALTH, HyperPodSimulator, HyperPodTimings
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import NODE_HEALTH, HyperPodSimulator, HyperPodTimings
 
 MINUTE = 60.0
 Events = Callable[[], list[dict[str, Any]]]

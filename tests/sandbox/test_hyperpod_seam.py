@@ -1,4 +1,5 @@
-"""Guards on the one place the sandbox patches moto (sandbox/hyperpod/responses.py), and the HTTP path.
+"""Guards on the one place the sandbox patches moto (sandbox/services/hyperpod/responses.py), and the HTTP
+path.
 
 If a moto upgrade moves what the seam relies on, these fail first, naming the assumption.
 """
@@ -18,9 +19,9 @@ from moto.core.utils import camelcase_to_underscores
 from moto.sagemaker import urls as sagemaker_urls
 from moto.sagemaker.responses import SageMakerResponse
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HYPERPOD_OPERATIONS, TAG_OPERATIONS, HyperPodSimulator
-from sandbox.hyperpod.responses import seam_installed, simulator_for
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HYPERPOD_OPERATIONS, TAG_OPERATIONS, HyperPodSimulator
+from sandbox.services.hyperpod.responses import seam_installed, simulator_for
 
 MINUTE = 60.0
 

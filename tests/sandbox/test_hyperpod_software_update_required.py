@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
 
 MINUTE = 60.0
 

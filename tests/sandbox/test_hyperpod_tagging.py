@@ -1,4 +1,5 @@
-"""The Resource Groups Tagging API sees the simulated HyperPod clusters (sandbox/hyperpod/tagging.py).
+"""The Resource Groups Tagging API sees the simulated HyperPod clusters
+(sandbox/services/hyperpod/tagging.py).
 
 The first tests pin what the seam relies on in moto; if an upgrade moves it, they fail first.
 """
@@ -14,9 +15,9 @@ from moto.core import resource_tagging
 from moto.resourcegroupstaggingapi import models as tagging_models
 from moto.resourcegroupstaggingapi.models import ResourceGroupsTaggingAPIBackend
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from sandbox.hyperpod.tagging import SEAM, tagging_seam_installed
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
+from sandbox.services.hyperpod.tagging import SEAM, tagging_seam_installed
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -10,7 +10,7 @@ import pytest
 from autopilot.logic.instance_group_spec import group_spec
 from botocore.exceptions import ClientError
 
-from sandbox.clock import SandboxClock
+from sandbox.emulator.clock import SandboxClock
 
 Request = Callable[..., dict[str, Any]]
 CLUSTER = "ml-cluster"

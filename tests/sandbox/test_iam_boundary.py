@@ -10,8 +10,8 @@ import boto3
 import botocore.session
 from moto import mock_aws
 
-from sandbox.aws_calls.iam import IamEnforcer
-from sandbox.aws_calls.interception import Call, Principal
+from sandbox.emulator.aws_calls.iam import IamEnforcer
+from sandbox.emulator.aws_calls.interception import Call, Principal
 
 REGION = "us-east-1"
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from autopilot_cli.client import AutopilotClient
 
-from sandbox.core import DEFAULT_TEMPLATE, Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS, sandbox_api_client
-from tests.events import create_body
+from sandbox.apps.demo.runner import DEMO_PARAMETERS, sandbox_api_client
+from sandbox.harness.core import DEFAULT_TEMPLATE, Sandbox
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 ROOT = DEFAULT_TEMPLATE.parent

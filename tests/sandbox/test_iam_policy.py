@@ -1,4 +1,5 @@
-"""The IAM matcher (sandbox.aws_calls.policy) and how a call becomes IAM requests (sandbox.aws_calls.iam)."""
+"""The IAM matcher (sandbox.emulator.aws_calls.policy) and how a call becomes IAM requests
+(sandbox.emulator.aws_calls.iam)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import botocore.session
 import pytest
 from moto import mock_aws
 
-from sandbox.aws_calls.iam import authorization_requests, iam_action
-from sandbox.aws_calls.interception import Call, Principal
-from sandbox.aws_calls.policy import Decision, Request, UnsupportedPolicy, evaluate, wildcard_match
+from sandbox.emulator.aws_calls.iam import authorization_requests, iam_action
+from sandbox.emulator.aws_calls.interception import Call, Principal
+from sandbox.emulator.aws_calls.policy import Decision, Request, UnsupportedPolicy, evaluate, wildcard_match
 
 ACCOUNT = "123456789012"
 TABLE = f"arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/state"

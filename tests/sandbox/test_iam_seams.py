@@ -1,4 +1,4 @@
-"""The seams IAM enforcement and faults stand on detect when moto moves (sandbox.seams)."""
+"""The seams IAM enforcement and faults stand on detect when moto moves (sandbox.emulator.seams)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 )
 from moto.stepfunctions.parser.asl.utils import boto_client
 
-from sandbox import seams
-from sandbox.lambda_runtime import LambdaRuntime
+from sandbox.emulator import seams
+from sandbox.emulator.lambda_runtime import LambdaRuntime
 
 ORIGINAL = boto_client.boto_client_for
 

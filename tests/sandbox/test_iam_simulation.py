@@ -1,5 +1,5 @@
-"""SimulatePrincipalPolicy in moto (sandbox/iam_simulation.py) and S3's ExpectedBucketOwner
-(sandbox/s3_bucket_owner.py): answered as IAM and S3 answer them, from the policy evaluation the
+"""SimulatePrincipalPolicy in moto (sandbox/emulator/iam_simulation.py) and S3's ExpectedBucketOwner
+(sandbox/emulator/s3_bucket_owner.py): answered as IAM and S3 answer them, from the policy evaluation the
 sandbox enforces IAM with."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox import iam_simulation, s3_bucket_owner
+from sandbox.emulator import iam_simulation, s3_bucket_owner
 
 ACCOUNT = "123456789012"
 TARGET = f"arn:aws:iam::{ACCOUNT}:role/team-hyperpod-role"

@@ -19,9 +19,9 @@ import pytest
 from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from tests.events import create_body
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.harness.core import Sandbox
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 PERMISSION_SET_ROLE = "AWSReservedSSO_MLResearcher_0123456789abcdef"

@@ -19,10 +19,10 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from moto.dynamodb.responses import DynamoHandler
 
-from sandbox.core import Sandbox
-from sandbox.deploy import FunctionSpec
-from sandbox.invocation import CURRENT_FUNCTION
-from sandbox.lambda_runtime import FunctionThrottled, LambdaRuntime
+from sandbox.emulator.deploy import FunctionSpec
+from sandbox.emulator.invocation import CURRENT_FUNCTION
+from sandbox.emulator.lambda_runtime import FunctionThrottled, LambdaRuntime
+from sandbox.harness.core import Sandbox
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

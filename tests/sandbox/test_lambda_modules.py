@@ -1,4 +1,5 @@
-"""Per-environment modules in one interpreter (sandbox/lambda_modules.py): two module spaces import the
+"""Per-environment modules in one interpreter (sandbox/emulator/lambda_modules.py): two module spaces import
+the
 same names at once, each sees its own copy by every route Python has to a module."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import lambda_modules
+from sandbox.emulator import lambda_modules
 
 
 def _package(root: Path, name: str, tag: str) -> None:

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from sandbox import lambda_modules
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.deploy import FunctionSpec
-from sandbox.lambda_runtime import InvocationResult, LambdaRuntime
-from sandbox.schedules import Scheduler, parse_schedule
+from sandbox.emulator import lambda_modules
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.deploy import FunctionSpec
+from sandbox.emulator.lambda_runtime import InvocationResult, LambdaRuntime
+from sandbox.emulator.schedules import Scheduler, parse_schedule
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 
@@ -201,7 +201,7 @@ def test_handler_exception_is_a_lambda_error_result(sb: Sandbox) -> None:
     assert error["requestId"] == result.request_id
     assert 'raise FixtureError("asked to fail")' in error["stackTrace"][-1]
     # as Lambda's, the trace is the handler's: none of the runtime's own frames (any of its modules)
-    assert not any("sandbox/lambda_runtime/" in frame for frame in error["stackTrace"])
+    assert not any("sandbox/emulator/lambda_runtime/" in frame for frame in error["stackTrace"])
 
 
 def test_boto3_invoke_request_response_and_event(sb: Sandbox) -> None:

@@ -5,8 +5,8 @@ lifecycle bucket, another VPC's security group, or an EKS cluster outside the st
 The stack is the real template with CallerResourceChecks Enabled; ApiFunction runs with its own role
 and the sandbox enforces it (GetRole, SimulatePrincipalPolicy, GetBucketLocation, the EC2 describes
 are allowed by ApiCallerChecksPolicy or refused). SimulatePrincipalPolicy is answered by
-sandbox/iam_simulation.py from the same policy evaluation the sandbox enforces IAM with; S3's
-ExpectedBucketOwner by sandbox/s3_bucket_owner.py. Only dry runs: every check a create makes, nothing
+sandbox/emulator/iam_simulation.py from the same policy evaluation the sandbox enforces IAM with; S3's
+ExpectedBucketOwner by sandbox/emulator/s3_bucket_owner.py. Only dry runs: every check a create makes, nothing
 created, so the frozen clock never moves.
 """
 
@@ -22,9 +22,9 @@ import pytest
 from autopilot_cli.client import ApiError, AutopilotClient
 from botocore.credentials import Credentials
 
-from sandbox.core import Sandbox
-from sandbox.demo.runner import DEMO_PARAMETERS
-from tests.events import create_body
+from sandbox.apps.demo.runner import DEMO_PARAMETERS
+from sandbox.harness.core import Sandbox
+from tests.samples import create_body
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 EXECUTION_ROLE = "team-hyperpod-execution-role"

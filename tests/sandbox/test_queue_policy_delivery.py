@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sandbox.bus import let_rule_send_to_queue
-from sandbox.core import Sandbox
+from sandbox.emulator.bus import let_rule_send_to_queue
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 

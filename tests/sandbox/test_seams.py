@@ -1,6 +1,6 @@
-"""Each moto seam of sandbox/seams/: installed and removed cleanly, drift detected, behaviour kept.
+"""Each moto seam of sandbox/emulator/seams/: installed and removed cleanly, drift detected, behaviour kept.
 
-These fail when a moto upgrade moves the code a seam replaces (moto is pinned; see sandbox/seams/).
+These fail when a moto upgrade moves the code a seam replaces (moto is pinned; see sandbox/emulator/seams/).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
-from sandbox import seams
-from sandbox.core import Sandbox
-from sandbox.lambda_runtime import LambdaRuntime
+from sandbox.emulator import seams
+from sandbox.emulator.lambda_runtime import LambdaRuntime
+from sandbox.harness.core import Sandbox
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 PATCHED = [

@@ -1,4 +1,4 @@
-"""The fleet simulation (sandbox.simulate): its models, its hooks into the sandbox, and a small run.
+"""The fleet simulation (sandbox.apps.simulate): its models, its hooks into the sandbox, and a small run.
 
 The run is the real one, small: 4 job nodes, 0 or 2 spares, both policies, one simulated day, Llama 3's
 failure rates x200 so a few faults happen. It goes through the deployed template (faults injected,
@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from sandbox import stepfunctions_clock
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from sandbox.simulate import __main__ as cli
-from sandbox.simulate.failures import CAUSES, REBOOT, failure_trace, job_rate_per_s, node_rate_per_s
-from sandbox.simulate.fleet import ClusterRun, Outcome, merge
-from sandbox.simulate.job import JobSettings, JobState, TrainingJob
+from sandbox.apps.simulate import __main__ as cli
+from sandbox.apps.simulate.failures import CAUSES, REBOOT, failure_trace, job_rate_per_s, node_rate_per_s
+from sandbox.apps.simulate.fleet import ClusterRun, Outcome, merge
+from sandbox.apps.simulate.job import JobSettings, JobState, TrainingJob
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions import clock as stepfunctions_clock
+from sandbox.services.hyperpod import HyperPodSimulator
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

@@ -1,6 +1,8 @@
 """Chargeback's finished jobs end to end on this machine: real Slurm recording them (the job completion
-log, or slurmdbd with its MariaDB: sandbox/slurm/accounting.py), the real agent installed on a "node" and
-run as its systemd unit would (sandbox/slurm/agent.py), reporting over HTTP to a recording endpoint that
+log, or slurmdbd with its MariaDB: sandbox/services/slurm/accounting.py), the real agent installed on a
+"node" and
+run as its systemd unit would (sandbox/services/slurm/agent.py), reporting over HTTP to a recording endpoint
+that
 validates every report as AgentFunction parses it (the control plane's ingestion is tested elsewhere).
 Jobs under two accounts and two users are reported once each, with Slurm's own nodes, GPUs and times,
 across an agent restart. And the agent's own node-list expansion against Slurm's scontrol."""
@@ -23,9 +25,9 @@ import pytest
 from autopilot.models.agent import AgentReport
 from autopilot_agent.jobs import expand_hostlist
 
-from sandbox.slurm import SlurmCluster
-from sandbox.slurm.agent import agent_files, install_agent_files, start_agent, stop_agent
-from sandbox.slurm.cluster import Accounting
+from sandbox.services.slurm import SlurmCluster
+from sandbox.services.slurm.agent import agent_files, install_agent_files, start_agent, stop_agent
+from sandbox.services.slurm.cluster import Accounting
 
 # slow tier: real Slurm daemons, slurmdbd and MariaDB, and the agent as a process (tests/README.md)
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.core import DEFAULT_TEMPLATE, Sandbox
-from sandbox.deploy.template import TemplateError, load_template, parameter_values
+from sandbox.emulator.deploy.template import TemplateError, load_template, parameter_values
+from sandbox.harness.core import DEFAULT_TEMPLATE, Sandbox
 
 
 def test_a_slurm_sandbox_on_a_fast_clock_deploys_two_wall_seconds_of_polls() -> None:

@@ -16,10 +16,10 @@ from autopilot.dal.usage import UsageTable, usage_scope
 from autopilot.models.usage import JobCost
 from boto3.dynamodb.types import TypeDeserializer
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.slurm.agent import create_agent_role
-from sandbox.slurm.cluster import Accounting, SlurmCluster
+from sandbox.emulator.clock import SandboxClock
+from sandbox.harness.core import Sandbox
+from sandbox.services.slurm.agent import create_agent_role
+from sandbox.services.slurm.cluster import Accounting, SlurmCluster
 from tests.sandbox.test_slurm_sandbox import ROLE, create_cluster
 
 # slow tier: a whole Sandbox with real Slurm daemons and the agent as a process (tests/README.md)

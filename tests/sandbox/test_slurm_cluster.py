@@ -1,4 +1,5 @@
-"""Real Slurm on this machine (sandbox/slurm/cluster.py): the daemons, jobs, a crashed node, a reboot,
+"""Real Slurm on this machine (sandbox/services/slurm/cluster.py): the daemons, jobs, a crashed node, a
+reboot,
 a replacement, and nothing left running after stop. One cluster serves the module, in order."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.slurm import SlurmCluster, SlurmError
-from sandbox.slurm.processes import processes_using
+from sandbox.services.slurm import SlurmCluster, SlurmError
+from sandbox.services.slurm.processes import processes_using
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]
@@ -139,7 +140,7 @@ def test_a_controller_that_cannot_start_says_why_and_leaves_nothing(monkeypatch:
     with socket.socket() as taken:  # its port is in use: slurmctld cannot listen
         taken.bind(("0.0.0.0", 0))
         taken.listen()
-        monkeypatch.setattr("sandbox.slurm.cluster._free_port", lambda host: taken.getsockname()[1])
+        monkeypatch.setattr("sandbox.services.slurm.cluster._free_port", lambda host: taken.getsockname()[1])
         cluster = SlurmCluster("busy", short_workdir())
         with pytest.raises(SlurmError, match="Address already in use"):
             cluster.start()

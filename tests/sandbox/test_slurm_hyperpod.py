@@ -1,4 +1,4 @@
-"""The HyperPod simulator drives real Slurm (sandbox/slurm/hyperpod.py) through its public API: a
+"""The HyperPod simulator drives real Slurm (sandbox/services/slurm/hyperpod.py) through its public API: a
 create puts the workers in sinfo under HyperPod's names, a replacement swaps the name, a reboot and an
 instance failure act on the node's slurmd, a delete stops everything; the agent starts only where the
 controller's lifecycle scripts install it, with the controller role's credentials. One simulator and one
@@ -16,11 +16,11 @@ import pytest
 from autopilot_agent.slurm import Slurm as AgentSlurm
 from moto import mock_aws
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from sandbox.slurm.agent import agent_files
-from sandbox.slurm.hyperpod import HyperPodSlurm
-from sandbox.slurm.processes import processes_using
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
+from sandbox.services.slurm.agent import agent_files
+from sandbox.services.slurm.hyperpod import HyperPodSlurm
+from sandbox.services.slurm.processes import processes_using
 from tests.sandbox.conftest import HYPERPOD_ACCOUNT, HYPERPOD_REGION, build_hyperpod_cluster_request
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time

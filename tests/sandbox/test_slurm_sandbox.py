@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.slurm.agent import agent_files, create_agent_role
-from sandbox.slurm.processes import processes_using
-from tests.events import api_event
+from sandbox.emulator.clock import SandboxClock
+from sandbox.harness.core import Sandbox
+from sandbox.services.slurm.agent import agent_files, create_agent_role
+from sandbox.services.slurm.processes import processes_using
+from tests.samples import api_event
 from tests.sandbox.conftest import build_hyperpod_cluster_request
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time

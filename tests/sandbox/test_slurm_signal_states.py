@@ -13,7 +13,7 @@ from autopilot.logic.healing.slurm_signal import operator_drain, rebooted_down
 from autopilot.models.agent import SlurmNode
 from autopilot_agent.slurm import Slurm
 
-from sandbox.slurm import SlurmCluster
+from sandbox.services.slurm import SlurmCluster
 
 # slow tier: real Slurm daemons (an external tool, tests/README.md), their timeouts on wall time
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm_required")]

@@ -1,4 +1,5 @@
-"""The dead-letter queue redrive moto lacks (sandbox/sqs/message_moves.py): StartMessageMoveTask moves
+"""The dead-letter queue redrive moto lacks (sandbox/emulator/sqs/message_moves.py): StartMessageMoveTask
+moves
 a DLQ's messages back as new messages, ListMessageMoveTasks reports it, and only a DLQ may be a source."""
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.sqs.responses import SQSResponse
 
-from sandbox.sqs import MessageMoves
-from sandbox.sqs.message_moves import ACTIONS
+from sandbox.emulator.sqs import MessageMoves
+from sandbox.emulator.sqs.message_moves import ACTIONS
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 

@@ -15,16 +15,16 @@ from moto import mock_aws
 from moto.core.utils import camelcase_to_underscores, method_names_from_class
 from moto.ssm.responses import SimpleSystemManagerResponse
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from sandbox.ssm_sessions import (
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
+from sandbox.services.ssm_sessions import (
     DEFAULT_DOCUMENT,
     OPERATIONS,
     CallerIdentity,
     SessionsError,
     SsmSessionsSimulator,
 )
-from sandbox.ssm_sessions import simulator_for as ssm_simulator_for
+from sandbox.services.ssm_sessions import simulator_for as ssm_simulator_for
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -14,8 +14,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sandbox import seams, stepfunctions_events, stepfunctions_stop
-from sandbox.clock import SandboxClock
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions import events as stepfunctions_events
+from sandbox.emulator.stepfunctions import stop as stepfunctions_stop
 from tests.sandbox.conftest import TEST_REGION, Drain
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "stepfunctions"

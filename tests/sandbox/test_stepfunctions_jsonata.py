@@ -20,9 +20,9 @@ from typing import Any
 import jsonata as jsonata_python  # type: ignore[import-untyped]
 import pytest
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.stepfunctions_jsonata import _plain, make_evaluator, split_declarations
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions.jsonata import _plain, make_evaluator, split_declarations
+from sandbox.harness.core import Sandbox
 from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"

@@ -25,9 +25,9 @@ from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
-from sandbox.stepfunctions_jsonata import make_evaluator
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions.jsonata import make_evaluator
+from sandbox.harness.core import Sandbox
 from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"

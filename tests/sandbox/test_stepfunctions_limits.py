@@ -3,7 +3,7 @@
 AWS: "Step Functions service quotas" (256 KiB of input or output for a task, state or execution, as a
 UTF-8 encoded string; 25,000 events in an execution's history), "Handling errors" (``States.ALL`` does
 not catch the terminal ``States.DataLimitExceeded``); the history failure's shape is an observed
-execution's (sandbox/stepfunctions_limits.py).
+execution's (sandbox/emulator/stepfunctions/limits.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sandbox import stepfunctions_limits
-from sandbox.clock import SandboxClock
-from sandbox.core import Sandbox
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions import limits as stepfunctions_limits
+from sandbox.harness.core import Sandbox
 from tests.sandbox.conftest import create_states_role
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"

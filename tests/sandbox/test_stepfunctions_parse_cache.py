@@ -13,8 +13,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-from sandbox import seams, stepfunctions_parse_cache
-from sandbox.clock import SandboxClock
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions import parse_cache as stepfunctions_parse_cache
 
 ROLE = "arn:aws:iam::123456789012:role/r"
 

@@ -28,8 +28,9 @@ from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 from moto.stepfunctions.parser.backend import execution as backend_execution
 from moto.stepfunctions.parser.backend import execution_worker
 
-from sandbox import seams, stepfunctions_limits
-from sandbox.clock import SandboxClock
+from sandbox.emulator import seams
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.stepfunctions import limits as stepfunctions_limits
 
 JSONATA_PATCHED: list[tuple[Any, str]] = [
     (moto_jsonata, "_eval_jsonata"),

@@ -20,7 +20,7 @@ from autopilot_agent.client import ApiError, ReportClient, Response
 from autopilot_agent.config import Config
 from autopilot_agent.credentials import CredentialsError, CredentialSource
 
-from sandbox.sigv4 import AuthError, Caller, SigningKey, verify
+from sandbox.emulator.sigv4 import AuthError, Caller, SigningKey, verify
 from tests.unit.agent_fakes import FakeApi, make_client
 
 REPORT = {"agentVersion": "1.0.0", "nodes": [], "results": []}

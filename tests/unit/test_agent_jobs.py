@@ -1,5 +1,5 @@
 """The agent's finished jobs (agent/autopilot_agent/jobs.py): what Slurm 22.05's sacct and job completion
-log print (outputs recorded from the real daemons of sandbox/slurm), turned into the control plane's
+log print (outputs recorded from the real daemons of sandbox/services/slurm), turned into the control plane's
 FinishedJob; the cursor that moves only after a 200; rotation; the per-report cap; the loop around it."""
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from autopilot.settings import api_settings
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
-from tests.events import ROOT, api_event, create_body
-from tests.events.stack import Deployed, deployed
+from sandbox.harness.stack import Deployed, deployed
+from tests.samples import ROOT, api_event, create_body
 
 USER_ARN = "arn:aws:sts::123456789012:assumed-role/ResearcherRole/researcher"
 

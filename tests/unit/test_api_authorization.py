@@ -10,8 +10,8 @@ import pytest
 from autopilot.logic.authorize_delete import NotAllowedError, authorize_delete
 from autopilot.logic.callers import principal
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import (
     USER_ARN,
     as_admin,

@@ -20,7 +20,7 @@ from autopilot.observability import logger
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from tests.events import api_event, create_body
+from tests.samples import api_event, create_body
 
 
 @dataclass

@@ -16,8 +16,8 @@ import pytest
 from autopilot.api import routes
 from autopilot.settings import api_settings
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import as_admin, call, executions, stack
 
 ACCOUNT = "123456789012"

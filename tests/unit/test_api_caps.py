@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import copy
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import call, stack
 from tests.unit.test_api_scale import active_cluster, scale, worker_count
 

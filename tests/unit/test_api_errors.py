@@ -19,7 +19,7 @@ from autopilot.errors import ClusterBusyError, ClusterNameTakenError, WorkflowSt
 from autopilot.logic import authorize_delete
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from tests.events import api_event
+from tests.samples import api_event
 
 # Raised by the state store to the use cases, which answer them as a ConflictError of their own.
 NOT_FOR_THE_API = {ClusterNameTakenError, ClusterBusyError}

@@ -21,10 +21,10 @@ from autopilot.models.records import NodeHealth
 from autopilot.settings import healing_settings, healing_sweep_settings
 from botocore.exceptions import ClientError
 
-from sandbox import seams
-from sandbox.sqs import MessageMoves
-from tests.events import ROOT, api_event, create_body, load_event
-from tests.events.stack import Deployed
+from sandbox.emulator import seams
+from sandbox.emulator.sqs import MessageMoves
+from sandbox.harness.stack import Deployed
+from tests.samples import ROOT, api_event, create_body, load_event
 from tests.unit.test_api import USER_ARN, as_admin, call, create, executions, problems, stack
 from tests.unit.test_api import _registered_active as registered_active
 from tests.unit.test_api_bad_input import FakeDependencies, client_error, operations

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from autopilot.dal.budget_alerts import BudgetAlertTable
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import USER_ARN, as_admin, call, stack
 from tests.unit.test_api import _registered_active as registered_active
 

@@ -13,8 +13,8 @@ from autopilot.dal.agent import AgentTable
 from autopilot.models.agent import AgentRecord, SlurmNode
 from autopilot.models.records import iso
 
-from tests.events import api_event
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event
 from tests.unit.test_api import call, stack
 from tests.unit.test_api_healing import active_cluster
 

@@ -11,7 +11,7 @@ from autopilot.api import openapi
 from autopilot.events import OperationEventDetail, emit_operation_event
 from autopilot.settings import ApiSettings, SettingsError
 
-from tests.events import ROOT
+from tests.samples import ROOT
 
 ENVIRONMENT = {
     "STATE_TABLE_NAME": "state",

@@ -47,10 +47,10 @@ from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
 from moto import mock_aws
 
-from sandbox.budgets import budget_message
-from sandbox.deploy import load_template
-from tests.events import load_event
-from tests.events.state_table import create_state_table
+from sandbox.emulator.deploy import load_template
+from sandbox.services.budgets import budget_message
+from tests.samples import load_event
+from tests.samples.state_table import create_state_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")

@@ -20,7 +20,7 @@ from autopilot_cli.client import (
 )
 from botocore.credentials import Credentials
 
-from sandbox.sigv4 import AuthError, Caller, SigningKey, verify
+from sandbox.emulator.sigv4 import AuthError, Caller, SigningKey, verify
 from tests.unit.cli_fake_api import FakeApi
 
 ENDPOINT = "http://127.0.0.1:3000"

@@ -26,7 +26,7 @@ from botocore.credentials import Credentials
 from botocore.session import Session as BotocoreSession
 from botocore.stub import Stubber
 
-from tests.events import create_body
+from tests.samples import create_body
 from tests.unit.cli_fake_api import FakeApi
 from tests.unit.validation.builders import SLURM_CONFIG, SLURM_PROVISIONING
 

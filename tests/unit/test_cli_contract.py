@@ -16,7 +16,7 @@ from autopilot_cli.client import AutopilotClient
 from autopilot_cli.operations import OPERATION_KINDS
 from botocore.credentials import Credentials
 
-from tests.events import create_body
+from tests.samples import create_body
 from tests.unit.cli_fake_api import OPENAPI, Answer, check_schema, find_operation, spec
 
 # One entry per API method of the client, called as the commands call it.

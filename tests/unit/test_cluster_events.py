@@ -16,7 +16,7 @@ import pytest
 from autopilot.logic.cluster_events import UNTRUSTED, Origin, UnknownMessageError, handle_message
 from autopilot.workflows.cluster_waits import ClusterWaits, StatusVersion, Waiter
 
-from tests.events import load_event
+from tests.samples import load_event
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "sample-cluster"

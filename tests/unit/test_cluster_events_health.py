@@ -37,9 +37,9 @@ from autopilot.workflows.cluster_waits import ClusterWaits, Waiter
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.deploy import load_template
-from tests.events import load_event
-from tests.events.state_table import create_state_table
+from sandbox.emulator.deploy import load_template
+from tests.samples import load_event
+from tests.samples.state_table import create_state_table
 
 TABLE = "state"
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """Every template function imports as Lambda imports it, with only what the layer ships (its
 requirements and their dependencies) and the standard library: a module the development venv holds
 but the layer does not (the X-Ray SDK, awscrt) fails the import here as it would fail the function's
-init in AWS. The same probe `make bench` times (sandbox/bench/cold_start.py)."""
+init in AWS. The same probe `make bench` times (sandbox/apps/bench/cold_start.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import autopilot
 import pytest
 from pydantic import BaseModel
 
-from sandbox.bench.cold_start import (
+from sandbox.apps.bench.cold_start import (
     BASELINE_NAME,
     FIRST_USE,
     FLOOR,

@@ -39,9 +39,9 @@ from autopilot.models.records import Cluster, ClusterStatus
 from autopilot.settings import ApiSettings
 from moto import mock_aws
 
-from sandbox.clock import SandboxClock
-from sandbox.hyperpod import HyperPodSimulator
-from tests.events import create_body
+from sandbox.emulator.clock import SandboxClock
+from sandbox.services.hyperpod import HyperPodSimulator
+from tests.samples import create_body
 from tests.unit.test_use_cases import SETTINGS, FakeStepFunctions, dependencies
 
 REGION = "us-east-1"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import docgen
+from sandbox.apps import docgen
 
 ROOT = docgen.ROOT
 PARAMETERS = docgen.template_parameters()

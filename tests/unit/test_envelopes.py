@@ -11,7 +11,7 @@ from autopilot.models import envelopes
 from aws_lambda_powertools.utilities.parser import models as powertools
 from pydantic import BaseModel
 
-from tests.events import ROOT, load_event
+from tests.samples import ROOT, load_event
 
 
 def _fields(model: type[BaseModel]) -> dict[str, tuple[str | None, bool]]:

@@ -15,7 +15,7 @@ from autopilot.logic.healing.topology import TopologyReader
 from autopilot.models.records import Fault, NodeAction, RepairActor
 from botocore.exceptions import ClientError
 
-from tests.events import load_event
+from tests.samples import load_event
 
 SAMPLE = load_event("hyperpod/cluster_node_health_event.json")["detail"]["HealthSummary"]
 

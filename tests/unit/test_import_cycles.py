@@ -187,7 +187,8 @@ def test_the_graph_covers_every_code_tree(repository: Repository) -> None:
     modules, graph = repository
     assert {"autopilot.logic", "autopilot_cli.main", "autopilot_agent.loop"} <= set(modules)
     assert {"functions.api.app", "functions.agent.app"} <= set(modules)
-    assert {"sandbox.seams", "sandbox.core", "tests.events.stack"} <= set(modules)
+    assert {"sandbox.emulator.seams", "sandbox.services.hyperpod", "sandbox.harness.stack"} <= set(modules)
+    assert {"sandbox.apps.cli", "sandbox.__main__"} <= set(modules)
     assert "autopilot.api.routes" in graph["functions.api.app"]
 
 
@@ -244,27 +245,27 @@ def test_the_layer_package_imports_downward(repository: Repository) -> None:
     assert not upward, "\n".join(upward)
 
 
-# The sandbox's layers, lowest first (issue 22 Deliver 1 names them; the folders are not moved yet, so
-# each part is named where it lives): a sandbox module imports its own layer or a lower one.
-def _sandbox_parts(words: str) -> frozenset[str]:
-    return frozenset("sandbox" if word == "." else f"sandbox.{word}" for word in words.split())
-
-
+# The sandbox's layers, lowest first (issue 22 Deliver 1; each package's docstring says what belongs in
+# it): apps → harness → services → emulator → moto. The folder is the layer: ``sandbox.services.x.y`` is
+# in ``services``. The package ``sandbox`` itself (its ``__init__``) is imported by everything, so it is
+# the lowest; ``python -m sandbox`` (``__main__``) runs the CLI, an app.
 SANDBOX_LAYERS: dict[str, frozenset[str]] = {
-    # moto made to behave as AWS: the seams and their toolkit, AWS-call interception and IAM, the
-    # deployer, the Lambda runtime, the local API Gateway, the clock ("." is the package itself)
-    "emulator": _sandbox_parts(
-        ". bus clock invocation patching lambda_modules sdk_error_names sigv4 elbv2_targets product_clock "
-        "stepfunctions_clock stepfunctions_events stepfunctions_jsonata stepfunctions_limits "
-        "stepfunctions_parse_cache stepfunctions_stop stepfunctions_task_timeouts aws_calls deploy sqs "
-        "s3_bucket_owner iam_simulation lambda_runtime api_authorization api_server seams "
-        "schedules executions"
-    ),
-    # the services moto lacks, simulated: HyperPod, Budgets, SSM sessions, pricing, Slurm, the fleet
-    "services": _sandbox_parts("hyperpod budgets fleet prices pricing ssm_sessions slurm"),
-    "harness": _sandbox_parts("core aws_endpoint"),  # the Sandbox: all of the above started, stopped, reset
-    "apps": _sandbox_parts("__main__ cli demo bench simulate docgen"),
+    "emulator": frozenset({"sandbox", "sandbox.emulator"}),  # moto made to behave as AWS
+    "services": frozenset({"sandbox.services"}),  # simulators of the services moto lacks
+    "harness": frozenset({"sandbox.harness"}),  # the Sandbox: all of the above started, stopped, reset
+    "apps": frozenset({"sandbox.apps", "sandbox.__main__"}),  # the CLI, demo, bench, simulate, docgen
 }
+SANDBOX_TOP_LEVEL = frozenset({"__init__.py", "__main__.py", *(name for name in SANDBOX_LAYERS)})
+
+
+def test_every_sandbox_module_lives_in_a_layer_package() -> None:
+    # A module beside the layer packages would have no layer, and nothing to say what it may import.
+    stray = sorted(
+        path.name
+        for path in (REPO / "sandbox").iterdir()
+        if (path.suffix == ".py" or (path / "__init__.py").exists()) and path.name not in SANDBOX_TOP_LEVEL
+    )
+    assert not stray, f"move these into one of sandbox/{{{','.join(SANDBOX_LAYERS)}}}/: {stray}"
 
 
 def test_the_sandbox_imports_downward(repository: Repository) -> None:

@@ -13,7 +13,7 @@ from autopilot.logic.launch_watch import LaunchWatch, launch_failed, update_over
 from autopilot.models.hyperpod_events import ClusterEvent, ClusterStateChangeEvent
 from autopilot.models.records import Operation, OperationStatus, OperationType
 
-from tests.events import load_event
+from tests.samples import load_event
 
 GROUP = "example instance group name"  # the sample state change's group (TargetCount 2)
 

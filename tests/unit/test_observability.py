@@ -19,7 +19,7 @@ from autopilot.models.records import HealingState
 from autopilot.observability import Count, metrics
 from autopilot.settings import HealingSettings
 
-from tests.events import ROOT, load_event
+from tests.samples import ROOT, load_event
 
 # --- counts (docs/operations.md, "Metrics and alarms") ---------------------------------------------
 

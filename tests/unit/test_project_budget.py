@@ -11,8 +11,8 @@ from typing import Any
 from autopilot.dal.state_table import StateTable
 from autopilot.models.records import ClusterStatus
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import call, stack
 
 MALLORY = "arn:aws:iam::123456789012:user/mallory"

@@ -28,7 +28,7 @@ from autopilot.settings import ReconcilerSettings
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.events.state_table import create_state_table
+from tests.samples.state_table import create_state_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "events" / "stepfunctions"

@@ -1,4 +1,4 @@
-"""The fleet simulation's repair-kill accounting (sandbox/simulate/repair_kills.py): the work a repair
+"""The fleet simulation's repair-kill accounting (sandbox/apps/simulate/repair_kills.py): the work a repair
 kills, HyperPod's repair without a drain vs Autopilot's drain-first repair."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from autopilot.logic.healing.decide import GPU_LOST_FAULTS
 
-from sandbox.simulate.failures import REBOOT, REPLACE, Failure
-from sandbox.simulate.fleet import FleetSimulation, JobRun, SimulationOptions
-from sandbox.simulate.job import JobSettings, TrainingJob
-from sandbox.simulate.repair_kills import JobOnNode, gpus_lost, killed_work_s
+from sandbox.apps.simulate.failures import REBOOT, REPLACE, Failure
+from sandbox.apps.simulate.fleet import FleetSimulation, JobRun, SimulationOptions
+from sandbox.apps.simulate.job import JobSettings, TrainingJob
+from sandbox.apps.simulate.repair_kills import JobOnNode, gpus_lost, killed_work_s
 
 HOUR = 3600.0
 

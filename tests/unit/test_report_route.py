@@ -21,8 +21,8 @@ from autopilot.logic.agent.trust import ControllerReader
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from tests.events import load_event
-from tests.events.state_table import create_state_table
+from tests.samples import load_event
+from tests.samples.state_table import create_state_table
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # the sample event's and the function's

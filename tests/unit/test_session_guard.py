@@ -51,11 +51,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox.clock import SandboxClock
-from sandbox.deploy import load_template
-from sandbox.ssm_sessions import SsmSessionsSimulator
-from tests.events import load_event
-from tests.events.state_table import create_state_table
+from sandbox.emulator.clock import SandboxClock
+from sandbox.emulator.deploy import load_template
+from sandbox.services.ssm_sessions import SsmSessionsSimulator
+from tests.samples import load_event
+from tests.samples.state_table import create_state_table
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

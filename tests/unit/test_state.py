@@ -24,7 +24,7 @@ from autopilot.models.records import (
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.events.state_table import create_state_table
+from tests.samples.state_table import create_state_table
 
 TABLE = "state"
 

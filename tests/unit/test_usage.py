@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from pydantic import ValidationError
 
-from tests.events.state_table import create_state_table
+from tests.samples.state_table import create_state_table
 
 T0 = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
 # the jobs' default start: they ended before T0, the reports' now (a job ending after now is refused)

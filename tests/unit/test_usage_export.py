@@ -16,7 +16,7 @@ from autopilot.logic.usage_ingest import ingest_jobs
 from autopilot.models.spend import SpendMeter
 from autopilot.models.usage import UNUSED_LINE
 
-from tests.events import ROOT
+from tests.samples import ROOT
 from tests.unit.test_usage import job, usage_deps
 
 # Athena DDL reserved words (docs.aws.amazon.com/athena/latest/ug/reserved-words.html) a column could be

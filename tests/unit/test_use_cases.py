@@ -24,7 +24,7 @@ from autopilot.validation.report import ValidationReport
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from tests.events import create_body
+from tests.samples import create_body
 
 USER = "arn:aws:iam::123456789012:user/ann"
 SETTINGS = ApiSettings.model_validate(

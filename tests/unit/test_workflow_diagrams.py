@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import docgen
+from sandbox.apps import docgen
 
 ASL_FILES = sorted(docgen.STATEMACHINES.glob("*.asl.json"))
 _NODE = re.compile(r'^    (s\d+)[\[({]+"(.*?)(?:<br/>.*)?"[\])}]+$')

@@ -2,7 +2,7 @@
 
 One function, read at each call (``clock.now()``, never imported by name), so that everything the
 control plane writes and compares comes from one clock: on AWS the system's; in the sandbox, its
-simulated clock, on which Step Functions and HyperPod run too (sandbox/product_clock.py).
+simulated clock, on which Step Functions and HyperPod run too (sandbox/emulator/product_clock.py).
 """
 
 from __future__ import annotations

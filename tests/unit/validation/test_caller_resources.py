@@ -16,7 +16,7 @@ from autopilot.validation.findings import Findings
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
-from tests.events import create_body
+from tests.samples import create_body
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

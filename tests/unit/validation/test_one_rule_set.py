@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from autopilot_cli.main import main
 
-from tests.events import api_event, create_body
-from tests.events.stack import Deployed
+from sandbox.harness.stack import Deployed
+from tests.samples import api_event, create_body
 from tests.unit.test_api import call, executions, stack
 from tests.unit.validation.builders import changed, eks_config, slurm_config, slurm_provisioning, without
 

@@ -1,5 +1,0 @@
-"""SQS beyond moto: the dead-letter queue redrive API (sandbox/sqs/message_moves.py)."""
-
-from sandbox.sqs.message_moves import MessageMoves
-
-__all__ = ["MessageMoves"]
