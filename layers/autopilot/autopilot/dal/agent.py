@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import (
-    _from_attributes,
-    _is_condition_failure,
-    _key_attributes,
-    _to_attributes,
+from autopilot.dal.table import (
     cluster_key,
+    from_item,
+    is_condition_failure,
+    key_attributes,
+    to_attributes,
 )
 from autopilot.models.agent import AgentRecord, CommandStatus, StoredCommand
 
@@ -73,14 +73,14 @@ class AgentTable:
     def record_report(self, cluster_name: str, record: AgentRecord) -> None:
         self.dynamodb.put_item(
             TableName=self._table,
-            Item=_to_attributes({**agent_key(cluster_name), "kind": AGENT_KIND, **_fitted(record)}),
+            Item=to_attributes({**agent_key(cluster_name), "kind": AGENT_KIND, **_fitted(record)}),
         )
 
     def agent(self, cluster_name: str) -> AgentRecord | None:
-        item = self.dynamodb.get_item(
-            TableName=self._table, Key=_key_attributes(agent_key(cluster_name))
-        ).get("Item")
-        return AgentRecord.model_validate(_from_attributes(item)) if item else None
+        item = self.dynamodb.get_item(TableName=self._table, Key=key_attributes(agent_key(cluster_name))).get(
+            "Item"
+        )
+        return from_item(AgentRecord, item) if item else None
 
     def add_command(self, cluster_name: str, command: StoredCommand, *, deadline: datetime) -> bool:
         """Store the command once: a retried invoke of the same task (same commandId) changes nothing.
@@ -88,7 +88,7 @@ class AgentTable:
         try:
             self.dynamodb.put_item(
                 TableName=self._table,
-                Item=_to_attributes(
+                Item=to_attributes(
                     {
                         **command_key(cluster_name, command.command_id),
                         **command.model_dump(by_alias=True, mode="json", exclude_none=True),
@@ -98,7 +98,7 @@ class AgentTable:
                 ConditionExpression="attribute_not_exists(sk)",
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise
             return False
         return True
@@ -106,10 +106,10 @@ class AgentTable:
     def command(self, cluster_name: str, command_id: str) -> StoredCommand | None:
         item = self.dynamodb.get_item(
             TableName=self._table,
-            Key=_key_attributes(command_key(cluster_name, command_id)),
+            Key=key_attributes(command_key(cluster_name, command_id)),
             ConsistentRead=True,
         ).get("Item")
-        return StoredCommand.model_validate(_from_attributes(item)) if item else None
+        return from_item(StoredCommand, item) if item else None
 
     def pending_commands(self, cluster_name: str, *, after: str) -> list[StoredCommand]:
         """The cluster's commands still pending whose deadline is later than ``after`` (ISO, as stored)."""
@@ -129,7 +129,7 @@ class AgentTable:
         }
         while True:
             page = self.dynamodb.query(**kwargs)
-            found += [StoredCommand.model_validate(_from_attributes(i)) for i in page.get("Items", [])]
+            found += [from_item(StoredCommand, i) for i in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -139,12 +139,12 @@ class AgentTable:
         try:
             self.dynamodb.update_item(
                 TableName=self._table,
-                Key=_key_attributes(command_key(cluster_name, command_id)),
+                Key=key_attributes(command_key(cluster_name, command_id)),
                 UpdateExpression="SET #status = :done",
                 ConditionExpression="attribute_exists(sk)",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={":done": {"S": CommandStatus.DONE.value}},
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):  # removed by its TTL meanwhile: nothing left to finish
+            if not is_condition_failure(exc):  # removed by its TTL meanwhile: nothing left to finish
                 raise

@@ -15,17 +15,26 @@ ScaleToMin operations it records, and a cluster's growth block.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import BY_KIND_INDEX, HISTORY_KIND, OPERATION_KIND, cluster_key, operation_key
+from autopilot.dal.state_table import history_put, operation_put
+from autopilot.dal.table import (
+    BY_KIND_INDEX,
+    attribute_value,
+    cluster_key,
+    from_attributes,
+    is_condition_failure,
+    key_attributes,
+    operation_key,
+    record_values,
+    to_attributes,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,8 +42,6 @@ if TYPE_CHECKING:
     from autopilot.models.records import Operation, OperationError, OperationStatus, Step
 
 ALERT_KIND = "BUDGET_ALERT"
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 @dataclass(frozen=True)
@@ -76,30 +83,8 @@ class UnfinishedAlert:
     alert_body: str | None
 
 
-def _attributes(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in data.items() if v is not None}
-
-
-def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _keys(key: Mapping[str, str]) -> dict[str, Any]:
-    return {k: {"S": v} for k, v in key.items()}
-
-
-def _condition_failed(exc: ClientError) -> bool:
-    code = exc.response.get("Error", {}).get("Code")
-    if code == "ConditionalCheckFailedException":
-        return True
-    reasons = exc.response.get("CancellationReasons", [])
-    return code == "TransactionCanceledException" and any(
-        r.get("Code") == "ConditionalCheckFailed" for r in reasons
-    )
 
 
 class BudgetAlertTable:
@@ -138,18 +123,16 @@ class BudgetAlertTable:
         try:
             self.ddb.put_item(
                 TableName=self._table,
-                Item=_attributes(item),
+                Item=to_attributes(item),
                 ConditionExpression="attribute_not_exists(pk)",
             )
             return Claim(ClaimResult.CLAIMED, operation_id)
         except ClientError as exc:
-            if not _condition_failed(exc):
+            if not is_condition_failure(exc):
                 raise
-        held = _plain(
-            self.ddb.get_item(TableName=self._table, Key=_keys(key.item_key()), ConsistentRead=True).get(
-                "Item", {}
-            )
-        )
+        key_values = key_attributes(key.item_key())
+        stored = self.ddb.get_item(TableName=self._table, Key=key_values, ConsistentRead=True).get("Item", {})
+        held = from_attributes(stored)
         held_operation = held.get("operationId")
         if "publishedAt" in held:
             return Claim(ClaimResult.PUBLISHED, held_operation)
@@ -159,7 +142,7 @@ class BudgetAlertTable:
         try:
             self.ddb.update_item(
                 TableName=self._table,
-                Key=_keys(key.item_key()),
+                Key=key_attributes(key.item_key()),
                 UpdateExpression="SET claimedAt = :now",
                 ConditionExpression="claimedAt = :held AND attribute_not_exists(publishedAt)",
                 ExpressionAttributeValues={
@@ -168,7 +151,7 @@ class BudgetAlertTable:
                 },
             )
         except ClientError as exc:
-            if _condition_failed(exc):
+            if is_condition_failure(exc):
                 return Claim(ClaimResult.IN_FLIGHT, held_operation)
             raise
         return Claim(ClaimResult.TAKEN_OVER, held_operation)
@@ -176,7 +159,7 @@ class BudgetAlertTable:
     def mark_published(self, key: AlertKey, *, message_id: str, at: datetime) -> None:
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(key.item_key()),
+            Key=key_attributes(key.item_key()),
             UpdateExpression="SET publishedAt = :at, messageId = :id",
             ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":id": {"S": message_id}},
         )
@@ -185,7 +168,7 @@ class BudgetAlertTable:
         """The built alert SNS did not take: the scheduled retry publishes this, as it was."""
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(key.item_key()),
+            Key=key_attributes(key.item_key()),
             UpdateExpression="SET alertSubject = :subject, alertBody = :body",
             ConditionExpression="attribute_exists(pk) AND attribute_not_exists(publishedAt)",
             ExpressionAttributeValues={":subject": {"S": subject}, ":body": {"S": body}},
@@ -195,7 +178,7 @@ class BudgetAlertTable:
         """An unfinished alert that will not be published (its crossing is no longer confirmed)."""
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(key.item_key()),
+            Key=key_attributes(key.item_key()),
             UpdateExpression="SET publishedAt = :at, closedReason = :reason",
             ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":reason": {"S": reason}},
         )
@@ -216,7 +199,7 @@ class BudgetAlertTable:
         while True:
             response = self.ddb.query(**kwargs)
             for raw in response.get("Items", []):
-                item = _plain(raw)
+                item = from_attributes(raw)
                 key = AlertKey(
                     budget_name=str(item["budgetName"]),
                     period=str(item["period"]),
@@ -242,34 +225,12 @@ class BudgetAlertTable:
     def record_operation(self, operation: Operation) -> bool:
         """Put the operation and its cluster history entry; False when the operation exists already
         (a retried alert recording the operation its claim named)."""
-        fields = operation.model_dump(by_alias=True, mode="json", exclude_none=True)
-        history = {
-            "pk": cluster_key(operation.cluster_name)["pk"],
-            "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
-            "kind": HISTORY_KIND,
-            "clusterName": operation.cluster_name,
-            "at": operation.created_at,
-            "operationId": operation.operation_id,
-            "operationType": operation.operation_type.value,
-            "requestedBy": operation.requested_by,
-        }
         try:
             self.ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": _attributes(
-                                {**operation_key(operation.operation_id), "kind": OPERATION_KIND, **fields}
-                            ),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {"Put": {"TableName": self._table, "Item": _attributes(history)}},
-                ]
+                TransactItems=[operation_put(self._table, operation), history_put(self._table, operation)]
             )
         except ClientError as exc:
-            if _condition_failed(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -285,7 +246,7 @@ class BudgetAlertTable:
     ) -> None:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
-            ":steps": _serializer.serialize([s.model_dump(by_alias=True) for s in steps]),
+            ":steps": attribute_value([record_values(s) for s in steps]),
             ":now": {"S": at},
         }
         update = "SET #status = :status, steps = :steps, updatedAt = :now"
@@ -293,10 +254,10 @@ class BudgetAlertTable:
         if error is not None:
             update += ", #error = :error"
             names["#error"] = "error"
-            values[":error"] = _serializer.serialize(error.model_dump(by_alias=True))
+            values[":error"] = attribute_value(record_values(error))
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(operation_key(operation_id)),
+            Key=key_attributes(operation_key(operation_id)),
             UpdateExpression=update,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
@@ -307,7 +268,7 @@ class BudgetAlertTable:
     def block_growth(self, cluster_name: str, *, until: str, at: str, by: str) -> None:
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(cluster_key(cluster_name)),
+            Key=key_attributes(cluster_key(cluster_name)),
             UpdateExpression="SET growthBlockedUntil = :until, growthBlockedAt = :at, growthBlockedBy = :by",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues={":until": {"S": until}, ":at": {"S": at}, ":by": {"S": by}},
@@ -316,7 +277,7 @@ class BudgetAlertTable:
     def lift_growth_block(self, cluster_name: str) -> None:
         self.ddb.update_item(
             TableName=self._table,
-            Key=_keys(cluster_key(cluster_name)),
+            Key=key_attributes(cluster_key(cluster_name)),
             UpdateExpression="REMOVE growthBlockedUntil, growthBlockedAt, growthBlockedBy",
             ConditionExpression="attribute_exists(pk)",
         )

@@ -20,16 +20,14 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import (
-    StateTable,
-    _from_attributes,
-    _is_condition_failure,
-    _key_attributes,
-    _serializer,
+from autopilot.dal.state_table import StateTable, fail_running_write, history_put, operation_put
+from autopilot.dal.table import (
+    attribute_value,
     cluster_key,
-    fail_running_write,
-    history_put,
-    operation_put,
+    from_attributes,
+    from_item,
+    is_condition_failure,
+    key_attributes,
 )
 from autopilot.models.records import (
     Cluster,
@@ -111,7 +109,7 @@ class HealingTable:
         try:
             response = self.dynamodb.update_item(
                 TableName=self._table,
-                Key=_key_attributes(node_key(cluster_name, node_id)),
+                Key=key_attributes(node_key(cluster_name, node_id)),
                 UpdateExpression=update,
                 ConditionExpression="attribute_not_exists(healthSince) OR healthSince <= :at",
                 ExpressionAttributeNames={"#kind": "kind", "#health": "health"},
@@ -119,26 +117,26 @@ class HealingTable:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return None
             raise
-        return NodeRecord.model_validate(_from_attributes(response["Attributes"]))
+        return from_item(NodeRecord, response["Attributes"])
 
     def _update_if(self, **request: Any) -> bool:
         """UpdateItem with its condition; False (nothing written) when the condition does not hold."""
         try:
             self.dynamodb.update_item(**request)
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
 
     def get_node(self, cluster_name: str, node_id: str) -> NodeRecord | None:
         item = self.dynamodb.get_item(
-            TableName=self._table, Key=_key_attributes(node_key(cluster_name, node_id)), ConsistentRead=True
+            TableName=self._table, Key=key_attributes(node_key(cluster_name, node_id)), ConsistentRead=True
         ).get("Item")
-        return NodeRecord.model_validate(_from_attributes(item)) if item else None
+        return from_item(NodeRecord, item) if item else None
 
     def list_nodes(self, cluster_name: str) -> list[NodeRecord]:
         """Every node item of the cluster, in node id order."""
@@ -154,7 +152,7 @@ class HealingTable:
         found: list[NodeRecord] = []
         while True:
             page = self.dynamodb.query(**kwargs)
-            found += [NodeRecord.model_validate(_from_attributes(i)) for i in page.get("Items", [])]
+            found += [from_item(NodeRecord, i) for i in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -184,7 +182,7 @@ class HealingTable:
         node_write: TransactWriteItemTypeDef = {
             "Update": {
                 "TableName": self._table,
-                "Key": _key_attributes(node_key(operation.cluster_name, operation.node_id)),
+                "Key": key_attributes(node_key(operation.cluster_name, operation.node_id)),
                 "UpdateExpression": update,
                 "ConditionExpression": (
                     "attribute_not_exists(openRepair) AND "
@@ -203,7 +201,7 @@ class HealingTable:
                 ]
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -237,7 +235,7 @@ class HealingTable:
                 {
                     "Update": {
                         "TableName": self._table,
-                        "Key": _key_attributes(node_key(operation.cluster_name, operation.node_id)),
+                        "Key": key_attributes(node_key(operation.cluster_name, operation.node_id)),
                         "UpdateExpression": node_update,
                         "ConditionExpression": "openRepair = :op",
                         "ExpressionAttributeValues": node_values,
@@ -251,7 +249,7 @@ class HealingTable:
         done for a repair whose execution died); False when another repair, or none, holds it."""
         return self._update_if(
             TableName=self._table,
-            Key=_key_attributes(node_key(cluster_name, node_id)),
+            Key=key_attributes(node_key(cluster_name, node_id)),
             UpdateExpression="REMOVE openRepair",
             ConditionExpression="openRepair = :op",
             ExpressionAttributeValues={":op": {"S": operation_id}},
@@ -278,11 +276,11 @@ class HealingTable:
     def get_healing(self, cluster_name: str) -> HealingState:
         """The cluster's healing item; an unpaused one at version 0 when none was written yet."""
         item = self.dynamodb.get_item(
-            TableName=self._table, Key=_key_attributes(healing_key(cluster_name)), ConsistentRead=True
+            TableName=self._table, Key=key_attributes(healing_key(cluster_name)), ConsistentRead=True
         ).get("Item")
         if not item:
             return HealingState(cluster_name=cluster_name)
-        return HealingState.model_validate({"clusterName": cluster_name, **_from_attributes(item)})
+        return HealingState.model_validate({"clusterName": cluster_name, **from_attributes(item)})
 
     def write_breaker(
         self,
@@ -300,7 +298,7 @@ class HealingTable:
         values: dict[str, Any] = {
             ":kind": {"S": HEALING_KIND},
             ":cluster": {"S": cluster_name},
-            ":reports": _serializer.serialize(reports),
+            ":reports": attribute_value(reports),
             ":next": {"N": str(expected_version + 1)},
         }
         update = "SET #kind = :kind, clusterName = :cluster, unhealthyReports = :reports, #version = :next"
@@ -322,7 +320,7 @@ class HealingTable:
             values[":expected"] = {"N": str(expected_version)}
         return self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
@@ -334,7 +332,7 @@ class HealingTable:
         False when none is pending."""
         return self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression="REMOVE tripAlertPending",
             ConditionExpression="tripAlertPending = :true",
             ExpressionAttributeValues={":true": {"BOOL": True}},
@@ -345,7 +343,7 @@ class HealingTable:
         the breaker's pause ended meanwhile."""
         self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression="SET tripAlertPending = :true",
             ConditionExpression="paused = :true AND pausedBy = :breaker",
             ExpressionAttributeValues={":true": {"BOOL": True}, ":breaker": {"S": BREAKER}},
@@ -355,7 +353,7 @@ class HealingTable:
         """Pause automatic repairs (an operator); False when they were paused already."""
         return self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression=(
                 "SET #kind = :kind, clusterName = :cluster, paused = :true, pausedBy = :by, "
                 "pausedReason = :reason, pausedAt = :now ADD #version :one"
@@ -378,7 +376,7 @@ class HealingTable:
         """Resume automatic repairs and forget the breaker's reports; False when they were not paused."""
         return self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression=(
                 "SET paused = :false, resumedBy = :by, resumedAt = :now, unhealthyReports = :none "
                 "ADD #version :one"
@@ -401,7 +399,7 @@ class HealingTable:
             return
         self._update_if(
             TableName=self._table,
-            Key=_key_attributes(healing_key(cluster_name)),
+            Key=key_attributes(healing_key(cluster_name)),
             UpdateExpression="DELETE leaseHolders :ops",
             # no healing item: nobody holds a slot (and none is made here)
             ConditionExpression="attribute_exists(pk)",

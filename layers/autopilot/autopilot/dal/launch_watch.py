@@ -11,12 +11,19 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from autopilot.aws import LazyClient, error_code
-from autopilot.dal.operation_history import HISTORY_PREFIX
-from autopilot.dal.state_table import _from_attributes, _key_attributes, cluster_key, operation_key
+from autopilot.aws import LazyClient
+from autopilot.dal.table import (
+    HISTORY_PREFIX,
+    attribute_value,
+    cluster_key,
+    from_item,
+    is_condition_failure,
+    key_attributes,
+    operation_key,
+    record_values,
+)
 from autopilot.models.records import Diagnosis, Operation, OperationError, OperationStatus, OperationType
 
 if TYPE_CHECKING:
@@ -29,8 +36,6 @@ CLAIM_RETENTION = timedelta(days=30)
 # within the newest history entries (DynamoDB applies Limit before the filter).
 RECENT_SCALES = 5
 HISTORY_READ = 100
-
-_serializer = TypeSerializer()
 
 
 class LaunchWatchTable:
@@ -59,10 +64,10 @@ class LaunchWatchTable:
         for entry in response.get("Items", [])[:RECENT_SCALES]:
             item = self.dynamodb.get_item(
                 TableName=self._table,
-                Key=_key_attributes(operation_key(entry["operationId"]["S"])),
+                Key=key_attributes(operation_key(entry["operationId"]["S"])),
                 ConsistentRead=True,
             ).get("Item")
-            operation = Operation.model_validate(_from_attributes(item)) if item else None
+            operation = from_item(Operation, item) if item else None
             if operation is not None and operation.status is OperationStatus.RUNNING:
                 running.append(operation)
         return running
@@ -88,11 +93,9 @@ class LaunchWatchTable:
             if value is not None:
                 update += f", #{name} = :{name}"
                 names[f"#{name}"] = name
-                values[f":{name}"] = _serializer.serialize(
-                    value.model_dump(by_alias=True, mode="json", exclude_none=True)
-                )
+                values[f":{name}"] = attribute_value(record_values(value))
         return self._update_if(
-            Key=_key_attributes(operation_key(operation_id)),
+            Key=key_attributes(operation_key(operation_id)),
             UpdateExpression=update,
             ConditionExpression="#status = :running",
             ExpressionAttributeNames=names,
@@ -105,14 +108,14 @@ class LaunchWatchTable:
             self.dynamodb.put_item(
                 TableName=self._table,
                 Item={
-                    **_key_attributes(self._failure_key(cluster_name, instance_id)),
+                    **key_attributes(self._failure_key(cluster_name, instance_id)),
                     "claimedAt": {"S": now.isoformat()},
                     "expiresAt": {"N": str(int((now + CLAIM_RETENTION).timestamp()))},
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -120,7 +123,7 @@ class LaunchWatchTable:
     def release_launch_failure(self, cluster_name: str, instance_id: str) -> None:
         """The claimed alert could not be sent: the redelivered event sends it."""
         self.dynamodb.delete_item(
-            TableName=self._table, Key=_key_attributes(self._failure_key(cluster_name, instance_id))
+            TableName=self._table, Key=key_attributes(self._failure_key(cluster_name, instance_id))
         )
 
     @staticmethod
@@ -131,7 +134,7 @@ class LaunchWatchTable:
         try:
             self.dynamodb.update_item(TableName=self._table, **request)
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if is_condition_failure(exc):
                 return False
             raise
         return True

@@ -15,14 +15,13 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import _from_attributes, _key_attributes, cluster_key, operation_key
+from autopilot.dal.table import HISTORY_PREFIX, cluster_key, from_item, key_attributes, operation_key
 from autopilot.errors import InvalidPageTokenError
 from autopilot.models.records import HistoryEntry, Operation, OperationType, Page
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-HISTORY_PREFIX = "HISTORY#"
 # What a page token carries: the sort key suffix of the last entry listed (``<createdAt>#<operationId>``).
 _POSITION = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z#op-\d{14}-[0-9a-f]{8}")
 # History entries one query reads at least: DynamoDB applies Limit before the kind filter.
@@ -68,7 +67,7 @@ class OperationHistory:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             response = self.dynamodb.query(**kwargs)
-            entries += [HistoryEntry.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+            entries += [from_item(HistoryEntry, i) for i in response.get("Items", [])]
             start = response.get("LastEvaluatedKey")
             if len(entries) > limit or not start:
                 break
@@ -83,12 +82,12 @@ class OperationHistory:
         """The operations, in the order asked (an id without an item is left out)."""
         found: dict[str, Operation] = {}
         for first in range(0, len(operation_ids), _BATCH_GET_MAX):
-            keys = [_key_attributes(operation_key(i)) for i in operation_ids[first : first + _BATCH_GET_MAX]]
+            keys = [key_attributes(operation_key(i)) for i in operation_ids[first : first + _BATCH_GET_MAX]]
             request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for item in response.get("Responses", {}).get(self._table, []):
-                    operation = Operation.model_validate(_from_attributes(item))
+                    operation = from_item(Operation, item)
                     found[operation.operation_id] = operation
                 # Keys DynamoDB did not read this time (throttling, the 16 MB cap); boto3 retries the call.
                 request = dict(response.get("UnprocessedKeys") or {})

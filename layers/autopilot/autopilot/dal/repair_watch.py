@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import _is_condition_failure, _key_attributes, operation_key
+from autopilot.dal.table import is_condition_failure, key_attributes, operation_key
 from autopilot.models.records import OperationStatus
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class RepairWatch:
         try:
             response = self.dynamodb.update_item(
                 TableName=self._table,
-                Key=_key_attributes(operation_key(operation_id)),
+                Key=key_attributes(operation_key(operation_id)),
                 UpdateExpression="SET sweepSeenAt = if_not_exists(sweepSeenAt, :at)",
                 ConditionExpression="#status = :running",
                 ExpressionAttributeNames={"#status": "status"},
@@ -45,7 +45,7 @@ class RepairWatch:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return None
             raise
         return str(response["Attributes"]["sweepSeenAt"]["S"])

@@ -12,11 +12,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.state_table import cluster_key
+from autopilot.dal.table import attribute_value, cluster_key, from_item, is_condition_failure
 from autopilot.models.sessions import SessionTermination
 
 if TYPE_CHECKING:
@@ -26,16 +25,9 @@ SESSION_KIND = "SESSION"
 # Longer than SessionGuardFunction's timeout (60 s): a claim this old belongs to an invocation that ended.
 CLAIM_LEASE = timedelta(minutes=5)
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
 
 def session_key(cluster_name: str, session_id: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": cluster_key(cluster_name)["pk"]}, "sk": {"S": f"SESSION#{session_id}"}}
-
-
-def _is_condition_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 class SessionTerminations:
@@ -52,7 +44,7 @@ class SessionTerminations:
         item: dict[str, Any] = {
             **session_key(termination.cluster_name, termination.session_id),
             "kind": {"S": SESSION_KIND},
-            **{key: _serializer.serialize(value) for key, value in data.items()},
+            **{key: attribute_value(value) for key, value in data.items()},
         }
         try:
             self.dynamodb.put_item(
@@ -64,7 +56,7 @@ class SessionTerminations:
                 ExpressionAttributeValues={":stale": {"S": stale_before}},
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -88,7 +80,7 @@ class SessionTerminations:
                 ExpressionAttributeValues={":mine": {"S": termination.claimed_at}},
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):  # another invocation's claim now: leave it
+            if not is_condition_failure(exc):  # another invocation's claim now: leave it
                 raise
 
     def list_for_cluster(self, cluster_name: str) -> list[SessionTermination]:
@@ -104,10 +96,7 @@ class SessionTerminations:
         }
         while True:
             response = self.dynamodb.query(**kwargs)
-            found += [
-                SessionTermination.model_validate({k: _deserializer.deserialize(v) for k, v in item.items()})
-                for item in response.get("Items", [])
-            ]
+            found += [from_item(SessionTermination, item) for item in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
                 return found
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

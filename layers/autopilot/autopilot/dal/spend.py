@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
+from autopilot.dal.table import attribute_value, from_attributes, is_condition_failure
 from autopilot.models.spend import ListPrice, SpendMeter
 
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 
 # Meter items outlive their month for a year (last year's figures stay readable, then TTL removes them).
 METER_RETENTION = timedelta(days=400)
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 def meter_key(cluster_name: str, month: str) -> dict[str, dict[str, str]]:
@@ -59,10 +56,6 @@ class SpendStore(Protocol):
         """The cached price, None when absent or expired."""
 
     def put_price(self, price: ListPrice, *, expires_at: datetime) -> None: ...
-
-
-def _is_condition_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 class SpendTable:
@@ -112,7 +105,7 @@ class SpendTable:
         sets = [f"#{a} = :{a}" for a, value in figures.items() if value is not None]
         removes = [f"#{a}" for a, value in figures.items() if value is None]
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        values = {f":{a}": _serializer.serialize(v) for a, v in figures.items() if v is not None}
+        values = {f":{a}": attribute_value(v) for a, v in figures.items() if v is not None}
         try:
             self.dynamodb.update_item(
                 TableName=self._table,
@@ -124,7 +117,7 @@ class SpendTable:
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -142,7 +135,7 @@ class SpendTable:
                 },
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -170,7 +163,7 @@ class SpendTable:
             **price_key(price.region, price.instance_type),
             "region": {"S": price.region},
             "instanceType": {"S": price.instance_type},
-            "usdPerHour": _serializer.serialize(price.usd_per_hour),
+            "usdPerHour": attribute_value(price.usd_per_hour),
             "fetchedAt": {"S": iso(price.fetched_at)},
             "expiresAt": {"N": str(int(expires_at.timestamp()))},
         }
@@ -178,7 +171,7 @@ class SpendTable:
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    plain = {k: _deserializer.deserialize(v) for k, v in item.items()}
+    plain = from_attributes(item)
     if isinstance(plain.get("alerted"), set):
         plain["alerted"] = {int(Decimal(t)) for t in plain["alerted"]}
     return plain

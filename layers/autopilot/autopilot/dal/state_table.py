@@ -11,14 +11,27 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot import aws
+from autopilot.dal.table import (
+    BY_KIND_INDEX,
+    CLUSTER_KIND,
+    HISTORY_KIND,
+    OPERATION_KIND,
+    attribute_value,
+    cluster_key,
+    from_item,
+    history_key,
+    is_condition_failure,
+    key_attributes,
+    operation_key,
+    record_values,
+    to_item,
+)
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
 from autopilot.models.constraints import NAME_PATTERN
 from autopilot.models.records import (
@@ -38,10 +51,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-CLUSTER_KIND = "CLUSTER"
-OPERATION_KIND = "OPERATION"
-HISTORY_KIND = "HISTORY"
-BY_KIND_INDEX = "by-kind"
 # A page token names a cluster (SageMaker's ClusterName: 1-63 characters of this pattern).
 CLUSTER_NAME = re.compile(NAME_PATTERN)
 CLUSTER_NAME_MAX = 63
@@ -49,44 +58,14 @@ CLUSTER_NAME_MAX = 63
 _LIST_READ_BATCH = 100
 
 
-def cluster_key(name: str) -> dict[str, str]:
-    return {"pk": f"CLUSTER#{name}", "sk": f"CLUSTER#{name}"}
-
-
-def operation_key(operation_id: str) -> dict[str, str]:
-    return {"pk": f"OPERATION#{operation_id}", "sk": f"OPERATION#{operation_id}"}
-
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def _to_attributes(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in data.items() if v is not None}
-
-
-def _from_attributes(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
-
-
 def _cluster_item(cluster: Cluster) -> dict[str, Any]:
     """The cluster's registry item, as start_create and an adopting start_delete put it."""
-    return _to_attributes(
-        {
-            **cluster_key(cluster.cluster_name),
-            "kind": CLUSTER_KIND,
-            **cluster.model_dump(by_alias=True, mode="json", exclude_none=True),
-        }
-    )
-
-
-def _key_attributes(key: Mapping[str, str]) -> dict[str, Any]:
-    return {k: {"S": v} for k, v in key.items()}
+    return to_item(cluster_key(cluster.cluster_name), CLUSTER_KIND, cluster)
 
 
 def _start_key(after_cluster: str) -> dict[str, Any]:
     """The ExclusiveStartKey in the by-kind index after this cluster."""
-    return {"kind": {"S": CLUSTER_KIND}, **_key_attributes(cluster_key(after_cluster))}
+    return {"kind": {"S": CLUSTER_KIND}, **key_attributes(cluster_key(after_cluster))}
 
 
 def fail_running_write(
@@ -97,41 +76,26 @@ def fail_running_write(
     return {
         "Update": {
             "TableName": table,
-            "Key": _key_attributes(operation_key(operation_id)),
+            "Key": key_attributes(operation_key(operation_id)),
             "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
             "ConditionExpression": "#status = :running",
             "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
             "ExpressionAttributeValues": {
                 ":failed": {"S": OperationStatus.FAILED.value},
                 ":running": {"S": OperationStatus.RUNNING.value},
-                ":error": _serializer.serialize(error.model_dump(by_alias=True)),
+                ":error": attribute_value(record_values(error)),
                 ":now": {"S": now},
             },
         }
     }
 
 
-def _is_condition_failure(exc: ClientError) -> bool:
-    code = exc.response.get("Error", {}).get("Code")
-    if code == "ConditionalCheckFailedException":
-        return True
-    if code != "TransactionCanceledException":
-        return False
-    reasons = exc.response.get("CancellationReasons", [])
-    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
-
-
 def operation_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
     """The transaction item that records a new operation (never over an existing one)."""
-    item = {
-        **operation_key(operation.operation_id),
-        "kind": OPERATION_KIND,
-        **operation.model_dump(by_alias=True, mode="json", exclude_none=True),
-    }
     return {
         "Put": {
             "TableName": table,
-            "Item": _to_attributes(item),
+            "Item": to_item(operation_key(operation.operation_id), OPERATION_KIND, operation),
             "ConditionExpression": "attribute_not_exists(pk)",
         }
     }
@@ -146,13 +110,7 @@ def history_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
         operation_type=operation.operation_type,
         requested_by=operation.requested_by,
     )
-    item = {
-        "pk": cluster_key(operation.cluster_name)["pk"],
-        "sk": f"HISTORY#{operation.created_at}#{operation.operation_id}",
-        "kind": HISTORY_KIND,
-        **entry.model_dump(by_alias=True, mode="json", exclude_none=True),
-    }
-    return {"Put": {"TableName": table, "Item": _to_attributes(item)}}
+    return {"Put": {"TableName": table, "Item": to_item(history_key(entry), HISTORY_KIND, entry)}}
 
 
 class StateTable:
@@ -197,7 +155,7 @@ class StateTable:
                 ]
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 raise ClusterNameTakenError(cluster.cluster_name) from exc
             raise
 
@@ -221,7 +179,7 @@ class StateTable:
             cluster_write = {
                 "Update": {
                     "TableName": self._table,
-                    "Key": _key_attributes(cluster_key(cluster.cluster_name)),
+                    "Key": key_attributes(cluster_key(cluster.cluster_name)),
                     "UpdateExpression": "SET #status = :deleting, lastOperationId = :op, updatedAt = :now",
                     "ConditionExpression": "#status IN (:s1, :s2, :s3)",
                     "ExpressionAttributeNames": {"#status": "status"},
@@ -244,14 +202,14 @@ class StateTable:
                 ]
             )
         except ClientError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 raise ClusterBusyError(cluster.cluster_name) from exc
             raise
 
     def set_execution_arn(self, operation_id: str, execution_arn: str) -> None:
         self._ddb.update_item(
             TableName=self._table,
-            Key=_key_attributes(operation_key(operation_id)),
+            Key=key_attributes(operation_key(operation_id)),
             UpdateExpression="SET executionArn = :arn, updatedAt = :now",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":now": {"S": now_iso()}},
         )
@@ -266,12 +224,12 @@ class StateTable:
                 {
                     "Update": {
                         "TableName": self._table,
-                        "Key": _key_attributes(operation_key(operation_id)),
+                        "Key": key_attributes(operation_key(operation_id)),
                         "UpdateExpression": "SET #status = :failed, #error = :error, updatedAt = :now",
                         "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
                         "ExpressionAttributeValues": {
                             ":failed": {"S": OperationStatus.FAILED.value},
-                            ":error": _serializer.serialize(error.model_dump(by_alias=True)),
+                            ":error": attribute_value(record_values(error)),
                             ":now": {"S": now},
                         },
                     }
@@ -279,7 +237,7 @@ class StateTable:
                 {
                     "Update": {
                         "TableName": self._table,
-                        "Key": _key_attributes(cluster_key(cluster_name)),
+                        "Key": key_attributes(cluster_key(cluster_name)),
                         "UpdateExpression": "SET #status = :status, updatedAt = :now",
                         "ExpressionAttributeNames": {"#status": "status"},
                         "ExpressionAttributeValues": {
@@ -319,7 +277,7 @@ class StateTable:
         cluster_write: TransactWriteItemTypeDef = {
             "Update": {
                 "TableName": self._table,
-                "Key": _key_attributes(cluster_key(operation.cluster_name)),
+                "Key": key_attributes(cluster_key(operation.cluster_name)),
                 "UpdateExpression": update,
                 "ConditionExpression": "lastOperationId = :op",
                 "ExpressionAttributeNames": {"#status": "status"},
@@ -329,7 +287,7 @@ class StateTable:
         try:
             self._ddb.transact_write_items(TransactItems=[operation_write, cluster_write])
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if reasons[:1] == ["ConditionalCheckFailed"]:
@@ -338,7 +296,7 @@ class StateTable:
             try:
                 self._ddb.update_item(**operation_write["Update"])
             except ClientError as again:
-                if _is_condition_failure(again):
+                if is_condition_failure(again):
                     return False
                 raise
         return True
@@ -367,22 +325,22 @@ class StateTable:
         }
         while True:
             response = self._ddb.query(**kwargs)
-            found += [Operation.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+            found += [from_item(Operation, i) for i in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
                 return found
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def get_cluster(self, name: str) -> Cluster | None:
         item = self._ddb.get_item(
-            TableName=self._table, Key=_key_attributes(cluster_key(name)), ConsistentRead=True
+            TableName=self._table, Key=key_attributes(cluster_key(name)), ConsistentRead=True
         ).get("Item")
-        return Cluster.model_validate(_from_attributes(item)) if item else None
+        return from_item(Cluster, item) if item else None
 
     def get_operation(self, operation_id: str) -> Operation | None:
         item = self._ddb.get_item(
-            TableName=self._table, Key=_key_attributes(operation_key(operation_id)), ConsistentRead=True
+            TableName=self._table, Key=key_attributes(operation_key(operation_id)), ConsistentRead=True
         ).get("Item")
-        return Operation.model_validate(_from_attributes(item)) if item else None
+        return from_item(Operation, item) if item else None
 
     def list_clusters(
         self, *, limit: int = 50, next_token: str | None = None, include_deleted: bool = False
@@ -412,7 +370,7 @@ class StateTable:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             response = self._ddb.query(**kwargs)
-            found += [Cluster.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+            found += [from_item(Cluster, i) for i in response.get("Items", [])]
             start = response.get("LastEvaluatedKey")
             if len(found) > limit or not start:
                 break
@@ -434,7 +392,7 @@ class StateTable:
             ScanIndexForward=False,
             Limit=limit,
         )
-        return [HistoryEntry.model_validate(_from_attributes(i)) for i in response.get("Items", [])]
+        return [from_item(HistoryEntry, i) for i in response.get("Items", [])]
 
 
 def encode_page_token(after_cluster: str) -> str:

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import NODE_KIND, NODE_PREFIX, node_key
-from autopilot.dal.state_table import _from_attributes, _is_condition_failure, _key_attributes, cluster_key
+from autopilot.dal.table import cluster_key, from_attributes, is_condition_failure, key_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -43,7 +43,7 @@ class StuckNodes:
         while True:
             page = self.dynamodb.query(**kwargs)
             for item in page.get("Items", []):
-                plain = _from_attributes(item)
+                plain = from_attributes(item)
                 found[str(plain["nodeId"])] = str(plain["notRunningSince"])
             if "LastEvaluatedKey" not in page:
                 return found
@@ -53,7 +53,7 @@ class StuckNodes:
         """Note the node out of Running (``status``) unless it is noted already; since when."""
         response = self.dynamodb.update_item(
             TableName=self._table,
-            Key=_key_attributes(node_key(cluster_name, node_id)),
+            Key=key_attributes(node_key(cluster_name, node_id)),
             UpdateExpression=(
                 "SET #kind = :kind, clusterName = :cluster, nodeId = :node, notRunningStatus = :status, "
                 "notRunningSince = if_not_exists(notRunningSince, :at)"
@@ -75,10 +75,10 @@ class StuckNodes:
         try:
             self.dynamodb.update_item(
                 TableName=self._table,
-                Key=_key_attributes(node_key(cluster_name, node_id)),
+                Key=key_attributes(node_key(cluster_name, node_id)),
                 UpdateExpression="REMOVE notRunningSince, notRunningStatus",
                 ConditionExpression="attribute_exists(pk)",
             )
         except ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise

@@ -31,10 +31,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient, error_code
+from autopilot.dal.table import attribute_value, from_attributes, is_condition_failure
 from autopilot.models.records import iso
 from autopilot.models.usage import JobCost, UsageTotals
 
@@ -67,10 +67,6 @@ _MAX_ROUNDS: Final = 5
 
 class UnprocessedKeysError(RuntimeError):
     """BatchGetItem kept leaving keys unread (throttling): the report fails and is sent again."""
-
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 def _pk(cluster_name: str) -> str:
@@ -166,10 +162,6 @@ class UsageStore(Protocol):
     ) -> None: ...
 
 
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
-
-
 class UsageTable:
     """UsageStore on the state table (DynamoDB)."""
 
@@ -236,13 +228,11 @@ class UsageTable:
             item = {
                 **job_key(cluster_name, cost.ref),
                 **{
-                    k: _serializer.serialize(v)
+                    k: attribute_value(v)
                     for k, v in cost.model_dump(by_alias=True, mode="python", exclude_none=True).items()
                     if k != "months"
                 },
-                "months": _serializer.serialize(
-                    {m: s.model_dump(by_alias=True) for m, s in cost.months.items()}
-                ),
+                "months": attribute_value({m: s.model_dump(by_alias=True) for m, s in cost.months.items()}),
                 "expiresAt": {"N": str(expires_at)},
             }
             writes.append(
@@ -299,7 +289,7 @@ class UsageTable:
             ExpressionAttributeValues={":pk": {"S": _pk(cluster_name)}, ":prefix": {"S": prefix}},
             ConsistentRead=True,
         ):
-            found += [UsageTotals.model_validate(_plain(item)) for item in page.get("Items", [])]
+            found += [UsageTotals.model_validate(from_attributes(item)) for item in page.get("Items", [])]
         return found
 
     def account_budgets(self, cluster_name: str) -> dict[str, str]:
@@ -309,7 +299,7 @@ class UsageTable:
             ProjectionExpression="accountBudgets",
             ConsistentRead=True,
         ).get("Item")
-        budgets = _plain(item).get("accountBudgets") if item else None
+        budgets = from_attributes(item).get("accountBudgets") if item else None
         return {str(k): str(v) for k, v in (budgets or {}).items()}
 
     def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
@@ -317,7 +307,7 @@ class UsageTable:
         if budgets:
             expression = "SET accountBudgets = :budgets, updatedAt = :now"
             values: dict[str, Any] = {
-                ":budgets": _serializer.serialize(budgets),
+                ":budgets": attribute_value(budgets),
                 ":now": {"S": updated_at},
             }
         else:
@@ -334,7 +324,7 @@ class UsageTable:
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -356,7 +346,7 @@ class UsageTable:
                 ExpressionAttributeValues={":stale": {"S": iso(now - ALERT_CLAIM_LEASE)}},
             )
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -401,12 +391,12 @@ class UsageTable:
                 ExpressionAttributeValues={":released": {"S": iso(RELEASED)}},
             )
         except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
+            if not is_condition_failure(exc):
                 raise
 
     def remembered_node_types(self, cluster_name: str) -> dict[str, str]:
         item = self.dynamodb.get_item(TableName=self._table, Key=nodes_key(cluster_name)).get("Item")
-        types = _plain(item).get("types") if item else None
+        types = from_attributes(item).get("types") if item else None
         return {str(k): str(v) for k, v in (types or {}).items()}
 
     def remember_node_types(self, cluster_name: str, types: dict[str, str], *, now: datetime) -> None:
@@ -420,7 +410,7 @@ class UsageTable:
             TableName=self._table,
             Item={
                 **nodes_key(cluster_name),
-                "types": _serializer.serialize(dict(list(merged.items())[:MAX_REMEMBERED_NODES])),
+                "types": attribute_value(dict(list(merged.items())[:MAX_REMEMBERED_NODES])),
                 "expiresAt": {"N": str(int((now + RETENTION).timestamp()))},
             },
         )
