@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from autopilot.dal.healing import HealingTable, healing_key, node_key
-from autopilot.dal.state_table import _key_attributes
+from autopilot.dal.table import key_attributes
 from autopilot.logic.cluster_events import handle_message
 from autopilot.logic.healing.start_repair import repair_deadlines
 from autopilot.logic.read_clusters import get_operation
@@ -229,7 +229,7 @@ def operation_of(execution: dict[str, Any]) -> OperationView:
 
 def item(stack: Deployed, key: dict[str, str]) -> dict[str, Any]:
     got = stack.client("dynamodb").get_item(
-        TableName=stack.stack.physical_id("StateTable"), Key=_key_attributes(key), ConsistentRead=True
+        TableName=stack.stack.physical_id("StateTable"), Key=key_attributes(key), ConsistentRead=True
     )
     return dict(got.get("Item", {}))
 
