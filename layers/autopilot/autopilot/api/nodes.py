@@ -16,7 +16,7 @@ from autopilot.api.responses import FOLLOW_OPERATION, responses
 from autopilot.errors import (
     InvalidPageTokenError,
 )
-from autopilot.logic import node_health
+from autopilot.logic import read_nodes
 from autopilot.logic.repair_node import repair_node
 from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.models.bodies import (
@@ -50,7 +50,7 @@ def list_nodes(
     ] = None,
 ) -> NodeList:
     try:
-        return node_health.list_nodes(
+        return read_nodes.list_nodes(
             wiring.get_dependencies(),
             name,
             limit=limit,

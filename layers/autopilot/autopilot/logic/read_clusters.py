@@ -1,5 +1,5 @@
 """The API's reads: a cluster (Autopilot's record + SageMaker's live view), the cluster list, an
-operation (a cluster's nodes: logic/node_health.py)."""
+operation (a cluster's nodes: logic/read_nodes.py)."""
 
 from __future__ import annotations
 
