@@ -16,7 +16,7 @@ from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
 from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
 from autopilot.logic.agent.trust import ControllerReader
-from autopilot.logic.healing.login_targets import repair_login_targets
+from autopilot.logic.healing.login_target_drift import repair_login_targets
 from autopilot.logic.healing.slurm_signal import SlurmSignal
 from autopilot.logic.healing.sweep import HealingSweep
 from autopilot.logic.healing.topology import TopologyReader

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.agent.trust import ControllerReader
-from autopilot.logic.healing.login_targets import repair_login_targets
+from autopilot.logic.healing.login_target_drift import repair_login_targets
 from autopilot.logic.login_targets import KeepTargetsRequest, LoginTargets, keep_targets
 
 from sandbox.emulator import seams
