@@ -60,7 +60,8 @@ class AwsEndpoint:
         return response(environ, start_response)
 
     def _aws(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        priced = self.sandbox.pricing.wsgi_answer(environ) if self.sandbox.pricing else None
+        simulators = self.sandbox.simulators
+        priced = simulators.pricing.wsgi_answer(environ) if simulators is not None else None
         if priced is not None:  # moto's server has no pricing backend
             status, headers, body = priced
             return Response(body, status, headers)(environ, start_response)

@@ -16,7 +16,6 @@ scheduler on the sandbox clock, the SQS event-source poller, the async delivery 
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -25,7 +24,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 from moto import mock_aws
@@ -46,7 +45,16 @@ from sandbox.emulator.lambda_runtime import (
     SqsEventSourcePoller,
 )
 from sandbox.emulator.schedules import Scheduler
+from sandbox.emulator.sqs import MessageMoves
 from sandbox.harness.aws_endpoint import ADMIN_PREFIX, AwsEndpoint
+from sandbox.harness.simulators import Simulators, install_simulators
+from sandbox.services.budgets import BudgetsSimulator
+from sandbox.services.hyperpod import HyperPodSimulator
+from sandbox.services.pricing.price_list_api import PricingSimulator
+from sandbox.services.ssm_sessions import SsmSessionsSimulator
+
+if TYPE_CHECKING:  # imported when Slurm is on only (it starts daemons; most sandboxes never need it)
+    from sandbox.services.slurm.hyperpod import HyperPodSlurm
 
 DEFAULT_TEMPLATE: Final = Path(__file__).resolve().parents[2] / "template.yaml"
 DEFAULT_REGION: Final = "us-east-1"
@@ -115,18 +123,14 @@ class Sandbox:
         # share of faults on NodeRecovery Automatic clusters whose Node Health events say RepairAction None
         self.repair_action_none = repair_action_none
         # real Slurm (sandbox/services/slurm/) for the HyperPod simulator's Slurm clusters, and the agent
-        # where a
-        # cluster installs it; off by default (hundreds of simulated nodes would be hundreds of slurmd)
+        # where a cluster installs it; off by default (hundreds of simulated nodes would be hundreds of
+        # slurmd)
         self.slurm_enabled = slurm
         # False: its slurm.conf configures no gpu GRES (AWS's may not: docs/sandbox.md, unverified)
         self.slurm_gres = slurm_gres
-        self.slurm: Any = None
+        self.slurm: HyperPodSlurm | None = None
         self._agent_api_lock = threading.Lock()
-        self.hyperpod: Any = None
-        self.ssm: Any = None
-        self.budgets: Any = None
-        self.pricing: Any = None
-        self.message_moves: Any = None
+        self.simulators: Simulators | None = None  # None until started, or when made with simulators=False
         self._stack: Stack | None = None
         self._runtime: LambdaRuntime | None = None
         self._poller: SqsEventSourcePoller | None = None
@@ -174,7 +178,17 @@ class Sandbox:
         seams.install(self._runtime, self.clock)
         self._undo.append(seams.uninstall)
         if self.simulators_enabled:
-            self._install_simulators()
+            self.simulators = install_simulators(
+                self.clock,
+                region=self.region,
+                account_id=self.account_id,
+                seed=self.seed,
+                duplicate_events=self.duplicate_events,
+                repair_action_none=self.repair_action_none,
+                undo=self._undo,
+            )
+            if self.slurm_enabled:
+                self._install_slurm(self.simulators.hyperpod)
         self._stack = deploy(
             self.template,
             session=self.session(),
@@ -245,57 +259,6 @@ class Sandbox:
                 os.environ[key] = value
         self._saved_env.clear()
 
-    def _install_simulators(self) -> None:
-        """Install the HyperPod, SSM sessions, Budgets and Price List simulators (each only if its module
-        exists)."""
-        hyperpod = _optional_module("sandbox.services.hyperpod")
-        if hyperpod is not None:
-            # The home region's simulator; every other region gets one spawned from it on first use.
-            self.hyperpod = hyperpod.HyperPodSimulator(
-                self.clock,
-                region=self.region,
-                account_id=self.account_id,
-                seed=self.seed,
-                duplicate_events=self.duplicate_events,
-                repair_action_none=self.repair_action_none,
-            )
-            self.hyperpod.install()
-            self._undo.append(self.hyperpod.uninstall)
-            if self.slurm_enabled:
-                self._install_slurm()
-        ssm = _optional_module("sandbox.services.ssm_sessions")
-        if ssm is not None:
-            self.ssm = ssm.SsmSessionsSimulator(self.clock, region=self.region, account_id=self.account_id)
-            self.ssm.install()
-            self._undo.append(self.ssm.uninstall)
-        budgets = _optional_module("sandbox.services.budgets")
-        if budgets is not None:
-            fleet: Callable[[], list[Any]] = (  # AWS Budgets counts the account's spend in every region
-                self._hyperpod_fleet if self.hyperpod is not None else list
-            )
-            self.budgets = budgets.BudgetsSimulator(
-                self.clock, fleet=fleet, region=self.region, account_id=self.account_id
-            )
-            self.budgets.install()
-            self._undo.append(self.budgets.uninstall)
-        sqs = _optional_module("sandbox.emulator.sqs")
-        if sqs is not None:  # the dead-letter queue redrive (moto has no StartMessageMoveTask)
-            self.message_moves = sqs.MessageMoves(self.clock.now)
-            self.message_moves.install()
-            self._undo.append(self.message_moves.uninstall)
-        # IAM's policy simulator and S3's ExpectedBucketOwner (moto has neither): what POST /clusters
-        # asks before it uses a role or bucket a caller names (CallerResourceChecks)
-        for name in ("sandbox.emulator.iam_simulation", "sandbox.emulator.s3_bucket_owner"):
-            seam = _optional_module(name)
-            if seam is not None:
-                seam.install()
-                self._undo.append(seam.uninstall)
-        pricing = _optional_module("sandbox.services.pricing.price_list_api")
-        if pricing is not None:  # the Price List API (moto has no pricing service)
-            self.pricing = pricing.PricingSimulator()
-            self.pricing.install()
-            self._undo.append(self.pricing.uninstall)
-
     def _deploy_parameters(self) -> dict[str, Any]:
         """deploy()'s parameters. With real Slurm on a running clock, AgentPollSeconds (unless the caller
         set it) is AGENT_POLL_WALL_SECONDS of simulated time: the agent's connected window and the
@@ -316,7 +279,7 @@ class Sandbox:
             "max_values": {"AgentPollSeconds": AGENT_POLL_LIMIT},
         }
 
-    def _install_slurm(self) -> None:
+    def _install_slurm(self, hyperpod: HyperPodSimulator) -> None:
         from sandbox.services.slurm import INSTALL_HINT, missing_slurm  # noqa: PLC0415 - only with Slurm on
         from sandbox.services.slurm.hyperpod import HyperPodSlurm  # noqa: PLC0415
 
@@ -328,7 +291,7 @@ class Sandbox:
         self.slurm = HyperPodSlurm(
             api_url=self._agent_api_url, credentials=self._controller_credentials, gres=self.slurm_gres
         )
-        self.hyperpod.hooks = self.slurm
+        hyperpod.hooks = self.slurm
         self._undo.append(self.slurm.stop)
 
     def _agent_api_url(self) -> str:
@@ -365,31 +328,51 @@ class Sandbox:
     def tick(self) -> None:
         """One step of simulated time: simulators advance to clock.now(), due schedules fire."""
         # the SSM simulator ticks the regions spawned from it too (their CloudTrail events, terminations)
-        for simulator in (*self.hyperpods(), self.ssm, self.budgets):
-            if simulator is not None:
-                try:
-                    simulator.tick()
-                except Exception:  # noqa: BLE001 - one failed tick must not stop the sandbox
-                    traceback.print_exc()
+        for simulator in self.simulators.ticking() if self.simulators is not None else []:
+            try:
+                simulator.tick()
+            except Exception:  # noqa: BLE001 - one failed tick must not stop the sandbox
+                traceback.print_exc()
         if self.schedules_enabled and self._scheduler is not None:
             try:
                 self._scheduler.fire_due()
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
 
-    def _hyperpod_fleet(self) -> list[Any]:
-        return [instance for simulator in self.hyperpods() for instance in simulator.running_instances()]
-
     # accessors ---------------------------------------------------------------------------------
-    def hyperpod_for(self, region: str, account_id: str | None = None) -> Any:
+    def _simulators(self) -> Simulators:
+        if self.simulators is None:
+            raise RuntimeError("the simulators are not installed (sandbox not started, or simulators=False)")
+        return self.simulators
+
+    @property
+    def hyperpod(self) -> HyperPodSimulator:
+        """The home region's HyperPod simulator."""
+        return self._simulators().hyperpod
+
+    @property
+    def ssm(self) -> SsmSessionsSimulator:
+        return self._simulators().ssm
+
+    @property
+    def budgets(self) -> BudgetsSimulator:
+        return self._simulators().budgets
+
+    @property
+    def message_moves(self) -> MessageMoves:
+        return self._simulators().message_moves
+
+    @property
+    def pricing(self) -> PricingSimulator:
+        return self._simulators().pricing
+
+    def hyperpod_for(self, region: str, account_id: str | None = None) -> HyperPodSimulator:
         """The HyperPod simulator of ``region`` (created on first use, as a request there would)."""
-        if self.hyperpod is None:
-            raise RuntimeError("the HyperPod simulator is not installed")
         return self.hyperpod.for_region(region, account_id)
 
-    def hyperpods(self) -> list[Any]:
+    def hyperpods(self) -> list[HyperPodSimulator]:
         """Every HyperPod simulator: the home region's (``hyperpod``) and those created since."""
-        return list(self.hyperpod.every_region()) if self.hyperpod is not None else []
+        return list(self.simulators.hyperpod.every_region()) if self.simulators is not None else []
 
     @property
     def stack(self) -> Stack:
@@ -526,17 +509,14 @@ class Sandbox:
     def apply_fault(self, name: str, params: dict[str, Any]) -> Any:
         """Inject a fault: ``throttling`` / ``server_error`` / ``latency`` / ``lost_response`` on any AWS
         call the control plane makes (sandbox.emulator.aws_calls), ``clear`` (those and the simulator's),
-        else a
-        HyperPod fault."""
+        else a HyperPod fault."""
         if self.aws_calls is None:
             raise RuntimeError("sandbox not started")
         if name in FAULT_KINDS:
             result = self.aws_calls.apply_fault(name, params)
-            if name == "clear" and self.hyperpod is not None:
-                result["hyperpod"] = self.hyperpod.apply_fault("clear", {})
+            if name == "clear" and self.simulators is not None:
+                result["hyperpod"] = self.simulators.hyperpod.apply_fault("clear", {})
             return result
-        if self.hyperpod is None:
-            raise RuntimeError("the HyperPod simulator is not installed")
         return self.hyperpod.apply_fault(name, params)
 
     def _iam_denials(self) -> list[Denial]:
@@ -586,13 +566,4 @@ class Sandbox:
         return 404, {"error": f"no admin route {method} {path}"}
 
 
-def _optional_module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and name.startswith(error.name):
-            return None
-        raise
-
-
-__all__ = ["DEFAULT_TEMPLATE", "Sandbox"]
+__all__ = ["DEFAULT_TEMPLATE", "Sandbox", "Simulators"]

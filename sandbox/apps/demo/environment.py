@@ -244,6 +244,5 @@ def embedded_environment(*, speed: float, log_path: Path | None) -> Iterator[San
                 slurm=True,  # real Slurm for the Slurm clusters (make demo installs it: make slurm)
             )
         )
-        if sandbox.budgets is not None:
-            sandbox.budgets.duplicate_deliveries = DEMO_DUPLICATES
+        sandbox.budgets.duplicate_deliveries = DEMO_DUPLICATES
         yield SandboxEnvironment(sandbox, sandbox.serve_api(0))
