@@ -11,8 +11,8 @@ Callers: the account root (the sandbox's own keys) is allowed everything, as on 
 its inline, attached and group policies; an AssumeRole session its role's policies, within the role's
 permissions boundary and the session policy passed to AssumeRole. Evaluation is
 sandbox.emulator.aws_calls.policy's (explicit Deny wins, conditions it cannot evaluate raise
-UnsupportedPolicy).
-The stack's API has no resource policy (tests/sandbox/test_api_authorization.py checks the template),
+UnsupportedPolicy). The stack's API has no resource policy (tests/sandbox/test_api_authorization.py checks the
+template),
 so identity policies alone decide, as for any same-account caller of an API without one.
 """
 

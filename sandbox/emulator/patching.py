@@ -2,8 +2,7 @@
 
 A leaf (it imports nothing of the sandbox): the seam modules (``stepfunctions_*``, ``elbv2_targets``,
 ``pricing``, ``sqs``, ``deploy.moto_iam``) import it, and ``sandbox.emulator.seams``, the registry that
-installs
-them, imports them. With the toolkit in the registry, every seam module imported its own importer
+installs them, imports them. With the toolkit in the registry, every seam module imported its own importer
 back (a 17-file import circle through the Lambda runtime and the deployer).
 """
 

@@ -1,6 +1,5 @@
 """The agent's verbs against real Slurm (Debian's 22.05; sandbox/services/slurm's slurmctld and two slurmd),
-the
-agent's own Slurm code running the real scontrol / squeue / sinfo, and the HTTP round trip faked (the
+the agent's own Slurm code running the real scontrol / squeue / sinfo, and the HTTP round trip faked (the
 control plane's side is tested elsewhere). Skips with one line when Slurm is not installed; fails in CI."""
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ GPUS = 8
 @pytest.fixture(scope="module")
 def slurm_conf() -> Iterator[str]:
     """A two-node Slurm cluster (sandbox/services/slurm), up: its slurm.conf, also in SLURM_CONF meanwhile
-    (the
-    agent's Slurm commands find their cluster as on a node, through the environment)."""
+    (the agent's Slurm commands find their cluster as on a node, through the environment)."""
     # slurmstepd's Unix sockets live under the spool directory: pytest's tmp_path is too long for them
     cluster = SlurmCluster("agent-test", Path(tempfile.mkdtemp(prefix="slurm-agent-"))).start()
     try:

@@ -1,6 +1,5 @@
 """The ``hold_elbv2_targets_as_aws`` seam (sandbox/emulator/elbv2_targets.py): moto's ELBv2 ``ip`` target
-groups
-register, key, report and drain targets as ELBv2 does, on the sandbox clock; without the seam moto is
+groups register, key, report and drain targets as ELBv2 does, on the sandbox clock; without the seam moto is
 kinder (the last test holds that, so a moto upgrade that fixes it is noticed)."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Per-environment modules in one interpreter (sandbox/emulator/lambda_modules.py): two module spaces import
-the
-same names at once, each sees its own copy by every route Python has to a module."""
+the same names at once, each sees its own copy by every route Python has to a module."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Chargeback's finished jobs end to end on this machine: real Slurm recording them (the job completion
 log, or slurmdbd with its MariaDB: sandbox/services/slurm/accounting.py), the real agent installed on a
-"node" and
-run as its systemd unit would (sandbox/services/slurm/agent.py), reporting over HTTP to a recording endpoint
-that
-validates every report as AgentFunction parses it (the control plane's ingestion is tested elsewhere).
+"node" and run as its systemd unit would (sandbox/services/slurm/agent.py), reporting over HTTP to a recording
+endpoint
+that validates every report as AgentFunction parses it (the control plane's ingestion is tested elsewhere).
 Jobs under two accounts and two users are reported once each, with Slurm's own nodes, GPUs and times,
 across an agent restart. And the agent's own node-list expansion against Slurm's scontrol."""
 

@@ -1,6 +1,5 @@
 """Real Slurm on this machine (sandbox/services/slurm/cluster.py): the daemons, jobs, a crashed node, a
-reboot,
-a replacement, and nothing left running after stop. One cluster serves the module, in order."""
+reboot, a replacement, and nothing left running after stop. One cluster serves the module, in order."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The dead-letter queue redrive moto lacks (sandbox/emulator/sqs/message_moves.py): StartMessageMoveTask
-moves
-a DLQ's messages back as new messages, ListMessageMoveTasks reports it, and only a DLQ may be a source."""
+moves a DLQ's messages back as new messages, ListMessageMoveTasks reports it, and only a DLQ may be a
+source."""
 
 from __future__ import annotations
 

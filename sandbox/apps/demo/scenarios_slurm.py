@@ -1,8 +1,7 @@
 """Slurm-aware healing (issue 21): a job survives the repair of one of its nodes.
 
 `make demo` runs real Slurm for every Slurm cluster (sandbox/services/slurm/: slurmctld, one slurmd per
-worker).
-The scenario does what people do, through public surfaces only: the operator installs the agent as
+worker). The scenario does what people do, through public surfaces only: the operator installs the agent as
 docs/agent.md says (the execution role with the agent's statement, the lifecycle prefix in S3 holding
 provisioning_parameters.json and ``autopilot-agent/`` with its config.json) and creates the cluster
 through the API; a researcher submits a job with sbatch (SLURM_CONF from the admin route); HyperPod's

@@ -2,8 +2,8 @@
 
 Costs, at list price (us-east-1):
 - ``spare_cost_usd``: the spares' instance hours over the simulated days
-  (sandbox/services/pricing/list_prices.py, the
-  SageMaker HyperPod on-demand rate the Budgets simulator uses); ``spare_cost_usd_per_month`` the same
+  (sandbox/services/pricing/list_prices.py, the SageMaker HyperPod on-demand rate the Budgets simulator uses);
+  ``spare_cost_usd_per_month`` the same
   for 730 hours.
 - ``control_plane_cost_usd``: Step Functions transitions (the *StateEntered events of the cluster's
   ReplaceNode executions, counted exactly) plus Lambda requests and GB-seconds and the SQS requests of

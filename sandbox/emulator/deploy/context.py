@@ -63,8 +63,8 @@ class Context:
 
     def local_path(self, location: Mapping[str, Any], what: str) -> Path:
         """The local path a SAM CodeUri/ContentUri/DefinitionUri named (see
-        sandbox.emulator.deploy.transform):
-        ``location`` is {S3Bucket, S3Key} or {Bucket, Key} of the placeholder bucket."""
+        sandbox.emulator.deploy.transform): ``location`` is {S3Bucket, S3Key} or {Bucket, Key} of the
+        placeholder bucket."""
         bucket, key = (
             location.get("S3Bucket", location.get("Bucket")),
             location.get("S3Key", location.get("Key")),

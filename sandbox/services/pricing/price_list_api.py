@@ -15,8 +15,7 @@ for any region, and for the others that name does not resolve: the client fails 
 ``EndpointConnectionError`` (after its retries), and so does an in-process client here.
 
 What is served: per region (every ``regionCode``; the figures of sandbox/services/pricing/list_prices.py in
-each) and
-instance type, one HyperPod product (usage type ``<region prefix>-Cluster:<type>``, the price the
+each) and instance type, one HyperPod product (usage type ``<region prefix>-Cluster:<type>``, the price the
 Budgets simulator charges) and one Training product at another price. The Training product is not
 an AWS figure: it is there because AWS lists several SageMaker products per instance type, so a
 client that takes the first product instead of the HyperPod one gets a visibly wrong rate. Each
