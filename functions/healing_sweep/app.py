@@ -14,7 +14,7 @@ from autopilot.dal.healing import HealingTable
 from autopilot.dal.repair_watch import RepairWatch
 from autopilot.dal.state_table import StateTable
 from autopilot.dal.stuck_nodes import StuckNodes
-from autopilot.events import HEALING_RESUMED, HealingResumedEventDetail
+from autopilot.emitted_events import HEALING_RESUMED, HealingResumedEventDetail
 from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.healing.login_target_drift import repair_login_targets
 from autopilot.logic.healing.slurm_signal import SlurmSignal

@@ -10,7 +10,7 @@ from typing import Any
 
 import botocore.session
 import pytest
-from autopilot.events import DETAIL_TYPES, SOURCE, OperationEventDetail
+from autopilot.emitted_events import DETAIL_TYPES, SOURCE, OperationEventDetail
 from autopilot.logic.healing.start_repair import AGENT_COMMAND_SECONDS, RESUME_SECONDS
 from autopilot.models.hyperpod_events import DETAIL_TYPES as DETAIL_TYPES_HYPERPOD
 from autopilot.models.hyperpod_events import AwaitCluster, AwaitNode

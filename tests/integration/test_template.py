@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from autopilot.api.routes import openapi_document
-from autopilot.events import HEALING_RESUMED, SOURCE
+from autopilot.emitted_events import HEALING_RESUMED, SOURCE
 from autopilot.logic import budget_alerts
 from autopilot.models.cost_allocation import CostTagKeys, parse_cost_tag_keys
 from autopilot.settings import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from autopilot.api import openapi
-from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.emitted_events import OperationEventDetail, emit_operation_event
 from autopilot.settings import ApiSettings, SettingsError
 
 from tests.samples import ROOT

@@ -213,8 +213,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "autopilot autopilot.clock autopilot.errors autopilot.aws autopilot.observability",
         "autopilot.models",
         "autopilot.settings",
-        "autopilot.dal autopilot.events autopilot.diagnosis autopilot.validation autopilot.idempotency "
-        "autopilot.pricing",
+        "autopilot.dal autopilot.emitted_events autopilot.diagnosis autopilot.validation "
+        "autopilot.idempotency autopilot.pricing",
         "autopilot.workflows",
         "autopilot.logic",
         "autopilot.api",

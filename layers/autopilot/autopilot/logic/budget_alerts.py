@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from autopilot.dal.budget_alerts import AlertKey, BudgetAlertTable, ClaimResult
-from autopilot.events import OperationEventDetail, emit_operation_event
+from autopilot.emitted_events import OperationEventDetail, emit_operation_event
 from autopilot.logic.budget_enforcement import scale_to_min_groups
 from autopilot.models.budget_alerts import (
     BudgetAlert,

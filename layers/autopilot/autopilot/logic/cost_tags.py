@@ -33,7 +33,7 @@ from pydantic.alias_generators import to_camel
 
 from autopilot.aws import LazyClient
 from autopilot.dal.state_store import every_cluster
-from autopilot.events import put_event
+from autopilot.emitted_events import put_event
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
     CostTagKeys,

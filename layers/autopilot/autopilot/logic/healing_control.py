@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from autopilot.emitted_events import HealingResumedEventDetail, emit_healing_resumed
 from autopilot.errors import NotFoundError
-from autopilot.events import HealingResumedEventDetail, emit_healing_resumed
 from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot import aws
 from autopilot.dal.launch_watch import LaunchWatchTable
-from autopilot.events import (
+from autopilot.emitted_events import (
     NodeLaunchFailedEventDetail,
     OperationEventDetail,
     emit_node_launch_failed,

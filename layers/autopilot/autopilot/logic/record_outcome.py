@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.dal.state_store import StateStore
-from autopilot.events import emit_operation_failed
+from autopilot.emitted_events import emit_operation_failed
 from autopilot.models.execution_status import ExecutionStatus, ExecutionStatusChangeDetail
 from autopilot.models.records import (
     ClusterStatus,

@@ -42,7 +42,7 @@ from autopilot.dal.session_tags import SessionRunAsTags
 from autopilot.dal.session_terminations import CLAIM_LEASE, SessionTerminations
 from autopilot.dal.state_store import every_cluster
 from autopilot.dal.state_table import StateTable
-from autopilot.events import SessionTerminatedEventDetail, emit_session_terminated
+from autopilot.emitted_events import SessionTerminatedEventDetail, emit_session_terminated
 from autopilot.logic.callers import person
 from autopilot.models.records import iso
 from autopilot.models.sessions import (

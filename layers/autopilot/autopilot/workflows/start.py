@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from autopilot.aws import error_code
+from autopilot.emitted_events import emit_operation_failed
 from autopilot.errors import WorkflowStartError
-from autopilot.events import emit_operation_failed
 from autopilot.models.records import ClusterStatus, Operation, OperationError
 from autopilot.observability import logger
 

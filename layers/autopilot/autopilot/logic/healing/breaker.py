@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from autopilot.dal.healing import BREAKER
-from autopilot.events import HealingPausedEventDetail, emit_healing_paused
+from autopilot.emitted_events import HealingPausedEventDetail, emit_healing_paused
 from autopilot.models.records import HealingState, iso
 from autopilot.observability import Count, count, logger
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from autopilot.events import SLURM_NODE_RESUME_REQUESTED, put_event
+from autopilot.emitted_events import SLURM_NODE_RESUME_REQUESTED, put_event
 from autopilot.logic.agent.status import agent_state
 from autopilot.models.agent import AgentRecord, SlurmNode, StoredCommand, Verb
 from autopilot.models.records import Fault, NodeHealth, NodeRecord, OperationStatus, OperationType, iso

@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
 
 from autopilot.aws import error_code
+from autopilot.emitted_events import emit_operation_failed
 from autopilot.errors import WorkflowStartError
-from autopilot.events import emit_operation_failed
 from autopilot.logic.healing.decide import gpus_lost
 from autopilot.models.records import (
     Fault,

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from autopilot.aws import error_code
+from autopilot.emitted_events import emit_operation_failed
 from autopilot.errors import WorkflowStartError
-from autopilot.events import emit_operation_failed
 from autopilot.logic.healing.breaker import BreakerContentionError, announce_trip, record_unhealthy
 from autopilot.logic.healing.decide import decide, fault_type_of
 from autopilot.logic.healing.slurm_signal import SlurmFindings

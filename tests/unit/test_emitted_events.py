@@ -1,11 +1,11 @@
-"""autopilot.events.put_event: the one PutEvents call every Autopilot event goes through."""
+"""autopilot.emitted_events.put_event: the one PutEvents call every Autopilot event goes through."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from autopilot.events import (
+from autopilot.emitted_events import (
     SESSION_TERMINATED,
     SOURCE,
     SessionTerminatedEventDetail,
