@@ -52,8 +52,8 @@ def pricing(iam_keys_env: None) -> Iterator[PricingSimulator]:
 
 def test_moto_still_has_no_pricing_service(iam_keys_env: None) -> None:
     # The seam exists because moto answers Price List URLs "404 Not yet implemented"; when a moto
-    # upgrade adds a pricing backend, this fails and sandbox/services/pricing/price_list_api.py should be
-    # revisited.
+    # upgrade adds a pricing backend, this fails and sandbox/services/pricing/price_list_api.py
+    # should be revisited.
     with mock_aws():
         client = boto3.client("pricing", region_name="us-east-1", config=NO_RETRIES)
         with pytest.raises(ClientError) as raised:

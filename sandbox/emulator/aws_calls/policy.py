@@ -44,8 +44,8 @@ MODELED_KEYS: Final = frozenset(
         "aws:principalarn",
         "iam:passedtoservice",
         "aws:tagkeys",
-        # set on a service's delivery (sandbox.emulator.aws_calls.resource_policy); absent from a principal's
-        # call
+        # set on a service's delivery (sandbox.emulator.aws_calls.resource_policy); absent from a
+        # principal's call
         "aws:sourcearn",
         "aws:sourceaccount",
     }

@@ -96,8 +96,8 @@ class SimulatorState:
         # (cluster name, instance id, "reboot" | "replace") → repairs started on that node, by a Batch*
         # call or by HyperPod itself (NodeRecovery Automatic): what a fleet simulation counts.
         self.node_repairs: Counter[tuple[str, str, str]] = Counter()
-        # An orchestrator on the instances (sandbox/services/slurm/: real Slurm), told of every instance
-        # change
+        # An orchestrator on the instances (sandbox/services/slurm/: real Slurm), told of every
+        # instance change
         self.hooks: InstanceHooks | None = None
 
     def node_state(self, cluster_name: str, instance_id: str) -> NodeState | None:

@@ -12,8 +12,8 @@ from ..stack import ApiRoute, ApiSpec, Resource, TemplateError
 _BODY_KEYS: Final = names("swagger openapi info paths securityDefinitions")
 _METHOD_KEYS: Final = frozenset({"x-amazon-apigateway-integration", "security", "responses"})
 # SAM's integration for AWS_IAM routes: Lambda is invoked with the caller's credentials (the local
-# server checks the caller's lambda:InvokeFunction, sandbox.emulator.api_authorization); None: API Gateway's
-# own.
+# server checks the caller's lambda:InvokeFunction, sandbox.emulator.api_authorization); None: API
+# Gateway's own.
 _CALLER_CREDENTIALS: Final = "arn:aws:iam::*:user/*"
 _LAMBDA_URI: Final = re.compile(
     r"arn:[\w-]+:apigateway:[\w-]+:lambda:path/2015-03-31/functions/(.+)/invocations"
