@@ -31,14 +31,16 @@ help:
 	@echo "make sandbox python -m sandbox up (SPEED=10 to watch a repair step by step; default 600)"
 	@echo "make docs    regenerate docs/workflows/*.md (from the ASL) and docs/deploy.md's parameter table"
 
-$(STAMP): requirements/dev.lock pyproject.toml cli/pyproject.toml
+$(STAMP): requirements/dev.lock pyproject.toml layers/autopilot/autopilot_config/pyproject.toml cli/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
 	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements/dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	# the `autopilot` command line (its own distribution, cli/; its dependencies are in the lock)
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e ./cli
+	# the rules the layer shares with the CLI and the `autopilot` command line, each its own distribution
+	# (layers/autopilot/autopilot_config/, cli/; their dependencies are in the lock)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation \
+	  -e ./layers/autopilot/autopilot_config -e ./cli
 	touch $(STAMP)
 
 $(CHECKOV_STAMP): requirements/checkov.lock
@@ -81,10 +83,10 @@ test-fast: $(STAMP)
 lint: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/autopilot/autopilot cli/src/autopilot_cli sandbox
-	# the CLI and the layer modules its wheel takes (cli/pyproject.toml), as sources (the editable
-	# install would make mypy treat them as installed and keep quiet), on the oldest Python it supports
-	$(BIN)/mypy --python-version 3.10 cli/src/autopilot_cli $$($(BIN)/python cli/layer_sources.py)
+	$(BIN)/mypy layers/autopilot/autopilot sandbox
+	# the shared rules and the CLI, each with its own distribution's settings (Python 3.10)
+	$(BIN)/mypy --config-file layers/autopilot/autopilot_config/pyproject.toml layers/autopilot/autopilot_config
+	$(BIN)/mypy --config-file cli/pyproject.toml cli/src/autopilot_cli
 	# every handler is a module named app: one mypy run per function folder
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	# the controller-node agent (its Python 3.8 syntax and stdlib-only imports: tests/unit/test_agent_portable.py)

@@ -1,7 +1,7 @@
 """IAM's policy simulator, SimulatePrincipalPolicy, from the policy evaluation the sandbox enforces IAM with.
 
 moto 5.2.5 has no SimulatePrincipalPolicy. Autopilot asks it whether a caller's own policies allow
-``iam:PassRole`` on the role a create names (autopilot.validation.caller_resources), and ``validate
+``iam:PassRole`` on the role a create names (autopilot.caller_resources), and ``validate
 --aws`` what an execution role may read; the sandbox answers from the very evaluation that decides its
 own IAM enforcement (sandbox.emulator.aws_calls.policy: explicit Deny wins, else an Allow, else implicit
 deny), so a decision here is the decision the sandbox would enforce.

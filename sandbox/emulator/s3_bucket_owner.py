@@ -2,7 +2,7 @@
 
 S3 refuses a request whose bucket is not owned by the account the header names with 403
 ``AccessDenied`` (S3 user guide, "Verifying bucket ownership with bucket owner condition"). Autopilot
-relies on it to refuse a lifecycle bucket of another account (autopilot.validation.caller_resources:
+relies on it to refuse a lifecycle bucket of another account (autopilot.caller_resources:
 GetBucketLocation); without the seam the sandbox would accept any account's bucket, kinder than AWS.
 The seam honours the header on GetBucketLocation and HeadBucket, the calls Autopilot makes with it;
 moto's other S3 calls still ignore it (docs/sandbox.md).

@@ -18,7 +18,7 @@ from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.read_clusters import get_operation
 from autopilot.models.bodies import CreateClusterBody
 from autopilot.settings import api_settings
-from autopilot.validation import validate_config
+from autopilot_config.validation import validate_config
 
 from sandbox.harness.stack import ACCOUNT, REGION
 from tests.integration.workflows import dependencies, wait

@@ -26,13 +26,13 @@ from autopilot.logic.dependencies import Dependencies
 from autopilot.logic.validate_config import validate_config as validate_body
 from autopilot.models.bodies import CreateClusterBody, ValidateBody
 from autopilot.settings import ApiSettings
-from autopilot.validation import (
+from autopilot_cli.main import main
+from autopilot_config.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
     OnlineChecker,
     validate_config,
 )
-from autopilot_cli.main import main
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.exceptions import NoCredentialsError

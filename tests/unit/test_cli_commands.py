@@ -1035,13 +1035,14 @@ def test_text_and_generic_table_forms() -> None:
     ]
 
 
-def test_the_cli_loads_neither_powertools_nor_boto3() -> None:
-    """What `pip install ./cli` brings must be enough: the layer's Lambda code stays out."""
+def test_the_cli_loads_neither_powertools_nor_boto3_nor_the_layers_package() -> None:
+    """What `pip install ./layers/autopilot/autopilot_config ./cli` brings must be enough: the layer's
+    Lambda code (the `autopilot` package, Powertools, boto3) stays out; the shared rules come in."""
     code = (
         "import sys; from autopilot_cli.main import main; "
         f"main(['validate', '--cluster-config', {str(SLURM_CONFIG)!r}, '--output', 'json']); "
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('autopilot', 'aws_lambda_powertools', 'boto3'))))"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'autopilot', 'autopilot_config', 'aws_lambda_powertools', 'boto3'})))"
     )
     result = subprocess.run(
         [sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True
@@ -1049,14 +1050,11 @@ def test_the_cli_loads_neither_powertools_nor_boto3() -> None:
 
     *report, loaded = result.stdout.splitlines()
     assert json.loads("\n".join(report))["valid"] is True
-    modules = json.loads(loaded)
-    assert not [m for m in modules if not m.startswith("autopilot.") and m != "autopilot"]
-    # ...and every layer module it loads is one the CLI's wheel carries (cli/pyproject.toml)
-    wheel = tomllib.loads((Path(__file__).parents[2] / "cli" / "pyproject.toml").read_text())["tool"][
-        "setuptools"
-    ]
-    carried = {m.removesuffix(".__init__") for m in wheel["py-modules"]} | {"autopilot.models"}
-    assert [m for m in modules if m not in carried and not m.startswith(tuple(wheel["packages"]))] == []
+    assert json.loads(loaded) == ["autopilot_config"]
+    # ...and the CLI's distribution names the shared one as a dependency, carrying none of its code
+    cli = tomllib.loads((Path(__file__).parents[2] / "cli" / "pyproject.toml").read_text())
+    assert cli["tool"]["setuptools"]["packages"] == ["autopilot_cli"]
+    assert any(d.startswith("hyperpod-autopilot-config") for d in cli["project"]["dependencies"])
 
 
 # --- nodes, operations, healing, cost -------------------------------------------------------------

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import autopilot
+import autopilot_config
 import pytest
 from pydantic import BaseModel
 
@@ -54,7 +55,7 @@ def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
     assert {"boto3", "botocore", "aws-lambda-powertools", "pydantic", "pydantic-core"} <= shipped
     assert {"aws-xray-sdk", "awscrt", "pyopenssl"}.isdisjoint(shipped)
     assert {"aws_xray_sdk", "awscrt", "OpenSSL"} <= not_in_layer()
-    assert "autopilot" not in not_in_layer()
+    assert {"autopilot", "autopilot_config"}.isdisjoint(not_in_layer())
 
 
 def test_every_template_function_is_measured() -> None:
@@ -180,8 +181,9 @@ def test_no_init_builds_a_model_of_the_layer(target: Target) -> None:
 def test_every_deferred_model_of_the_layer_builds() -> None:
     # A deferred model is built on its first validation: an annotation that cannot be resolved (a name
     # imported only for type checking) must fail here, not in a function's first invocation.
-    for module in pkgutil.walk_packages(autopilot.__path__, "autopilot."):
-        importlib.import_module(module.name)
+    for package in (autopilot, autopilot_config):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(module.name)
 
     def subclasses(cls: type[BaseModel]) -> list[type[BaseModel]]:
         return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
@@ -189,7 +191,8 @@ def test_every_deferred_model_of_the_layer_builds() -> None:
     models = {
         c
         for c in subclasses(BaseModel)
-        if c.__module__.startswith("autopilot.") and not c.__pydantic_generic_metadata__["parameters"]
+        if c.__module__.startswith(("autopilot.", "autopilot_config."))
+        and not c.__pydantic_generic_metadata__["parameters"]
     }
     assert len(models) > 100
     for model in models:

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # (directory on sys.path, the code under it that is checked): as Lambda, pytest and mypy import it.
 SOURCES = (
     ("layers/autopilot", "layers/autopilot/autopilot"),
+    ("layers/autopilot", "layers/autopilot/autopilot_config"),
     ("cli/src", "cli/src/autopilot_cli"),
     ("agent", "agent/autopilot_agent"),
     (".", "functions"),
@@ -185,7 +186,8 @@ def test_no_import_cycle_in_the_repository(repository: Repository) -> None:
 def test_the_graph_covers_every_code_tree(repository: Repository) -> None:
     # A source root that moved would otherwise leave its code unchecked, and this test green.
     modules, graph = repository
-    assert {"autopilot.logic", "autopilot_cli.main", "autopilot_agent.loop"} <= set(modules)
+    assert {"autopilot.logic", "autopilot_config.validation.engine", "autopilot_cli.main"} <= set(modules)
+    assert "autopilot_agent.loop" in modules
     assert {"functions.api.app", "functions.agent.app"} <= set(modules)
     assert {"sandbox.emulator.seams", "sandbox.services.hyperpod", "sandbox.harness.stack"} <= set(modules)
     assert {"sandbox.apps.cli", "sandbox.__main__"} <= set(modules)
@@ -213,7 +215,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "autopilot autopilot.clock autopilot.errors autopilot.aws autopilot.observability",
         "autopilot.models",
         "autopilot.settings",
-        "autopilot.dal autopilot.emitted_events autopilot.diagnosis autopilot.validation "
+        "autopilot.dal autopilot.emitted_events autopilot.diagnosis autopilot.caller_resources "
         "autopilot.idempotency autopilot.pricing",
         "autopilot.workflows",
         "autopilot.logic",
@@ -286,13 +288,19 @@ def test_the_sandbox_imports_downward(repository: Repository) -> None:
 
 
 def allowed_targets(name: str) -> tuple[str, ...] | None:
-    """The packages of the repository a layer module or a handler may import (the rest of it is never
-    deployed with them): the layer itself, and a handler its own folder. None: not restricted here."""
+    """The packages of the repository a module may import (the rest of it is never deployed or installed
+    with it): the layer its own two packages, a handler the layer and its own folder, the shared rules
+    (autopilot_config, the layer's and the CLI's) only themselves, the CLI itself and the shared rules.
+    None: not restricted here."""
     top = name.split(".")
     if top[0] == "autopilot":
-        return ("autopilot",)
+        return ("autopilot", "autopilot_config")
     if top[0] == "functions":
-        return ("autopilot", f"functions.{top[1]}")
+        return ("autopilot", "autopilot_config", f"functions.{top[1]}")
+    if top[0] == "autopilot_config":
+        return ("autopilot_config",)
+    if top[0] == "autopilot_cli":
+        return ("autopilot_cli", "autopilot_config")
     return None
 
 
@@ -300,7 +308,7 @@ def within(name: str, package: str) -> bool:
     return name == package or name.startswith(f"{package}.")
 
 
-def test_the_layer_and_each_handler_import_only_what_is_deployed_with_them(repository: Repository) -> None:
+def test_each_deployed_or_installed_package_imports_only_what_ships_with_it(repository: Repository) -> None:
     modules, graph = repository
     wrong = sorted(
         f"{modules[name].path.relative_to(REPO)} imports {target}"

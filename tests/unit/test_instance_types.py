@@ -1,6 +1,6 @@
 """The GPU table: every instance type HyperPod accepts has a known NVIDIA GPU count."""
 
-from autopilot.models.instance_types import CLUSTER_INSTANCE_TYPES, GPUS_PER_INSTANCE_TYPE, gpus_for
+from autopilot_config.models.instance_types import CLUSTER_INSTANCE_TYPES, GPUS_PER_INSTANCE_TYPE, gpus_for
 
 
 def test_every_cluster_instance_type_has_a_gpu_count() -> None:

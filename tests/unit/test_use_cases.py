@@ -20,7 +20,7 @@ from autopilot.logic.read_clusters import get_operation, list_clusters
 from autopilot.models.bodies import CreateClusterBody
 from autopilot.models.records import ClusterStatus, OperationStatus
 from autopilot.settings import ApiSettings
-from autopilot.validation.report import ValidationReport
+from autopilot_config.validation.report import ValidationReport
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 

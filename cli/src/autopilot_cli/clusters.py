@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autopilot.validation import Problem, load_document
-from autopilot.validation.schema import YAML_NOT_JSON
+from autopilot_config.validation import Problem, load_document
+from autopilot_config.validation.schema import YAML_NOT_JSON
 
 from autopilot_cli.client import AutopilotClient
 from autopilot_cli.common import (

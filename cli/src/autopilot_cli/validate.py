@@ -1,6 +1,6 @@
 """``autopilot validate``: check cluster-config.json (and provisioning-parameters.json) before creating.
 
-Locally with the API's own rules (``autopilot.validation``, the same package the Lambda layer runs),
+Locally with the API's own rules (``autopilot_config.validation``, the same package the Lambda layer runs),
 or with ``--remote`` through ``POST /validate`` (the deployed stack's rules and region).
 Exit codes: 0 valid, 1 invalid, 2 usage error, 3 valid as far as checked but an ``--aws`` check could
 not run; ``--remote`` fails as every API command does (3 on a service or network failure).
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autopilot.validation import (
+from autopilot_config.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
     ExecutionRolePolicy,
@@ -26,7 +26,7 @@ from autopilot.validation import (
     split_patterns,
     validate_config,
 )
-from autopilot.validation.execution_roles import DEFAULT_NAME_PATTERNS
+from autopilot_config.validation.execution_roles import DEFAULT_NAME_PATTERNS
 from botocore.session import Session as BotocoreSession
 
 from autopilot_cli.common import UsageError, add_command, api_options, connect, guarded

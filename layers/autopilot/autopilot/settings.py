@@ -121,18 +121,18 @@ class ApiSettings(_Settings):
     # The template parameter PreflightChecks: Enabled adds validate --aws's checks to the API's validation.
     preflight_checks: Switch = Field(alias="PREFLIGHT_CHECKS", default=False)
     # The template parameters MaxInstancesPerCluster and AllowedInstanceTypes (comma-separated; empty:
-    # every type): the request-time cost guardrail (autopilot.validation.caps).
+    # every type): the request-time cost guardrail (autopilot_config.validation.caps).
     max_instances_per_cluster: int = Field(alias="MAX_INSTANCES_PER_CLUSTER", default=2000, ge=1)
     allowed_instance_types: CommaList = Field(alias="ALLOWED_INSTANCE_TYPES", default=())
     # The template parameter AgentPollSeconds: GET /clusters/{name} judges the Slurm agent silent after
     # max(60, 3 x it) seconds without a report (autopilot.logic.agent.status).
     agent_poll_seconds: int = Field(alias="AGENT_POLL_SECONDS", default=10, ge=1, le=AGENT_POLL_LIMIT)
-    # The template parameter CallerResourceChecks (autopilot.validation.caller_resources): the caller's
+    # The template parameter CallerResourceChecks (autopilot.caller_resources): the caller's
     # own iam:PassRole on each role, the lifecycle buckets and the network this account's. The template
     # always sets it (Enabled by default); an environment built by hand (a test's fakes) has no IAM to ask.
     caller_resource_checks: Switch = Field(alias="CALLER_RESOURCE_CHECKS", default=False)
     # The template parameter EksClusterNames (comma-separated names or patterns; empty: no EKS
-    # orchestrator): the EKS clusters a create may name (autopilot.validation.eks_clusters).
+    # orchestrator): the EKS clusters a create may name (autopilot_config.validation.eks_clusters).
     eks_cluster_names: CommaList = Field(alias="EKS_CLUSTER_NAMES", default=())
 
     @property

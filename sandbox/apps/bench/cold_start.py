@@ -142,7 +142,7 @@ FIRST_USE: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "ApiFunction": {
         # The validation engine and the CreateCluster model; Powertools idempotency (Idempotency-Key).
         "first POST /clusters": (
-            "autopilot.validation",
+            "autopilot_config.validation",
             "aws_lambda_powertools.utilities.idempotency",
             "aws_lambda_powertools.utilities.idempotency.serialization.pydantic",
         ),

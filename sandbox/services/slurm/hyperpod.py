@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopilot.models.instance_types import gpus_for
+from autopilot_config.models.instance_types import gpus_for
 
 from sandbox.services.hyperpod.model import Cluster, Node
 from sandbox.services.slurm.agent import (

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autopilot.validation import ValidationReport
+from autopilot_config.validation import ValidationReport
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 SLURM_CONFIG = FIXTURES / "slurm" / "cluster-config.json"

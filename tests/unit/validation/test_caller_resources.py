@@ -1,5 +1,5 @@
-"""The confused-deputy checks' core (autopilot.validation.caller_resources) and the EKS allowlist
-(autopilot.validation.eks_clusters), on botocore clients whose answers a Stubber gives: each request
+"""The confused-deputy checks' core (autopilot.caller_resources) and the EKS allowlist
+(autopilot_config.validation.eks_clusters), on botocore clients whose answers a Stubber gives: each request
 is checked against the service model, nothing reaches AWS."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import boto3
 import pytest
-from autopilot.validation import EksClusterPolicy, ExecutionRolePolicy, split_names
-from autopilot.validation.caller_resources import PASSED_TO, CallerResourceChecker
-from autopilot.validation.documents import ClusterDocuments
-from autopilot.validation.findings import Findings
+from autopilot.caller_resources import PASSED_TO, CallerResourceChecker
+from autopilot_config.validation import EksClusterPolicy, ExecutionRolePolicy, split_names
+from autopilot_config.validation.documents import ClusterDocuments
+from autopilot_config.validation.findings import Findings
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 

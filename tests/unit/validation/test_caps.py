@@ -1,4 +1,5 @@
-"""The stack's cost guardrail (autopilot.validation.caps): MaxInstancesPerCluster, AllowedInstanceTypes."""
+"""The stack's cost guardrail (autopilot_config.validation.caps): MaxInstancesPerCluster,
+AllowedInstanceTypes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from autopilot.validation import ClusterCaps, split_types, validate_config
+from autopilot_config.validation import ClusterCaps, split_types, validate_config
 
 from tests.unit.validation.builders import REGION, errors, messages_at, slurm_config, slurm_provisioning
 

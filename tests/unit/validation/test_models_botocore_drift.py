@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import annotated_types
 import botocore
 import pytest
-from autopilot.models.cluster_config import INSTANCE_TYPE_PATTERN, CreateClusterRequest
-from autopilot.models.constraints import IntRange, Text
-from autopilot.models.instance_types import BOTOCORE_VERSION, CLUSTER_INSTANCE_TYPES
+from autopilot_config.models.cluster_config import INSTANCE_TYPE_PATTERN, CreateClusterRequest
+from autopilot_config.models.constraints import IntRange, Text
+from autopilot_config.models.instance_types import BOTOCORE_VERSION, CLUSTER_INSTANCE_TYPES
 from botocore.loaders import Loader
 from pydantic import BaseModel
 

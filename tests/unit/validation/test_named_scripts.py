@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autopilot.validation.preflight import named_scripts
+from autopilot_config.validation.preflight import named_scripts
 
 
 def test_relative_scripts_a_shell_script_runs_are_named_in_order() -> None:

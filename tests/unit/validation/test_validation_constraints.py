@@ -7,9 +7,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from autopilot.models.constraints import IntRange, Text
-from autopilot.validation import validate_config
-from autopilot.validation.online import _trusts_sagemaker
+from autopilot_config.models.constraints import IntRange, Text
+from autopilot_config.validation import validate_config
+from autopilot_config.validation.online import _trusts_sagemaker
 from pydantic_core import PydanticCustomError
 
 from tests.unit.validation.builders import changed, errors, messages_at, slurm_config, slurm_provisioning

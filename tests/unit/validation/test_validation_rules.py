@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, validate_config
-from autopilot.validation.rules import CONTINUOUS_NEEDS_EKS, NO_NODE_RECOVERY_WARNING, NO_VPC_WARNING
+from autopilot_config.validation import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, validate_config
+from autopilot_config.validation.rules import CONTINUOUS_NEEDS_EKS, NO_NODE_RECOVERY_WARNING, NO_VPC_WARNING
 
 from tests.unit.validation.builders import (
     REGION,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.models.cluster_config import CreateClusterRequest
-from autopilot.validation import (
+from autopilot_config.models.cluster_config import CreateClusterRequest
+from autopilot_config.validation import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
     Problem,

@@ -14,6 +14,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from autopilot_config.models.constraints import NAME_PATTERN
 from botocore.exceptions import ClientError
 
 from autopilot import aws
@@ -33,7 +34,6 @@ from autopilot.dal.table import (
     to_item,
 )
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
-from autopilot.models.constraints import NAME_PATTERN
 from autopilot.models.records import (
     DELETABLE_STATUSES,
     REUSABLE_NAME_STATUSES,

@@ -100,7 +100,7 @@ PLAN_CHECKS = (
     "a project budget asked for has the terms of the project's budget, unless the caller owns it",
     "each login target group is an existing `ip` target group of this account and region",
 )
-# With CallerResourceChecks Enabled (autopilot.validation.caller_resources), after the botocore check.
+# With CallerResourceChecks Enabled (autopilot.caller_resources), after the botocore check.
 CALLER_CHECK = (
     "the caller may pass each role itself (iam:PassRole, or AdminPrincipalArns); the lifecycle buckets, "
     "subnets and security groups are this account's, in the cluster's VPC; the caller may register "
@@ -290,7 +290,7 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
     if checker is None:
         return
     # the validation package loads on the write paths' first use, not at the function's init
-    from autopilot.validation.documents import ClusterDocuments  # noqa: PLC0415
+    from autopilot_config.validation.documents import ClusterDocuments  # noqa: PLC0415
 
     refusals = checker.check(
         ClusterDocuments(body.cluster_config, body.provisioning_parameters),

@@ -13,18 +13,20 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from autopilot import clock
-from autopilot.aws import LazyClient
+from autopilot.aws import LazyClient, client
 from autopilot.dal.state_table import StateTable
 from autopilot.idempotency import IdempotentRequest, IdempotentRequests, recorded_answer, request_marker
 from autopilot.settings import healing_settings as load_healing_settings
 
 if TYPE_CHECKING:
+    from autopilot_config.validation.report import ValidationReport
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_stepfunctions import SFNClient
 
+    from autopilot.caller_resources import CallerResourceChecker
     from autopilot.dal.agent import AgentTable
     from autopilot.dal.healing import HealingTable
     from autopilot.dal.operation_history import OperationHistory
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
     from autopilot.models.bodies import OperationAccepted
     from autopilot.models.records import OperationType
     from autopilot.settings import ApiSettings, HealingSettings
-    from autopilot.validation.caller_resources import CallerResourceChecker
-    from autopilot.validation.report import ValidationReport
 
 Validator = Callable[[Mapping[str, Any], Mapping[str, Any] | None], "ValidationReport"]
 
@@ -45,7 +45,7 @@ def _stack_validator(settings: ApiSettings) -> Validator:
     (docs/validation.md), EksClusterNames, and `--aws` when the stack's
     PreflightChecks is Enabled."""
     # only the API's write paths need validation
-    from autopilot.validation import (  # noqa: PLC0415
+    from autopilot_config.validation import (  # noqa: PLC0415
         ClusterCaps,
         EksClusterPolicy,
         ExecutionRolePolicy,
@@ -67,7 +67,9 @@ def _stack_validator(settings: ApiSettings) -> Validator:
             execution_roles=policy,
             caps=caps,
             eks_clusters=eks,
-            online=OnlineChecker(region=settings.region) if settings.preflight_checks else None,
+            online=OnlineChecker(region=settings.region, make_client=client)
+            if settings.preflight_checks
+            else None,
         )
 
     return validate
@@ -117,7 +119,7 @@ class Dependencies:
     def caller_resources(self) -> CallerResourceChecker | None:
         """The checks of what a create's caller names (CallerResourceChecks; None when Disabled)."""
         if self._caller_resources is None and self.settings.caller_resource_checks:
-            from autopilot.validation.caller_resources import (  # noqa: PLC0415  (create path only)
+            from autopilot.caller_resources import (  # noqa: PLC0415  (create path only)
                 CallerResourceChecker,
             )
 

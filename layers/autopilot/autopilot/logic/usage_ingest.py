@@ -18,13 +18,14 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final, Protocol
 
+from autopilot_config.models.instance_types import gpus_for
+
 from autopilot.dal.usage import usage_scope
 from autopilot.logic.account_budget_alerts import check_account_budgets
 from autopilot.logic.healing.slurm_signal import slurm_name
 from autopilot.logic.spend_meter import month_of
 from autopilot.logic.usage_pricing import NodeRate, month_spans, price_job, vcpus_for
 from autopilot.models.agent import FinishedJob, SlurmNode
-from autopilot.models.instance_types import gpus_for
 from autopilot.models.records import Cluster, iso
 from autopilot.models.usage import job_ref
 from autopilot.observability import Count, count, logger

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 from autopilot.models.bodies import ErrorDetail, ValidateBody, ValidationResult
 
 if TYPE_CHECKING:
+    from autopilot_config.validation.report import Problem, ValidationReport
+
     from autopilot.logic.dependencies import Dependencies
-    from autopilot.validation.report import Problem, ValidationReport
 
 
 def problems(report: ValidationReport) -> tuple[list[ErrorDetail], list[ErrorDetail]]:

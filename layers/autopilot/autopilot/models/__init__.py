@@ -1,6 +1,7 @@
-"""Pydantic models of the documents users hand to HyperPod Autopilot.
+"""The layer's pydantic models: what its functions receive, store and answer.
 
-``cluster_config.CreateClusterRequest`` and ``provisioning.ProvisioningParameters``. Nothing is
-imported here: the API's request models need only ``constraints``, and importing the whole
-CreateCluster model at the API's init would cost its cold start for the read-only routes.
+The REST API's bodies, the records of the state table, the events of EventBridge, SNS and Step
+Functions, the Slurm agent's wire shapes. The documents a user writes (the CreateCluster request,
+the provisioning parameters) and their constraints are ``autopilot_config.models``, shared with the
+CLI. Nothing is imported here: each function imports only the models it uses (cold start).
 """

@@ -14,10 +14,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Self
 
+from autopilot_config.models.constraints import NAME_PATTERN
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-
-from autopilot.models.constraints import NAME_PATTERN
 
 # SageMaker's ClusterName, anchored (pydantic's pattern matches anywhere in the string).
 CLUSTER_NAME = f"^{NAME_PATTERN}$"

@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
+from autopilot_config.models.constraints import is_tag_text
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -26,7 +27,6 @@ from pydantic.alias_generators import to_camel
 
 from autopilot.models.agent import AgentState
 from autopilot.models.budget_alerts import BudgetEnforcement
-from autopilot.models.constraints import is_tag_text
 from autopilot.models.records import (
     ClusterStatus,
     Diagnosis,

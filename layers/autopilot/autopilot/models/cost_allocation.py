@@ -7,9 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from autopilot_config.models.constraints import is_tag_text
 from pydantic import BaseModel, ConfigDict
-
-from autopilot.models.constraints import is_tag_text
 
 # Cost-allocation tags Autopilot puts on every cluster (activate them in Billing to see costs by them).
 # ClusterName is not configurable: budgets filter on it, Cleanup finds leftovers and may delete stacks

@@ -10,8 +10,9 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from autopilot_config.models.instance_types import gpus_for
+
 from autopilot.models.agent import CommandRequest, StoredCommand, Verb
-from autopilot.models.instance_types import gpus_for
 from autopilot.models.records import iso
 
 if TYPE_CHECKING:

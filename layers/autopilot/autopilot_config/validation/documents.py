@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from autopilot.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS
+from autopilot_config.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS
 
 FSX_DNS_NAME = re.compile(
     r"(?P<id>(?:fs|fc)-[0-9a-f]{8,17})\.fsx\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?"

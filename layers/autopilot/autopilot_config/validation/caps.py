@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from autopilot.validation.documents import ClusterDocuments, as_int, as_mapping, as_str, strings
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG
+from autopilot_config.validation.documents import ClusterDocuments, as_int, as_mapping, as_str, strings
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG
 
 DEFAULT_MAX_INSTANCES = 2000  # template.yaml's MaxInstancesPerCluster default
 

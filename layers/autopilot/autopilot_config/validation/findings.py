@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autopilot.validation.report import Problem, ValidationReport
+from autopilot_config.validation.report import Problem, ValidationReport
 
 
 class Findings:

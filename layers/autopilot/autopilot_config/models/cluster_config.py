@@ -19,7 +19,7 @@ from annotated_types import Len
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from autopilot.models.constraints import NAME_PATTERN, IntRange, Text, is_tag_text
+from autopilot_config.models.constraints import NAME_PATTERN, IntRange, Text, is_tag_text
 
 _NAME_HINT = "must contain only letters, digits and hyphens, and start and end with a letter or digit"
 _ID_HINT = "must contain only letters, digits and hyphens"

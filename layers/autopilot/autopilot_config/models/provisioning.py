@@ -12,12 +12,12 @@ from typing import Annotated, Literal
 from annotated_types import Len
 from pydantic import BaseModel, ConfigDict
 
-from autopilot.models.cluster_config import (
+from autopilot_config.models.cluster_config import (
     ClusterDnsName,
     ClusterInstanceGroupName,
     ClusterMountName,
 )
-from autopilot.models.constraints import Text
+from autopilot_config.models.constraints import Text
 
 # slurm.conf splits on whitespace, commas and '=', so a partition name cannot contain them.
 SlurmPartitionName = Annotated[

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from autopilot.validation.documents import (
+from autopilot_config.validation.documents import (
     ClusterDocuments,
     InstanceGroup,
     Located,
@@ -26,11 +26,11 @@ from autopilot.validation.documents import (
     s3_key,
     strings,
 )
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG
 
 if TYPE_CHECKING:
-    from autopilot.validation.online import OnlineChecker
+    from autopilot_config.validation.online import OnlineChecker
 
 # IPv4 addresses one node takes in its subnet, for instance types that launch with one EFA (with
 # ENA) interface per network card. The counts are the EC2 network cards of each type ("Network

@@ -33,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from autopilot_config.validation.documents import ClusterDocuments, Located, as_str, parse_s3_uri, strings
+from autopilot_config.validation.report import CLUSTER_CONFIG, Problem
 from botocore.exceptions import ClientError, ParamValidationError
 
 from autopilot.aws import THROTTLING_CODES
-from autopilot.validation.documents import ClusterDocuments, Located, as_str, parse_s3_uri, strings
-from autopilot.validation.report import CLUSTER_CONFIG, Problem
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client

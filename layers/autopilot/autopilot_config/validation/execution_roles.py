@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from autopilot.validation.documents import ARN, ClusterDocuments
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG
+from autopilot_config.validation.documents import ARN, ClusterDocuments
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG
 
 DEFAULT_NAME_PATTERNS = ("*HyperPod*", "*hyperpod*")  # template.yaml's ExecutionRoleNamePatterns default
 

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from autopilot.validation.report import Problem
+from autopilot_config.validation.report import Problem
 
 # Fields whose members are user-chosen keys, not field names: rendered as Labels["key"].
 _MAP_FIELDS = frozenset({"Labels"})

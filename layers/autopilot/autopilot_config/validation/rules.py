@@ -10,10 +10,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autopilot.models.cluster_config import INSTANCE_TYPE_PATTERN
-from autopilot.models.instance_types import BOTOCORE_VERSION, CLUSTER_INSTANCE_TYPES
-from autopilot.models.provisioning import KNOWN_KEYS, KNOWN_WORKER_GROUP_KEYS
-from autopilot.validation.documents import (
+from autopilot_config.models.cluster_config import INSTANCE_TYPE_PATTERN
+from autopilot_config.models.instance_types import BOTOCORE_VERSION, CLUSTER_INSTANCE_TYPES
+from autopilot_config.models.provisioning import KNOWN_KEYS, KNOWN_WORKER_GROUP_KEYS
+from autopilot_config.validation.documents import (
     ARN,
     FSX_DNS_NAME,
     ClusterDocuments,
@@ -26,8 +26,8 @@ from autopilot.validation.documents import (
     parse_s3_uri,
     strings,
 )
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS
 
 C, P = CLUSTER_CONFIG, PROVISIONING_PARAMETERS
 

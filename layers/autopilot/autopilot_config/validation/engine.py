@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autopilot.models.cluster_config import CreateClusterRequest
-from autopilot.models.provisioning import ProvisioningParameters
-from autopilot.validation.documents import ClusterDocuments
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, ValidationReport
-from autopilot.validation.rules import run_checks
-from autopilot.validation.schema import schema_problems
+from autopilot_config.models.cluster_config import CreateClusterRequest
+from autopilot_config.models.provisioning import ProvisioningParameters
+from autopilot_config.validation.documents import ClusterDocuments
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, ValidationReport
+from autopilot_config.validation.rules import run_checks
+from autopilot_config.validation.schema import schema_problems
 
 if TYPE_CHECKING:
-    from autopilot.validation.caps import ClusterCaps
-    from autopilot.validation.eks_clusters import EksClusterPolicy
-    from autopilot.validation.execution_roles import ExecutionRolePolicy
-    from autopilot.validation.online import OnlineChecker
+    from autopilot_config.validation.caps import ClusterCaps
+    from autopilot_config.validation.eks_clusters import EksClusterPolicy
+    from autopilot_config.validation.execution_roles import ExecutionRolePolicy
+    from autopilot_config.validation.online import OnlineChecker
 
 
 def validate_config(

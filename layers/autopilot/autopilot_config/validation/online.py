@@ -15,8 +15,8 @@ from urllib.parse import unquote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from autopilot.validation import preflight
-from autopilot.validation.documents import (
+from autopilot_config.validation import preflight
+from autopilot_config.validation.documents import (
     ClusterDocuments,
     FsxReference,
     Located,
@@ -26,8 +26,8 @@ from autopilot.validation.documents import (
     s3_key,
     strings,
 )
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG
 
 if TYPE_CHECKING:
     import boto3
@@ -44,7 +44,8 @@ _PROVISIONING_FILE = "provisioning_parameters.json"  # the name the lifecycle sc
 
 class OnlineChecker:
     """Checks against the AWS account. Clients are injectable; otherwise they are made on first use
-    from ``session`` (or the layer's cached default clients) in ``region``."""
+    in ``region``, by ``make_client(service, region)`` (the layer passes its cached clients,
+    ``autopilot.aws.client``), else from ``session``, else from botocore's default session."""
 
     def __init__(
         self,
@@ -57,8 +58,10 @@ class OnlineChecker:
         fsx: FSxClient | None = None,
         service_quotas: Any | None = None,
         api_endpoint: str | None = None,
+        make_client: Callable[[str, str | None], Any] | None = None,
     ) -> None:
         self._session = session
+        self._make_client = make_client
         # Autopilot's API (its base URL): the Slurm agent's route is checked against the controller's role.
         self.api_endpoint = api_endpoint
         self.region = region or (session.region_name if session is not None else None)
@@ -80,12 +83,15 @@ class OnlineChecker:
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:
-            if self._session is not None:
+            if self._make_client is not None:
+                self._clients[service] = self._make_client(service, self.region)
+            elif self._session is not None:
                 self._clients[service] = self._session.client(service, region_name=self.region)  # type: ignore[call-overload]
             else:
-                from autopilot.aws import client  # noqa: PLC0415  (boto3 loads only when --aws is used)
+                # botocore, not boto3: the one SDK this distribution depends on (the CLI has no boto3)
+                from botocore.session import get_session  # noqa: PLC0415  (only when --aws runs)
 
-                self._clients[service] = client(service, self.region)
+                self._clients[service] = get_session().create_client(service, region_name=self.region)
         return self._clients[service]
 
     @property

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from autopilot.validation.documents import ClusterDocuments
-from autopilot.validation.findings import Findings
-from autopilot.validation.report import CLUSTER_CONFIG
+from autopilot_config.validation.documents import ClusterDocuments
+from autopilot_config.validation.findings import Findings
+from autopilot_config.validation.report import CLUSTER_CONFIG
 
 
 def split_names(value: str) -> tuple[str, ...]:
@@ -41,7 +41,7 @@ class EksClusterPolicy:
             return  # not an EKS cluster ARN: the schema and the ARN rules report it
         account, region, name = parts[4], parts[3], parts[5].removeprefix("cluster/")
         if region != self.region:
-            return  # the ARN rules report a cluster of another region (autopilot.validation.rules)
+            return  # the ARN rules report a cluster of another region (autopilot_config.validation.rules)
         if not self.names:
             findings.error(
                 CLUSTER_CONFIG,

@@ -6,18 +6,18 @@ Used by ``autopilot validate``, the REST API and the create-cluster workflow::
     report.valid, report.errors, report.warnings, report.to_dict()
 """
 
-from autopilot.validation.caps import ClusterCaps, split_types
-from autopilot.validation.eks_clusters import EksClusterPolicy, split_names
-from autopilot.validation.engine import validate_config
-from autopilot.validation.execution_roles import ExecutionRolePolicy, split_patterns
-from autopilot.validation.online import OnlineChecker
-from autopilot.validation.report import (
+from autopilot_config.validation.caps import ClusterCaps, split_types
+from autopilot_config.validation.eks_clusters import EksClusterPolicy, split_names
+from autopilot_config.validation.engine import validate_config
+from autopilot_config.validation.execution_roles import ExecutionRolePolicy, split_patterns
+from autopilot_config.validation.online import OnlineChecker
+from autopilot_config.validation.report import (
     CLUSTER_CONFIG,
     PROVISIONING_PARAMETERS,
     Problem,
     ValidationReport,
 )
-from autopilot.validation.schema import load_document
+from autopilot_config.validation.schema import load_document
 
 __all__ = [
     "CLUSTER_CONFIG",
