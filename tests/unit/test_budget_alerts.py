@@ -43,6 +43,12 @@ from autopilot.models.budget_alerts import NotABudgetNotificationError, parse_bu
 from autopilot.models.records import Cluster, ClusterStatus, OperationStatus, OperationType
 from autopilot.models.spend import SpendMeter
 from autopilot.settings import BudgetAlertsSettings
+from autopilot_config.models.cluster_config import (
+    ClusterInstanceGroupSpecification,
+    ClusterSlurmConfig,
+    CreateClusterRequest,
+)
+from autopilot_config.models.provisioning import ProvisioningParameters
 from botocore.exceptions import ClientError
 from botocore.validate import ParamValidator
 from moto import mock_aws
@@ -189,16 +195,22 @@ def test_budget_periods(unit: str, key: str, end: datetime) -> None:
 
 # -- enforcement rules ---------------------------------------------------------------------------------
 def test_worker_groups_are_neither_controller_nor_login() -> None:
-    config = {
-        "InstanceGroups": [
-            {"InstanceGroupName": "controller-machine"},
-            {"InstanceGroupName": "login-group"},
-            {"InstanceGroupName": "worker-group-1"},
-            {"InstanceGroupName": "head", "SlurmConfig": {"NodeType": "Controller"}},
-            {"InstanceGroupName": "gpus", "SlurmConfig": {"NodeType": "Compute"}},
+    def group(name: str, node_type: str | None = None) -> ClusterInstanceGroupSpecification:
+        slurm = ClusterSlurmConfig.model_construct(NodeType=node_type) if node_type else None
+        return ClusterInstanceGroupSpecification.model_construct(InstanceGroupName=name, SlurmConfig=slurm)
+
+    config = CreateClusterRequest.model_construct(
+        InstanceGroups=[
+            group("controller-machine"),
+            group("login-group"),
+            group("worker-group-1"),
+            group("head", "Controller"),
+            group("gpus", "Compute"),
         ]
-    }
-    provisioning = {"controller_group": "controller-machine", "login_group": "login-group"}
+    )
+    provisioning = ProvisioningParameters.model_construct(
+        controller_group="controller-machine", login_group="login-group"
+    )
 
     assert worker_groups(config, provisioning) == ["worker-group-1", "gpus"]
     assert worker_groups(config, None) == ["controller-machine", "login-group", "worker-group-1", "gpus"]

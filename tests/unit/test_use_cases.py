@@ -20,7 +20,7 @@ from autopilot.logic.read_clusters import get_operation, list_clusters
 from autopilot.models.bodies import CreateClusterBody
 from autopilot.models.records import ClusterStatus, OperationStatus
 from autopilot.settings import ApiSettings
-from autopilot_config.validation.report import ValidationReport
+from autopilot_config.validation import validate_config
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
@@ -80,7 +80,8 @@ def dependencies(
         sagemaker=sagemaker,
         stepfunctions=cast(Any, sfn),
         events=cast(Any, events or FakeEvents()),
-        validator=lambda config, parameters: ValidationReport(),
+        # the offline rules, without the stack's role patterns and caps
+        validator=validate_config,
     )
 
 

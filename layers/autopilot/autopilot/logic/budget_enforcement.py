@@ -17,30 +17,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot.errors import ConflictError
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.models.records import Cluster
+
+if TYPE_CHECKING:
+    from autopilot_config.models.cluster_config import CreateClusterRequest
+    from autopilot_config.models.provisioning import ProvisioningParameters
 
 
 class GrowthBlockedError(ConflictError):
     """The cluster's budget is spent and its enforcement is block-growth: no scale-up."""
 
 
-def worker_groups(cluster_config: Mapping[str, Any], provisioning: Mapping[str, Any] | None) -> list[str]:
+def worker_groups(config: CreateClusterRequest, provisioning: ProvisioningParameters | None) -> list[str]:
     """The instance groups that are neither the Slurm controller nor the login group."""
-    provisioning = provisioning or {}
-    reserved = {provisioning.get("controller_group"), provisioning.get("login_group")}
-    found: list[str] = []
-    for group in cluster_config.get("InstanceGroups") or []:
-        if not isinstance(group, Mapping):
-            continue
-        node_type = (group.get("SlurmConfig") or {}).get("NodeType")
-        name = group.get("InstanceGroupName")
-        if isinstance(name, str) and node_type not in ("Controller", "Login") and name not in reserved:
-            found.append(name)
-    return found
+    reserved = {provisioning.controller_group, provisioning.login_group} if provisioning else set()
+    return [
+        group.InstanceGroupName
+        for group in config.InstanceGroups or []
+        if (group.SlurmConfig is None or group.SlurmConfig.NodeType not in ("Controller", "Login"))
+        and group.InstanceGroupName not in reserved
+    ]
 
 
 def scale_to_min_groups(

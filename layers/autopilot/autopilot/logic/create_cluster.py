@@ -1,5 +1,9 @@
 """POST /clusters: check the config, register the cluster and start the Create workflow
-(statemachines/create_cluster.asl.json), which does the long-running work."""
+(statemachines/create_cluster.asl.json), which does the long-running work.
+
+The request's cluster-config.json and provisioning-parameters.json are validated once, into the models
+the validation builds (a ``CreateClusterCommand``); everything after reads those, never the JSON again.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +52,8 @@ from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowIn
 from autopilot.workflows.start import start_workflow
 
 if TYPE_CHECKING:
+    from autopilot_config.models.cluster_config import CreateClusterRequest
+    from autopilot_config.models.provisioning import ProvisioningParameters
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from autopilot.logic.dependencies import Dependencies
@@ -66,7 +72,8 @@ def create_cluster(
     idempotency_key: str | None = None,
     lambda_context: LambdaContext | None = None,
 ) -> OperationAccepted:
-    # "name taken" or "in progress" may be this key's own first attempt (Dependencies.once_or_recorded)
+    # "name taken" or "in progress" may be this key's own first attempt (Dependencies.once_or_recorded).
+    # The key names the request as it came, before validation: the name it asks for finds that attempt.
     return deps.once_or_recorded(
         idempotency_key,
         OperationType.CREATE_CLUSTER,
@@ -77,6 +84,38 @@ def create_cluster(
         requested_by=requested_by,
         lambda_context=lambda_context,
     )
+
+
+@dataclass(frozen=True)
+class CreateClusterCommand:
+    """POST /clusters once validated: the cluster config and provisioning parameters as the models the
+    validation built (None: no provisioning parameters), and the request's own fields (``body``: owner,
+    project, budget ...; its JSON documents are not read again)."""
+
+    config: CreateClusterRequest
+    provisioning: ProvisioningParameters | None
+    body: CreateClusterBody
+
+    @property
+    def name(self) -> str:
+        return self.config.ClusterName
+
+    def documents(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The two documents as JSON again, for what reads JSON (the caller checks, the FSx file systems)."""
+        config = self.config.model_dump(mode="json", exclude_unset=True)
+        return config, self.provisioning.model_dump(mode="json") if self.provisioning else None
+
+
+def _validated(deps: Dependencies, body: CreateClusterBody) -> tuple[CreateClusterCommand, list[ErrorDetail]]:
+    """The request as a command (every validation error a 400), and the validation's warnings."""
+    report = deps.validate(body.cluster_config, body.provisioning_parameters)
+    errors, warnings = problems(report)
+    if errors:
+        raise InvalidRequestError("the cluster configuration is invalid", errors)
+    # A report without errors carries the models its schema check built (validation/engine.py).
+    if report.cluster_config is None:
+        raise RuntimeError("the validation passed a cluster config without its model")
+    return CreateClusterCommand(report.cluster_config, report.provisioning_parameters, body), warnings
 
 
 @dataclass(frozen=True)
@@ -109,25 +148,22 @@ CALLER_CHECK = (
 
 
 def _plan(
-    deps: Dependencies, body: CreateClusterBody, operation_id: str, *, requested_by: str | None
+    deps: Dependencies, command: CreateClusterCommand, operation_id: str, *, requested_by: str | None
 ) -> _Plan:
-    report = deps.validate(body.cluster_config, body.provisioning_parameters)
-    errors, warnings = problems(report)
-    name = str(body.cluster_config.get("ClusterName", ""))
+    body, name = command.body, command.name
     keys = deps.settings.cost_tag_keys
     tag_set = cost_tag_set(
         name, owner=body.owner, project=body.project, cost_center=body.cost_center, keys=keys
     )
     cost_tags = [{"Key": k, "Value": v} for k, v in {**tag_set, TAG_OPERATION: operation_id}.items()]
-    if not errors:
-        errors += _tag_problems(body.cluster_config, cost_tags)
-    if errors:
-        raise InvalidRequestError("the cluster configuration is invalid", errors)
-    request = _create_request(body.cluster_config, cost_tags)
+    tag_errors = _tag_problems(command.config, cost_tags)
+    if tag_errors:
+        raise InvalidRequestError("the cluster configuration is invalid", tag_errors)
+    request = _create_request(command.config, cost_tags)
     _check_botocore(deps, "CreateCluster", request)
-    _check_caller_may_use(deps, body, requested_by)
+    _check_caller_may_use(deps, command, requested_by)
     _check_name_free(deps, name)
-    warnings += check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
+    warnings = check_project_budget(deps.store, body, requested_by, matching=deps.settings.owner_matching)
     _check_login_target_groups(deps, body.login_target_group_arns or [], requested_by)
     return _Plan(
         name=name,
@@ -144,7 +180,8 @@ def plan_create(
 ) -> CreateClusterPlan:
     """POST /clusters?dryRun=true: every check a create makes, and what it would send; nothing is
     registered, created or started (so no Idempotency-Key applies)."""
-    plan = _plan(deps, body, DRY_RUN_OPERATION_ID, requested_by=requested_by)
+    command, warnings = _validated(deps, body)
+    plan = _plan(deps, command, DRY_RUN_OPERATION_ID, requested_by=requested_by)
     return CreateClusterPlan(
         cluster_name=plan.name,
         create_cluster_request=plan.request,
@@ -154,16 +191,17 @@ def plan_create(
         if plan.project_budget
         else None,
         checks=_plan_checks(deps),
-        warnings=plan.warnings,
+        warnings=[*warnings, *plan.warnings],
     )
 
 
 def _create_cluster(
     deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None, marker: str | None = None
 ) -> OperationAccepted:
+    command, warnings = _validated(deps, body)
     operation_id = new_operation_id(deps.now())
-    plan = _plan(deps, body, operation_id, requested_by=requested_by)
-    name, request, cost_tags, warnings = plan.name, plan.request, plan.cost_tags, plan.warnings
+    plan = _plan(deps, command, operation_id, requested_by=requested_by)
+    name, request, cost_tags, warnings = plan.name, plan.request, plan.cost_tags, [*warnings, *plan.warnings]
     budget, project_budget = plan.budget, plan.project_budget
     created = now_iso()
     operation = Operation(
@@ -187,11 +225,11 @@ def _create_cluster(
         budget_name=budget.budget_name if budget else None,
         budget_limit_usd=budget.limit_amount if budget else None,
         cost_center=body.cost_center,
-        file_system_ids=file_system_ids(body.provisioning_parameters) or None,
+        file_system_ids=file_system_ids(command.documents()[1]) or None,
         created_by=requested_by,
         owners=body.owners,
         budget_enforcement=(body.budget.enforcement if body.budget else BudgetEnforcement.ALERT).value,
-        worker_groups=worker_groups(body.cluster_config, body.provisioning_parameters),
+        worker_groups=worker_groups(command.config, command.provisioning),
         project_budget_limit_usd=project_budget.limit_amount if project_budget else None,
         project_budget_emails=list(body.budget.alert_emails) if project_budget and body.budget else None,
         login_target_group_arns=body.login_target_group_arns or None,
@@ -225,25 +263,22 @@ def _create_cluster(
     )
 
 
-def _tag_problems(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) -> list[ErrorDetail]:
+def _tag_problems(config: CreateClusterRequest, cost_tags: list[dict[str, str]]) -> list[ErrorDetail]:
     """The config's own tags may repeat Autopilot's cost tags, not contradict them."""
     found: list[ErrorDetail] = []
-    tags = config.get("Tags") or []
+    tags = config.Tags or []
     wanted = {tag["Key"]: tag["Value"] for tag in cost_tags}
     for index, tag in enumerate(tags):
-        key = tag.get("Key") if isinstance(tag, Mapping) else None
-        if key in wanted and tag.get("Value") != wanted[key]:
+        if tag.Key in wanted and tag.Value != wanted[tag.Key]:
             found.append(
                 ErrorDetail(
                     file=CLUSTER_CONFIG_FILE,
                     path=f"Tags[{index}].Value",
-                    message=f"the {key!r} tag is {tag.get('Value')!r} here but {wanted[key]!r} in the "
+                    message=f"the {tag.Key!r} tag is {tag.Value!r} here but {wanted[tag.Key]!r} in the "
                     "request (Autopilot sets it from the request)",
                 )
             )
-    extra = [
-        tag for tag in cost_tags if tag["Key"] not in {t.get("Key") for t in tags if isinstance(t, Mapping)}
-    ]
+    extra = [tag for tag in cost_tags if tag["Key"] not in {t.Key for t in tags}]
     if len(tags) + len(extra) > MAX_TAGS:
         found.append(
             ErrorDetail(
@@ -255,12 +290,14 @@ def _tag_problems(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) ->
     return found
 
 
-def _create_request(config: Mapping[str, Any], cost_tags: list[dict[str, str]]) -> dict[str, Any]:
-    """The CreateCluster request: the config with Autopilot's cost tags (tagged from the first minute)."""
-    request = dict(config)
-    own = list(config.get("Tags") or [])
-    present = {tag.get("Key") for tag in own}
-    request["Tags"] = [*own, *(tag for tag in cost_tags if tag["Key"] not in present)]
+def _create_request(config: CreateClusterRequest, cost_tags: list[dict[str, str]]) -> dict[str, Any]:
+    """The CreateCluster request: the config with Autopilot's cost tags (tagged from the first minute).
+
+    The config as JSON again, every field it set and nothing else: what the caller wrote (a timestamp,
+    NextPatchDate, comes back as ISO 8601 whichever form botocore accepted it in)."""
+    request = config.model_dump(mode="json", exclude_unset=True)
+    present = {tag.Key for tag in config.Tags or []}
+    request["Tags"] = [*request.get("Tags", []), *(tag for tag in cost_tags if tag["Key"] not in present)]
     return request
 
 
@@ -283,7 +320,9 @@ def _plan_checks(deps: Dependencies) -> list[str]:
     return checks
 
 
-def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested_by: str | None) -> None:
+def _check_caller_may_use(
+    deps: Dependencies, command: CreateClusterCommand, requested_by: str | None
+) -> None:
     """No confused deputy: a role the caller may not pass is a 403, a bucket, subnet or security group
     that is not this account's (or not in the cluster's VPC) a 400, each naming its field."""
     checker = deps.caller_resources
@@ -293,7 +332,7 @@ def _check_caller_may_use(deps: Dependencies, body: CreateClusterBody, requested
     from autopilot_config.validation.documents import ClusterDocuments  # noqa: PLC0415
 
     refusals = checker.check(
-        ClusterDocuments(body.cluster_config, body.provisioning_parameters),
+        ClusterDocuments(*command.documents()),
         requested_by,
         admin=_is_admin(deps, requested_by),
     )

@@ -11,7 +11,7 @@ from autopilot_config.validation.documents import ClusterDocuments
 from autopilot_config.validation.findings import Findings
 from autopilot_config.validation.report import CLUSTER_CONFIG, PROVISIONING_PARAMETERS, ValidationReport
 from autopilot_config.validation.rules import run_checks
-from autopilot_config.validation.schema import schema_problems
+from autopilot_config.validation.schema import parse_document
 
 if TYPE_CHECKING:
     from autopilot_config.validation.caps import ClusterCaps
@@ -41,11 +41,15 @@ def validate_config(
     what ``autopilot validate --region <stack region>`` reports.
     """
     findings = Findings()
-    findings.extend_errors(schema_problems(CreateClusterRequest, cluster_config, CLUSTER_CONFIG))
+    # The models the schema check builds are handed on in the report (POST /clusters creates from them).
+    config, problems = parse_document(CreateClusterRequest, cluster_config, CLUSTER_CONFIG)
+    findings.extend_errors(problems)
+    provisioning: ProvisioningParameters | None = None
     if provisioning_parameters is not None:
-        findings.extend_errors(
-            schema_problems(ProvisioningParameters, provisioning_parameters, PROVISIONING_PARAMETERS)
+        provisioning, problems = parse_document(
+            ProvisioningParameters, provisioning_parameters, PROVISIONING_PARAMETERS
         )
+        findings.extend_errors(problems)
     if not isinstance(cluster_config, Mapping):
         return findings.report()  # nothing to cross-check; the schema has said what is wrong
     documents = ClusterDocuments(cluster_config, provisioning_parameters)
@@ -58,4 +62,4 @@ def validate_config(
         eks_clusters.check(documents, findings)
     if online is not None:
         online.check(documents, findings)
-    return findings.report()
+    return findings.report(cluster_config=config, provisioning_parameters=provisioning)

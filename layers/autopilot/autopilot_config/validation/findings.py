@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autopilot_config.validation.report import Problem, ValidationReport
+
+if TYPE_CHECKING:
+    from autopilot_config.models.cluster_config import CreateClusterRequest
+    from autopilot_config.models.provisioning import ProvisioningParameters
 
 
 class Findings:
@@ -25,8 +31,17 @@ class Findings:
         for problem in problems:
             self._errors[problem] = None
 
-    def report(self) -> ValidationReport:
+    def report(
+        self,
+        *,
+        cluster_config: CreateClusterRequest | None = None,
+        provisioning_parameters: ProvisioningParameters | None = None,
+    ) -> ValidationReport:
         # dicts keep insertion order and drop a finding two checks reach independently.
         return ValidationReport(
-            errors=list(self._errors), warnings=list(self._warnings), unchecked=list(self._unchecked)
+            errors=list(self._errors),
+            warnings=list(self._warnings),
+            unchecked=list(self._unchecked),
+            cluster_config=cluster_config,
+            provisioning_parameters=provisioning_parameters,
         )

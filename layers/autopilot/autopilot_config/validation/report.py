@@ -6,6 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from autopilot_config.models.cluster_config import CreateClusterRequest
+from autopilot_config.models.provisioning import ProvisioningParameters
+
 CLUSTER_CONFIG = "cluster-config.json"
 PROVISIONING_PARAMETERS = "provisioning-parameters.json"
 
@@ -28,11 +31,19 @@ class Problem(BaseModel):
 class ValidationReport(BaseModel):
     """Every error and warning found; the config is valid when there is no error. ``unchecked`` lists
     the checks that could not run (``--aws`` without credentials, access denied, unreachable): the
-    config is not shown wrong there, but not shown right either (``complete`` is false)."""
+    config is not shown wrong there, but not shown right either (``complete`` is false).
+
+    ``cluster_config`` and ``provisioning_parameters`` are the documents as the schema check built their
+    models (None when one failed it, or was not given): what a create goes on with, so that nothing reads
+    the JSON again. They are no part of the report's own shape (left out of every dump)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     errors: list[Problem] = Field(default_factory=list)
     warnings: list[Problem] = Field(default_factory=list)
     unchecked: list[Problem] = Field(default_factory=list)
+    cluster_config: CreateClusterRequest | None = Field(default=None, exclude=True, repr=False)
+    provisioning_parameters: ProvisioningParameters | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def valid(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -65,16 +65,20 @@ def describe_error(error: ErrorDetails) -> str:
     return error["msg"]
 
 
-def schema_problems(model: type[BaseModel], document: Mapping[str, Any], file: str) -> list[Problem]:
-    """Every problem pydantic finds in ``document``, in document order."""
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def parse_document(
+    model: type[Model], document: Mapping[str, Any], file: str
+) -> tuple[Model | None, list[Problem]]:
+    """``document`` as ``model``, or None and every problem pydantic finds in it, in document order."""
     try:
-        model.model_validate(document)
+        return model.model_validate(document), []
     except ValidationError as exc:
-        return [
+        return None, [
             Problem(file=file, path=format_path(error["loc"]), message=describe_error(error))
             for error in exc.errors(include_url=False)
         ]
-    return []
 
 
 # A document that opens as YAML does (`---`, a comment, `Key:`): say so, not "Expecting value".
