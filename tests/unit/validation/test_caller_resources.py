@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from autopilot.caller_resources import PASSED_TO, CallerResourceChecker
-from autopilot_config.validation import EksClusterPolicy, ExecutionRolePolicy, split_names
+from autopilot_config.validation import EksClusterPolicy, ExecutionRolePolicy
 from autopilot_config.validation.documents import ClusterDocuments
 from autopilot_config.validation.findings import Findings
 from botocore.exceptions import ClientError
@@ -299,40 +299,39 @@ def test_an_override_vpc_configs_security_group_is_held_to_the_clusters_vpc(stub
     assert paths(refusals.invalid) == ["InstanceGroups[2].OverrideVpcConfig.SecurityGroupIds[0]"]
 
 
-def eks_findings(arn: str, names: str) -> list[tuple[str, str]]:
+def eks_findings(arn: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
     config = {"ClusterName": "c", "Orchestrator": {"Eks": {"ClusterArn": arn}}, "InstanceGroups": []}
     findings = Findings()
-    EksClusterPolicy(split_names(names), ACCOUNT, REGION).check(ClusterDocuments(config, None), findings)
+    EksClusterPolicy(names, ACCOUNT, REGION).check(ClusterDocuments(config, None), findings)
     return [(p.path, p.message) for p in findings.report().errors]
 
 
 def test_an_eks_cluster_must_be_one_of_the_stacks_eks_cluster_names() -> None:
     arn = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/"
-    assert eks_findings(arn + "ml-eks", "ml-eks, team-*") == []
-    assert eks_findings(arn + "team-vision", "ml-eks, team-*") == []
-    assert eks_findings(arn + "finance", "ml-eks, team-*") == [
+    assert eks_findings(arn + "ml-eks", ("ml-eks", "team-*")) == []
+    assert eks_findings(arn + "team-vision", ("ml-eks", "team-*")) == []
+    assert eks_findings(arn + "finance", ("ml-eks", "team-*")) == [
         (
             "Orchestrator.Eks.ClusterArn",
             "EKS cluster 'finance' is not one of this Autopilot stack's EksClusterNames (ml-eks, team-*)",
         )
     ]
-    assert eks_findings(arn + "ml-eks", "") == [
+    assert eks_findings(arn + "ml-eks", ()) == [
         (
             "Orchestrator.Eks.ClusterArn",
             "this Autopilot stack allows no EKS orchestrator (its EksClusterNames parameter is empty); "
             "ask its administrator to add the cluster",
         )
     ]
-    assert eks_findings(f"arn:aws:eks:{REGION}:210987654321:cluster/ml-eks", "*") == [
+    assert eks_findings(f"arn:aws:eks:{REGION}:210987654321:cluster/ml-eks", ("*",)) == [
         (
             "Orchestrator.Eks.ClusterArn",
             "is in account 210987654321; this Autopilot stack may use only EKS clusters of its own account "
             "(123456789012)",
         )
     ]
-    assert (
-        eks_findings(f"arn:aws:eks:us-west-2:{ACCOUNT}:cluster/ml-eks", "") == []
-    )  # the ARN rules' to report
+    # the ARN rules' to report
+    assert eks_findings(f"arn:aws:eks:us-west-2:{ACCOUNT}:cluster/ml-eks", ()) == []
 
 
 def test_any_other_refusal_of_a_check_refuses_the_request_rather_than_failing_it(stubs: Stubs) -> None:

@@ -6,8 +6,8 @@ Used by ``autopilot validate``, the REST API and the create-cluster workflow::
     report.valid, report.errors, report.warnings, report.to_dict()
 """
 
-from autopilot_config.validation.caps import ClusterCaps, split_types
-from autopilot_config.validation.eks_clusters import EksClusterPolicy, split_names
+from autopilot_config.validation.caps import ClusterCaps
+from autopilot_config.validation.eks_clusters import EksClusterPolicy
 from autopilot_config.validation.engine import validate_config
 from autopilot_config.validation.execution_roles import ExecutionRolePolicy, split_patterns
 from autopilot_config.validation.online import OnlineChecker
@@ -29,8 +29,6 @@ __all__ = [
     "Problem",
     "ValidationReport",
     "load_document",
-    "split_names",
     "split_patterns",
-    "split_types",
     "validate_config",
 ]

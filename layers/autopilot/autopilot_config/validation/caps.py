@@ -17,11 +17,6 @@ from autopilot_config.validation.report import CLUSTER_CONFIG
 DEFAULT_MAX_INSTANCES = 2000  # template.yaml's MaxInstancesPerCluster default
 
 
-def split_types(value: str) -> tuple[str, ...]:
-    """``"ml.p5.48xlarge, ml.g5.*"`` as the template parameter spells it -> the types (or patterns)."""
-    return tuple(t.strip() for t in value.split(",") if t.strip())
-
-
 @dataclass(frozen=True)
 class ClusterCaps:
     """At most ``max_instances`` instances in all (every group's ``InstanceCount``, restricted groups

@@ -17,11 +17,6 @@ from autopilot_config.validation.findings import Findings
 from autopilot_config.validation.report import CLUSTER_CONFIG
 
 
-def split_names(value: str) -> tuple[str, ...]:
-    """``"ml-eks, team-*"`` as the template parameter spells it -> the names (or patterns)."""
-    return tuple(name.strip() for name in value.split(",") if name.strip())
-
-
 @dataclass(frozen=True)
 class EksClusterPolicy:
     """``Orchestrator.Eks.ClusterArn`` must be a cluster of ``account`` in ``region`` whose name
