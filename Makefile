@@ -12,6 +12,12 @@ STAMP := $(VENV)/.installed
 # checkov pins what dev.lock cannot share (requirements/checkov.in): its own venv
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# aws-sam-cli pins boto3 exactly (requirements/sam.in): its own venv too. The sandbox expands the template's
+# AWS::LanguageExtensions with it, so every target that deploys the template needs it (through $(STAMP)).
+SAM_VENV := .venv-sam
+SAM_STAMP := $(SAM_VENV)/.installed
+# SAM_CLI_ENABLE_LANGUAGE_EXTENSIONS: sam expands Fn::ForEach locally only when asked (off by default)
+SAM := PATH="$(abspath $(SAM_VENV)/bin):$$PATH" SAM_CLI_TELEMETRY=0 SAM_CLI_ENABLE_LANGUAGE_EXTENSIONS=1 $(SAM_VENV)/bin/sam
 
 .PHONY: help venv slurm test test-slow test-fast lint build deploy deploy-guided delete demo bench simulate sandbox docs lock clean
 
@@ -31,7 +37,7 @@ help:
 	@echo "make sandbox python -m sandbox up (SPEED=10 to watch a repair step by step; default 600)"
 	@echo "make docs    regenerate docs/workflows/*.md (from the ASL) and docs/deploy.md's parameter table"
 
-$(STAMP): requirements/dev.lock pyproject.toml layers/autopilot/autopilot_config/pyproject.toml cli/pyproject.toml
+$(STAMP): requirements/dev.lock pyproject.toml layers/autopilot/autopilot_config/pyproject.toml cli/pyproject.toml $(SAM_STAMP)
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
 	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -48,6 +54,12 @@ $(CHECKOV_STAMP): requirements/checkov.lock
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON312) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements/checkov.lock
 	touch $(CHECKOV_STAMP)
+
+$(SAM_STAMP): requirements/sam.lock
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it or set PYTHON312=...)"; exit 2; }
+	test -x $(SAM_VENV)/bin/python || $(PYTHON312) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet -r requirements/sam.lock
+	touch $(SAM_STAMP)
 
 venv: $(STAMP)
 
@@ -91,14 +103,18 @@ lint: $(STAMP) $(CHECKOV_STAMP)
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 	# the controller-node agent (its Python 3.8 syntax and stdlib-only imports: tests/unit/test_agent_portable.py)
 	$(BIN)/mypy agent/autopilot_agent
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam validate --lint --template template.yaml --region us-east-1
+	$(SAM) validate --lint --template template.yaml --region us-east-1
 	# serverless best practices (cfn-lint-serverless); the rules that do not fit are ignored in the template
-	$(BIN)/cfn-lint template.yaml -a cfn_lint_serverless.rules
-	# checkov: stack-wide skips in .checkov.yaml, a resource's own under its Metadata (each with its reason)
-	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml --file template.yaml
+	$(SAM_VENV)/bin/cfn-lint template.yaml -a cfn_lint_serverless.rules
+	# checkov: stack-wide skips in .checkov.yaml, a resource's own under its Metadata (each with its reason).
+	# checkov does not know AWS::LanguageExtensions (it skips what Fn::ForEach generates, silently): it reads
+	# the template as the sandbox deploys it, expanded by aws-sam-cli's implementation
+	mkdir -p build && $(BIN)/python -c 'import json, sys; from sandbox.emulator.deploy import load_template; \
+	  json.dump(load_template(sys.argv[1]), sys.stdout, indent=1)' template.yaml > build/template.expanded.json
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml --file build/template.expanded.json
 
 build: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam build --template template.yaml
+	$(SAM) build --template template.yaml
 
 # Deploy to the account and region of your AWS credentials (docs/deploy.md; not run in CI here).
 # deploy-guided asks for every parameter and saves the answers in samconfig.toml; deploy reads them and
@@ -106,14 +122,14 @@ build: $(STAMP)
 # succeeds, so CI and a second deploy can use it. SAM_DEPLOY_ARGS adds options, e.g.
 # SAM_DEPLOY_ARGS='--parameter-overrides PermissionsBoundary=arn:aws:iam::111122223333:policy/boundary'.
 deploy: build
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --no-confirm-changeset \
+	$(SAM) deploy --no-confirm-changeset \
 	  --no-fail-on-empty-changeset $(SAM_DEPLOY_ARGS)
 
 deploy-guided: build
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam deploy --guided $(SAM_DEPLOY_ARGS)
+	$(SAM) deploy --guided $(SAM_DEPLOY_ARGS)
 
 delete: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" SAM_CLI_TELEMETRY=0 $(BIN)/sam delete
+	$(SAM) delete
 
 demo: $(STAMP) slurm
 	$(BIN)/python -m sandbox demo
@@ -143,6 +159,9 @@ lock:
 	$(PYTHON312) -m venv build/checkovlockenv && build/checkovlockenv/bin/pip install -q -r requirements/checkov.in \
 	  && { echo "# checkov in .venv-checkov (Python 3.12). Regenerate: make lock"; \
 	       build/checkovlockenv/bin/pip freeze --exclude setuptools --exclude wheel; } > requirements/checkov.lock
+	$(PYTHON312) -m venv build/samlockenv && build/samlockenv/bin/pip install -q -r requirements/sam.in \
+	  && { echo "# aws-sam-cli in .venv-sam (Python 3.12). Regenerate: make lock"; \
+	       build/samlockenv/bin/pip freeze --exclude setuptools --exclude wheel; } > requirements/sam.lock
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .aws-sam build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(SAM_VENV) .aws-sam build .pytest_cache .mypy_cache .ruff_cache

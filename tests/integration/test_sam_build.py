@@ -1,11 +1,11 @@
-"""`sam build` must succeed: the layer carries the autopilot package and a current boto3 for arm64."""
+"""`sam build` must succeed (aws-sam-cli expands the template's AWS::LanguageExtensions): the layer carries
+the autopilot package and a current boto3 for arm64."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_sam_build_produces_layer_with_package_and_current_boto3(tmp_path: Path) -> None:
-    sam = Path(sys.executable).parent / "sam"
+    # aws-sam-cli has its own venv (requirements/sam.in: it pins boto3 exactly), as make build runs it
+    sam = ROOT / ".venv-sam" / "bin" / "sam"
     if not sam.exists():
-        pytest.fail("aws-sam-cli is not installed in the venv (make venv installs it)")
-    # sam's python3.12 workflow looks for `python3.12` on PATH; the venv's interpreter is one.
+        pytest.fail("aws-sam-cli is not installed in .venv-sam (make venv installs it)")
+    # sam's python3.12 workflow looks for `python3.12` on PATH; the SAM venv's interpreter is one.
     env = {
         **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PATH": f"{sam.parent}{os.pathsep}{os.environ['PATH']}",
         "SAM_CLI_TELEMETRY": "0",
+        # the template's Fn::ForEach: sam expands AWS::LanguageExtensions only when asked (make build asks)
+        "SAM_CLI_ENABLE_LANGUAGE_EXTENSIONS": "1",
     }
     build_dir = tmp_path / "build"
     result = subprocess.run(
@@ -46,6 +49,8 @@ def test_sam_build_produces_layer_with_package_and_current_boto3(tmp_path: Path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     layer = build_dir / "AutopilotLayer" / "python"
     assert (layer / "autopilot" / "__init__.py").is_file()
+    # the rules the layer shares with the CLI: their own distribution, in the layer's folder
+    assert (layer / "autopilot_config" / "validation" / "engine.py").is_file()
     botocore_dist = sorted(p.name for p in layer.glob("botocore-*.dist-info"))
     assert botocore_dist, "botocore is not bundled in the layer"
     major, minor, patch = (int(x) for x in botocore_dist[0].removeprefix("botocore-").split(".")[:3])
