@@ -1,8 +1,9 @@
-"""Compare two SAM templates by what they deploy: each is translated by aws-sam-translator (the
-sandbox deployer's own ``transform``), every intrinsic resolved against one set of parameter values,
-and every IAM policy statement expanded into (effect, action, resource, condition) tuples, so a
-rewrite that only moves text (Globals, SAM policy templates, split or merged statements, Sids)
-shows no difference.
+"""Compare two SAM templates by what they deploy: each is read as the sandbox deployer reads it (its
+AWS::LanguageExtensions, if declared, expanded by aws-sam-cli's implementation: ``load_template``),
+translated by aws-sam-translator (the deployer's own ``transform``), every intrinsic resolved against one
+set of parameter values, and every IAM policy statement expanded into (effect, action, resource,
+condition) tuples, so a rewrite that only moves text (Globals, SAM policy templates, split or merged
+statements, Sids, a Fn::ForEach) shows no difference.
 
     PYTHONPATH=. .venv/bin/python scripts/template_diff.py BEFORE.yaml AFTER.yaml [Name=Value ...]
 

@@ -196,9 +196,12 @@ NOT_REACHED: Final[dict[tuple[str, str], str]] = {
     ("AWS::SNS::Subscription", "iam:UpdateRole"): "an e-mail subscription has no SubscriptionRoleArn",
 }
 
-# AWS's documented resource for letting a change set run the SAM transform (CloudFormation User Guide,
-# "Controlling access with IAM"); the Service Authorization Reference lists only stacks for the action.
-TRANSFORM_ARN: Final = f"arn:aws:cloudformation:{REGION}:aws:transform/Serverless-2016-10-31"
+# AWS's documented resources for letting a change set run the template's transforms (CloudFormation User
+# Guide, "Controlling access with IAM"); the Service Authorization Reference lists only stacks for the action.
+TRANSFORM_ARNS: Final = frozenset(
+    f"arn:aws:cloudformation:{REGION}:aws:transform/{name}"
+    for name in ("LanguageExtensions", "Serverless-2016-10-31")
+)
 
 
 def deployer_policy() -> dict[str, Any]:
@@ -418,7 +421,7 @@ def test_every_statement_is_one_iam_honours() -> None:
     the action cannot take grants nothing on AWS); "*" only for actions without resource types."""
     problems = []
     for statement in statements():
-        resources = [r for r in listed(statement["Resource"]) if r != TRANSFORM_ARN]
+        resources = [r for r in listed(statement["Resource"]) if r not in TRANSFORM_ARNS]
         for action in listed(statement["Action"]):
             if resources == ["*"] and resource_types(action):
                 problems.append(f"{statement['Sid']}: {action} on * though it takes resource types")

@@ -22,6 +22,7 @@ from samtranslator.translator.translator import Translator  # type: ignore[impor
 from . import moto_iam
 from .intrinsics import partition_for
 from .stack import TemplateError
+from .template import LANGUAGE_EXTENSIONS
 
 SERVERLESS_TRANSFORM: Final = "AWS::Serverless-2016-10-31"
 LOCAL_BUCKET: Final = "sandbox-local-path"
@@ -46,6 +47,10 @@ def transform(
     transforms = declared if isinstance(declared, list) else [declared] if declared else []
     if not transforms:
         return copy.deepcopy(dict(template)), {}
+    if LANGUAGE_EXTENSIONS in transforms:  # load_template expands it and takes it off: never deployed as is
+        raise TemplateError(
+            f"Transform {LANGUAGE_EXTENSIONS}: not expanded (read the template with load_template)"
+        )
     if transforms != [SERVERLESS_TRANSFORM]:
         raise TemplateError(f"Transform: only {SERVERLESS_TRANSFORM} is supported, got {transforms}")
     sam = copy.deepcopy(dict(template))
