@@ -114,6 +114,9 @@ lint: $(STAMP) $(CHECKOV_STAMP)
 	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml --file build/template.expanded.json
 
 build: $(STAMP)
+	# what `pip install ./layers/autopilot/autopilot_config` leaves in the folder (setuptools builds
+	# there): sam build would ship it in the layer
+	rm -rf layers/autopilot/autopilot_config/build
 	$(SAM) build --template template.yaml
 
 # Deploy to the account and region of your AWS credentials (docs/deploy.md; not run in CI here).

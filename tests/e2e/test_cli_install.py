@@ -1,11 +1,12 @@
-"""The CLI as an operator gets it: `pip install ./cli` into a fresh venv of the oldest Python it
-supports (cli/pyproject.toml's requires-python: Ubuntu 22.04's python3 is 3.10), then `autopilot`
+"""The CLI as an operator gets it: `pip install ./layers/autopilot/autopilot_config ./cli` (the rules
+it shares with the layer, then the CLI) into a fresh venv of the oldest Python it supports
+(cli/pyproject.toml's requires-python: Ubuntu 22.04's python3 is 3.10), then `autopilot`
 against this module's sandbox API, each `--output json` answer parsed as one JSON document, with and
 without `--wait` (progress goes to stderr), errors included.
 
-The venv takes the CLI's dependencies from the package index, as `pipx install ./cli` does, at the
-versions requirements/dev.lock pins (the ones every other test runs with). The wheel is built from a
-copy of cli/ and the layer it takes modules from, so the build leaves nothing in the tree."""
+The venv takes the other dependencies from the package index, as `pipx install` does, at the versions
+requirements/dev.lock pins (the ones every other test runs with). The wheels are built from copies of
+the two folders, so the builds leave nothing in the tree (nor a build/ in the layer's folder)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from sandbox.harness.core import Sandbox
 from tests.e2e.conftest import ROOT, build_workshop_request
 
 CLI = ROOT / "cli"
+SHARED = ROOT / "layers" / "autopilot" / "autopilot_config"
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -68,18 +70,19 @@ def interpreter() -> str:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv of the oldest supported Python with ``pip install ./cli`` done in it."""
+    """A fresh venv of the oldest supported Python with the shared rules and the CLI installed in it,
+    each from its own folder: nothing of the layer's ``autopilot`` package is there to borrow."""
     sources = tmp_path_factory.mktemp("cli-sources")
-    # cli/pyproject.toml takes modules from ../layers/autopilot: the same layout, without build output.
     ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    shutil.copytree(CLI, sources / "cli", ignore=ignore)
-    shutil.copytree(ROOT / "layers" / "autopilot", sources / "layers" / "autopilot", ignore=ignore)
+    shutil.copytree(CLI, sources / "cli", ignore=ignore)  # its examples link is followed: a copy
+    shutil.copytree(SHARED, sources / "autopilot_config", ignore=ignore)
     venv = tmp_path_factory.mktemp("cli-venv")
     subprocess.run([interpreter(), "-m", "venv", str(venv)], check=True, timeout=300)
     installed = subprocess.run(
         [
             str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-            "--constraint", str(ROOT / "requirements" / "dev.lock"), str(sources / "cli"),
+            "--constraint", str(ROOT / "requirements" / "dev.lock"),
+            str(sources / "autopilot_config"), str(sources / "cli"),
         ],
         capture_output=True,
         text=True,
@@ -216,3 +219,22 @@ def test_the_times_the_api_passes_on_parse_on_the_oldest_python(venv: Path) -> N
         "2026-11-23T10:00:00.123000+00:00",
         "2026-11-23T10:00:00.123456+00:00",
     ]
+
+
+def test_the_venv_has_the_shared_rules_and_nothing_of_the_layer(venv: Path) -> None:
+    # The CLI builds from its own dependencies: hyperpod-autopilot-config by name, no layer module.
+    probe = (
+        "from importlib.util import find_spec; from importlib.metadata import requires\n"
+        "print(find_spec('autopilot') is None)\n"
+        "print(find_spec('autopilot_config').origin)\n"
+        "print(requires('hyperpod-autopilot-cli'))"
+    )
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    no_layer, origin, requires = result.stdout.splitlines()
+    assert no_layer == "True"
+    assert origin.startswith(str(venv)), origin  # installed, not read from the repository
+    assert "hyperpod-autopilot-config==0.1.0" in requires
