@@ -47,14 +47,16 @@ def _cluster_tags(store: StateTable) -> Callable[[str], tuple[str | None, str | 
 
 
 @cache
-def dependencies(account: str) -> AgentDeps:
+def deps() -> AgentDeps:
+    """Built on the first invocation, once per execution environment; each client on its first call."""
     settings = agent_settings()
     return AgentDeps(
         agents=AgentTable(settings.state_table_name),
         controllers=ControllerReader(),
         stepfunctions=aws.client("stepfunctions"),
         poll_seconds=settings.poll_seconds,
-        account=account,
+        # arn:aws:sns:<region>:<account>:<name>: the stack's account (its own topic's), without an STS call
+        account=settings.alerts_topic_arn.split(":")[4],
         now=lambda: clock.now(),  # noqa: PLW0108  (read at each call: the sandbox sets it)
         usage=UsageDeps(
             usage=UsageTable(settings.state_table_name),
@@ -109,18 +111,17 @@ def report(event: dict[str, Any], deps: AgentDeps) -> dict[str, Any]:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # arn:aws:lambda:<region>:<account>:function:<name>: the stack's account, without an STS call
-    deps = dependencies(context.invoked_function_arn.split(":")[4])
+    found = deps()
     if "command" in event:
-        return enqueue_command(deps.agents, CommandRequest.model_validate(event["command"]), now=deps.now())
+        return enqueue_command(found.agents, CommandRequest.model_validate(event["command"]), now=found.now())
     if "status" in event:
         request = StatusRequest.model_validate(event["status"])
         return workflow_status(
-            deps.agents,
-            deps.controllers,
+            found.agents,
+            found.controllers,
             request.cluster_name,
-            now=deps.now(),
-            poll_seconds=deps.poll_seconds,
+            now=found.now(),
+            poll_seconds=found.poll_seconds,
             node=request.node,
         )
-    return report(event, deps)
+    return report(event, found)

@@ -31,7 +31,8 @@ def _now() -> datetime:
 
 
 @cache
-def dependencies() -> BudgetAlertDeps:
+def deps() -> BudgetAlertDeps:
+    """Built on the first invocation, once per execution environment."""
     settings = budget_alerts_settings()
     return BudgetAlertDeps(
         settings=settings,
@@ -50,12 +51,11 @@ def dependencies() -> BudgetAlertDeps:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event.get("source") == "aws.events":  # the RetryUnfinished schedule
-        return {"retried": retry_unfinished(dependencies())}
+        return {"retried": retry_unfinished(deps())}
     records = SnsModel.model_validate(event).Records
     # Budgets' message is plain text (never JSON), so the parser leaves it a string.
     handled = [
-        handle_notification(str(record.Sns.Message), record.Sns.Subject, dependencies()).value
-        for record in records
+        handle_notification(str(record.Sns.Message), record.Sns.Subject, deps()).value for record in records
     ]
     count(Count.BUDGET_ALERTS_FIRED, handled.count(Handled.PUBLISHED.value))
     return {"handled": handled}

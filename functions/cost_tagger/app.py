@@ -7,9 +7,11 @@ workflow's Release Project Budget step (``{"action": "release-project-budget"}``
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from functools import cache
+from typing import Annotated, Any, Literal, NamedTuple
 
 from autopilot.dal.cost_tags import TagRepairRecords
+from autopilot.dal.state_store import StateStore
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.cost_tags import (
     CostTagClients,
@@ -18,6 +20,7 @@ from autopilot.logic.cost_tags import (
     sweep,
     tag_cluster,
 )
+from autopilot.models.cost_allocation import CostTagKeys
 from autopilot.models.envelopes import EventBridgeModel
 from autopilot.observability import Count, count, logger, metrics
 from autopilot.settings import cost_tagger_settings
@@ -43,20 +46,37 @@ class ReleaseProjectBudgetRequest(_Request):
 WorkflowRequest = TypeAdapter[TagClusterRequest | ReleaseProjectBudgetRequest](
     Annotated[TagClusterRequest | ReleaseProjectBudgetRequest, Field(discriminator="action")]
 )
-clients = CostTagClients()
+
+
+class Deps(NamedTuple):
+    keys: CostTagKeys
+    clients: CostTagClients  # each made on its first call
+    store: StateStore
+    repairs: TagRepairRecords
+
+
+@cache
+def deps() -> Deps:
+    """Built on the first invocation, once per execution environment."""
+    settings = cost_tagger_settings()
+    return Deps(
+        keys=settings.cost_tag_keys,
+        clients=CostTagClients(),
+        store=StateTable(settings.state_table_name),
+        repairs=TagRepairRecords(settings.state_table_name),
+    )
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings = cost_tagger_settings()
-    store = StateTable(settings.state_table_name)
-    keys = settings.cost_tag_keys
+    found = deps()
     if "action" not in event:
         # The schedule's time is "now" (the sandbox's clock in the sandbox).
         scheduled = EventBridgeModel.model_validate(event)
-        repairs = TagRepairRecords(settings.state_table_name)
-        counts = sweep(scheduled.time, keys=keys, clients=clients, store=store, repairs=repairs)
+        counts = sweep(
+            scheduled.time, keys=found.keys, clients=found.clients, store=found.store, repairs=found.repairs
+        )
         count(Count.CLUSTER_TAGS_REPAIRED, counts["repaired"])
         count(Count.COST_TAG_CONFLICTS, counts["conflicts"])
         return counts
@@ -65,13 +85,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         # Budgets live in the function's own account.
         account = context.invoked_function_arn.split(":")[4]
         budget = release_project_budget(
-            request.cluster_name, account=account, store=store, budgets=clients.budgets
+            request.cluster_name, account=account, store=found.store, budgets=found.clients.budgets
         )
         return {"projectBudgetRemoved": budget}
-    cluster = store.get_cluster(request.cluster_name)
+    cluster = found.store.get_cluster(request.cluster_name)
     if cluster is None:
         raise ValueError(f"cluster {request.cluster_name!r} is not registered")
-    report = tag_cluster(cluster, keys=keys, clients=clients, store=store)
+    report = tag_cluster(cluster, keys=found.keys, clients=found.clients, store=found.store)
     return {
         "changes": len(report.changes),
         "shared": report.shared,

@@ -4,18 +4,34 @@ read from HyperPod's lifecycle logs and cluster events against the catalog
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autopilot import aws
 from autopilot.logic.diagnose_failure import DiagnoseRequest, diagnose_failure
 from autopilot.observability import logger, metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+
+class Deps(NamedTuple):
+    logs: Any  # no mypy-boto3 stubs for CloudWatch Logs in the layer
+    sagemaker: SageMakerClient
+
+
+@cache
+def deps() -> Deps:
+    """Built on the first invocation, once per execution environment."""
+    return Deps(logs=aws.client("logs"), sagemaker=aws.client("sagemaker"))
+
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    found = deps()
     diagnosis = diagnose_failure(
-        DiagnoseRequest.model_validate(event), logs=aws.client("logs"), sagemaker=aws.client("sagemaker")
+        DiagnoseRequest.model_validate(event), logs=found.logs, sagemaker=found.sagemaker
     )
     return {"diagnosis": diagnosis.model_dump(mode="json", by_alias=True)}

@@ -6,7 +6,8 @@ cluster, so the nodes left Unhealthy while its repairs were paused get them."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autopilot import aws
 from autopilot.dal.agent import AgentTable
@@ -28,63 +29,78 @@ from autopilot.settings import HealingSweepSettings, healing_settings, healing_s
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+class Deps(NamedTuple):
+    sweep: HealingSweep
+    login_targets: LoginTargets
+    sqs: SQSClient
+    settings: HealingSweepSettings
+
+
+@cache
+def deps() -> Deps:
+    """Built on the first invocation, once per execution environment."""
+    settings = healing_settings()
+    sweep_settings = healing_sweep_settings()
+    sagemaker = aws.client("sagemaker")
+    events = aws.client("events")
+    store = StateTable(settings.state_table_name)
+    return Deps(
+        sweep=HealingSweep(
+            store=store,
+            healing=HealingTable(settings.state_table_name),
+            stuck=StuckNodes(settings.state_table_name),
+            watch=RepairWatch(settings.state_table_name),
+            topology=TopologyReader(sagemaker=sagemaker),
+            sagemaker=sagemaker,
+            stepfunctions=aws.client("stepfunctions"),
+            events=events,
+            sns=aws.client("sns"),
+            settings=settings,
+            stuck_node_minutes=sweep_settings.stuck_node_minutes,
+            slurm=SlurmSignal(
+                agents=AgentTable(settings.state_table_name),
+                operations=store,
+                events=events,
+                poll_seconds=sweep_settings.agent_poll_seconds,
+                not_responding_after=timedelta(minutes=sweep_settings.stuck_node_minutes),
+            ),
+        ),
+        login_targets=LoginTargets(reader=ControllerReader(sagemaker=sagemaker)),
+        sqs=aws.client("sqs"),
+        settings=sweep_settings,
+    )
+
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The event's time is "now": deadlines count from it (the sandbox's clock in the sandbox).
     received = EventBridgeModel.model_validate(event)
-    settings = healing_settings()
-    sweep_settings = healing_sweep_settings()
-    sagemaker = aws.client("sagemaker")
-    events = aws.client("events")
-    store = StateTable(settings.state_table_name)
-    sweep = HealingSweep(
-        store=store,
-        healing=HealingTable(settings.state_table_name),
-        stuck=StuckNodes(settings.state_table_name),
-        watch=RepairWatch(settings.state_table_name),
-        topology=TopologyReader(sagemaker=sagemaker),
-        sagemaker=sagemaker,
-        stepfunctions=aws.client("stepfunctions"),
-        events=events,
-        sns=aws.client("sns"),
-        settings=settings,
-        stuck_node_minutes=sweep_settings.stuck_node_minutes,
-        slurm=SlurmSignal(
-            agents=AgentTable(settings.state_table_name),
-            operations=store,
-            events=events,
-            poll_seconds=sweep_settings.agent_poll_seconds,
-            not_responding_after=timedelta(minutes=sweep_settings.stuck_node_minutes),
-        ),
-    )
+    found = deps()
+    sweep = found.sweep
     if received.detail_type == HEALING_RESUMED:
         resumed = HealingResumedEventDetail.model_validate(received.detail)
         outcomes = dict(sweep.sweep_resumed(resumed.cluster_name, received.time))
         logger.info("resumed cluster swept", cluster=resumed.cluster_name, outcomes=outcomes)
         return outcomes
     outcomes = sweep.run(received.time)
-    outcomes.update(
-        repair_login_targets(
-            sweep.store,
-            LoginTargets(
-                elbv2=aws.client("elbv2"), reader=ControllerReader(sagemaker=sagemaker, s3=aws.client("s3"))
-            ),
-        )
-    )
-    outcomes[f"redrive_{_redrive(sweep_settings, received.time)}"] = 1
+    outcomes.update(repair_login_targets(sweep.store, found.login_targets))
+    outcomes[f"redrive_{_redrive(found, received.time)}"] = 1
     logger.info("healing sweep done", outcomes=outcomes)
     return outcomes
 
 
-def _redrive(settings: HealingSweepSettings, now: datetime) -> str:
+def _redrive(found: Deps, now: datetime) -> str:
     """Dead-lettered cluster events back to their queue; a failure does not fail the sweep."""
     try:
         return redrive_dead_letters(
-            aws.client("sqs"),
-            dead_letter_arn=settings.cluster_events_dead_letter_queue_arn,
-            queue_arn=settings.cluster_events_queue_arn,
+            found.sqs,
+            dead_letter_arn=found.settings.cluster_events_dead_letter_queue_arn,
+            queue_arn=found.settings.cluster_events_queue_arn,
             now=now,
         )
     except (ClientError, BotoCoreError):

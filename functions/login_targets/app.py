@@ -4,9 +4,9 @@ DeregisterTargets as needed (autopilot.logic.login_targets), what changed return
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
-from autopilot import aws
 from autopilot.dal.state_table import StateTable
 from autopilot.logic.agent.trust import ControllerReader
 from autopilot.logic.login_targets import KeepTargetsRequest, LoginTargets, keep_targets
@@ -15,14 +15,22 @@ from autopilot.settings import login_targets_settings
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
+class Deps(NamedTuple):
+    store: StateTable
+    targets: LoginTargets  # each client made on its first call
+
+
+@cache
+def deps() -> Deps:
+    """Built on the first invocation, once per execution environment."""
+    return Deps(
+        store=StateTable(login_targets_settings().state_table_name),
+        targets=LoginTargets(reader=ControllerReader()),
+    )
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return keep_targets(
-        KeepTargetsRequest.model_validate(event),
-        store=StateTable(login_targets_settings().state_table_name),
-        targets=LoginTargets(
-            elbv2=aws.client("elbv2"),
-            reader=ControllerReader(sagemaker=aws.client("sagemaker"), s3=aws.client("s3")),
-        ),
-    )
+    found = deps()
+    return keep_targets(KeepTargetsRequest.model_validate(event), store=found.store, targets=found.targets)

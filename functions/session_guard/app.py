@@ -18,19 +18,21 @@ STS = "sts.amazonaws.com"
 
 
 @cache
-def guard() -> SessionGuard:
+def deps() -> SessionGuard:
+    """Built on the first invocation, once per execution environment; each client on its first call."""
     return SessionGuard(session_guard_settings())
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    guard = deps()
     if event.get("detail-type") == SCHEDULED:
-        outcomes = guard().sweep()
+        outcomes = guard.sweep()
     elif (event.get("detail") or {}).get("eventSource") == STS:
-        outcomes = guard().on_assume_role(AssumeRoleEvent.model_validate(event).detail)
+        outcomes = guard.on_assume_role(AssumeRoleEvent.model_validate(event).detail)
     else:
-        outcomes = guard().on_start_session(StartSessionEvent.model_validate(event).detail)
+        outcomes = guard.on_start_session(StartSessionEvent.model_validate(event).detail)
     logger.info("sessions checked", trigger=event.get("detail-type"), outcomes=outcomes)
     count(Count.SESSIONS_TERMINATED, outcomes.get(TERMINATED, 0))
     return outcomes

@@ -66,7 +66,7 @@ def make_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         for key, value in stack.environment().items():
             monkeypatch.setenv(key, value)
         api_settings.cache_clear()
-        routes.get_dependencies.cache_clear()
+        routes.deps.cache_clear()
         aws.client.cache_clear()
         return stack
 

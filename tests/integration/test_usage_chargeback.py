@@ -170,11 +170,11 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("ADMIN_PRINCIPAL_ARNS", ADMIN)
         api_settings.cache_clear()
-        routes.get_dependencies.cache_clear()
+        routes.deps.cache_clear()
         aws.client.cache_clear()
         yield World(stack)
     api_settings.cache_clear()
-    routes.get_dependencies.cache_clear()
+    routes.deps.cache_clear()
     aws.client.cache_clear()
 
 

@@ -48,11 +48,11 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         for key, value in d.environment().items():
             monkeypatch.setenv(key, value)
         api_settings.cache_clear()
-        routes.get_dependencies.cache_clear()
+        routes.deps.cache_clear()
         aws.client.cache_clear()
         yield d
     api_settings.cache_clear()
-    routes.get_dependencies.cache_clear()
+    routes.deps.cache_clear()
     aws.client.cache_clear()
 
 
@@ -384,7 +384,7 @@ def test_a_malformed_key_is_400_naming_the_header(stack: Deployed, key: str) -> 
 
 
 def test_a_key_whose_first_request_is_still_running_is_409(stack: Deployed) -> None:
-    idempotency = routes.get_dependencies().idempotency
+    idempotency = routes.deps().idempotency
     request = IdempotentRequest(key="k", caller=USER_ARN, action="CreateCluster", request={"n": 1})
     accepted = OperationAccepted(operation_id="op-1", cluster_name="c", status=OperationStatus.RUNNING)
 
@@ -603,7 +603,7 @@ def as_admin(monkeypatch: pytest.MonkeyPatch, *arns: str) -> None:
     """Redeploy-free AdminPrincipalArns: the function reads the setting on its next cold start."""
     monkeypatch.setenv("ADMIN_PRINCIPAL_ARNS", ",".join(arns))
     api_settings.cache_clear()
-    routes.get_dependencies.cache_clear()
+    routes.deps.cache_clear()
 
 
 def test_delete_starts_the_cleanup_workflow(stack: Deployed) -> None:

@@ -48,7 +48,7 @@ class FakeDependencies:
 @pytest.fixture
 def operations(monkeypatch: pytest.MonkeyPatch) -> FakeDependencies:
     fake = FakeDependencies()
-    monkeypatch.setattr(wiring, "get_dependencies", lambda: fake)
+    monkeypatch.setattr(wiring, "deps", lambda: fake)
     return fake
 
 

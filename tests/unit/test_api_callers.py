@@ -64,7 +64,7 @@ def set_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     """A stack parameter changed (the function reads its settings on its next cold start)."""
     monkeypatch.setenv(name, value)
     api_settings.cache_clear()
-    routes.get_dependencies.cache_clear()
+    routes.deps.cache_clear()
 
 
 def delete(name: str, caller: str) -> tuple[int, Any]:

@@ -32,6 +32,7 @@ from tests.unit.test_api_bad_input import call as bad_input_call
 
 OTHER_USER = "arn:aws:iam::123456789012:user/mallory"
 REPORTED_AT = "2026-11-22T10:00:00.000Z"
+REPORTED = datetime.fromisoformat(REPORTED_AT)
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_nodes_show_autopilot_health_and_the_repair_in_flight(stack: Deployed, h
     groups = active_cluster(stack)
     sick, well = groups["worker-group-1"][:2]
     reason = "HMA has detected fault type NvidiaErrorTerminate on this node and is unhealthy."
-    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason=reason, at=REPORTED_AT)
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason=reason, at=REPORTED)
     status, accepted = repair("replace", sick)
     assert status == 202
 
@@ -374,7 +375,7 @@ def test_pausing_by_hand_records_who_and_resuming_announces_it_without_sweeping(
     assert status == 200
     assert (paused["paused"], paused["pausedBy"]) == (True, USER_ARN)
     # an Unhealthy report while paused: kept, nothing started
-    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED)
     assert repair_inputs(stack) == []
 
     status, resumed = set_paused(False)
@@ -411,7 +412,7 @@ def test_a_resume_whose_event_is_lost_stands(stack: Deployed, healing: HealingTa
     # the next scheduled sweep starts the repairs: a 5xx would only have the caller retry a no-op
     active_cluster(stack)
     assert set_paused(True)[0] == 200
-    routes.get_dependencies()._events = events
+    routes.deps()._events = events
 
     status, resumed = set_paused(False)
 
@@ -491,7 +492,7 @@ def test_a_resume_event_for_a_cluster_being_deleted_sweeps_nothing(
 ) -> None:
     sick = active_cluster(stack)["worker-group-1"][0]
     assert set_paused(True)[0] == 200
-    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED_AT)
+    healing.record_health("ml-cluster", sick, NodeHealth.UNHEALTHY, reason="fault type X", at=REPORTED)
     with seams.installed(seams.keep_event_account):
         assert set_paused(False)[0] == 200
     [event] = resumed_events(stack)

@@ -216,9 +216,8 @@ def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pyte
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     waits = MemoryWaits(sagemaker_status="Creating")
-    monkeypatch.setattr(app, "waits", lambda: waits)
-    monkeypatch.setattr(app, "healing", lambda: None)  # the batch holds no Node Health event
-    monkeypatch.setattr(app, "launches", lambda: None)  # nor any scale or failed launch
+    # the batch holds no Node Health event, nor any scale or failed launch
+    monkeypatch.setattr(app, "deps", lambda: app.Deps(waits=waits, healing=None, launches=None))
     monkeypatch.setattr(app.metrics.provider, "namespace", "Test")  # the template's Globals set it
     event = load_event("cluster_events/sqs_batch.json")
     broken = copy.deepcopy(event["Records"][0])
@@ -231,6 +230,34 @@ def test_the_handler_reports_only_the_failed_record_of_a_batch(monkeypatch: pyte
     assert response == {"batchItemFailures": [{"itemIdentifier": "broken"}]}
     # the batch's wait request, then the sample's InService event: the workflow was resumed
     assert [token for token, _ in waits.answered] == ["AQCEAAAAKgAAAAMAAAAAAAAAAexample-task-token"]
+
+
+def test_a_batch_whose_every_message_fails_comes_back_whole_each_failure_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # SQS's partial batch response written by hand (no Powertools batch utility): every message is
+    # reported, so SQS delivers them all again, and the invocation itself succeeds.
+    spec = importlib.util.spec_from_file_location(
+        "cluster_events_app", ROOT / "functions/cluster_events/app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    monkeypatch.setattr(app, "deps", lambda: app.Deps(waits=MemoryWaits(), healing=None, launches=None))
+    monkeypatch.setattr(app.metrics.provider, "namespace", "Test")
+    event = load_event("cluster_events/sqs_batch.json")
+    for index, record in enumerate(event["Records"]):
+        record["messageId"] = f"broken-{index}"
+        record["body"] = json.dumps({"detail-type": "Something Else"})
+
+    response = app.lambda_handler(event, _context())
+
+    ids = [f"broken-{index}" for index in range(len(event["Records"]))]
+    assert response == {"batchItemFailures": [{"itemIdentifier": i} for i in ids]}
+    failed = [r for r in caplog.records if r.getMessage() == "message failed: SQS delivers it again"]
+    assert [(r.levelname, getattr(r, "message_id", None)) for r in failed] == [("ERROR", i) for i in ids]
+    assert all(r.exc_info and r.exc_info[0] is UnknownMessageError for r in failed)
 
 
 def _context() -> Any:

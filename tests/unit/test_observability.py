@@ -76,7 +76,7 @@ def test_the_session_guard_counts_the_sessions_it_terminated(
 ) -> None:
     app = _handler_module("session_guard", monkeypatch)
     guard = SimpleNamespace(sweep=lambda: {"terminated": 2, "kept": 3, "already_recorded": 1})
-    monkeypatch.setattr(app, "guard", lambda: guard)
+    monkeypatch.setattr(app, "deps", lambda: guard)
 
     app.lambda_handler(load_event("schedule/scheduled_event.json"), _context("SessionGuardFunction"))
 
@@ -152,7 +152,7 @@ def test_budget_alerts_count_the_alerts_published_not_the_duplicates(
     event = load_event("budgets/sns_notification.json")
     event["Records"] = [event["Records"][0]] * 3
     answers = iter([Handled.PUBLISHED, Handled.DUPLICATE, Handled.PUBLISHED])
-    monkeypatch.setattr(app, "dependencies", lambda: None)
+    monkeypatch.setattr(app, "deps", lambda: None)
     monkeypatch.setattr(app, "handle_notification", lambda *_: next(answers))
 
     app.lambda_handler(event, _context("BudgetAlertsFunction"))
@@ -175,9 +175,7 @@ def test_cluster_events_count_each_message_handled_not_the_failed_ones(
         return "event"
 
     monkeypatch.setattr(app, "handle_message", handle)
-    monkeypatch.setattr(app, "waits", lambda: None)
-    monkeypatch.setattr(app, "healing", lambda: None)
-    monkeypatch.setattr(app, "launches", lambda: None)
+    monkeypatch.setattr(app, "deps", lambda: app.Deps(waits=None, healing=None, launches=None))
 
     response = app.lambda_handler(event, _context("ClusterEventsFunction"))
 

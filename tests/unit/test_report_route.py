@@ -15,9 +15,11 @@ from typing import Any
 
 import boto3
 import pytest
+from autopilot import aws
 from autopilot.dal.agent import AgentTable
 from autopilot.logic.agent.reports import AgentDeps
 from autopilot.logic.agent.trust import ControllerReader
+from autopilot.settings import agent_settings
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -79,7 +81,7 @@ class Handler:
             account=ACCOUNT,
             now=lambda: T0,
         )
-        monkeypatch.setattr(app, "dependencies", lambda account: self.deps if account == ACCOUNT else None)
+        monkeypatch.setattr(app, "deps", lambda: self.deps)
         monkeypatch.setattr(app.metrics.provider, "namespace", "Test")
 
     def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +108,29 @@ class Handler:
                     ]
                 },
             )
+
+
+def test_the_wiring_takes_the_stacks_account_off_its_alerts_topic(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the stack's own roles may report: its account, read without an STS call or the context.
+    environment = {
+        "STATE_TABLE_NAME": "state",
+        "AGENT_POLL_SECONDS": "10",
+        "ALERTS_TOPIC_ARN": f"arn:aws:sns:us-east-1:{ACCOUNT}:alerts",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    agent_settings.cache_clear()
+    app = load_app()
+    try:
+        with mock_aws():
+            built = app.deps()
+            assert (built.account, built.poll_seconds) == (ACCOUNT, 10)
+            assert app.deps() is built  # one per execution environment
+    finally:
+        agent_settings.cache_clear()
+        aws.client.cache_clear()
 
 
 @pytest.fixture

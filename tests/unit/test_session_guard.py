@@ -649,7 +649,7 @@ def test_the_handler_hands_an_assume_role_record_to_the_guard(monkeypatch: pytes
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     calls: list[AssumeRoleCall] = []
-    monkeypatch.setattr(app, "guard", lambda: SimpleNamespace(on_assume_role=lambda c: calls.append(c) or {}))
+    monkeypatch.setattr(app, "deps", lambda: SimpleNamespace(on_assume_role=lambda c: calls.append(c) or {}))
     context = SimpleNamespace(
         function_name="SessionGuardFunction",
         memory_limit_in_mb=256,

@@ -12,11 +12,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from autopilot.api import wiring
 from autopilot.api.parameters import CLUSTER_NAME, IDEMPOTENCY_KEY, caller
 from autopilot.api.responses import FOLLOW_CLUSTER, FOLLOW_OPERATION, responses
-from autopilot.logic import read_clusters
-from autopilot.logic.create_cluster import create_cluster as create_cluster_use_case
-from autopilot.logic.create_cluster import plan_create
-from autopilot.logic.delete_cluster import delete_cluster as delete_cluster_use_case
-from autopilot.logic.validate_config import validate_config
 from autopilot.models.bodies import (
     ClusterList,
     ClusterView,
@@ -66,11 +61,13 @@ def create_cluster(
         bool, Query(alias="dryRun", description="Check and show the create; create nothing")
     ] = False,
 ) -> Response[OperationAccepted | CreateClusterPlan]:
+    from autopilot.logic import create_cluster as use_case  # noqa: PLC0415  (first use)
+
     if dry_run:
-        plan = plan_create(wiring.get_dependencies(), body, requested_by=caller(router))
+        plan = use_case.plan_create(wiring.deps(), body, requested_by=caller(router))
         return Response(HTTPStatus.OK.value, content_types.APPLICATION_JSON, plan)
-    accepted = create_cluster_use_case(
-        wiring.get_dependencies(),
+    accepted = use_case.create_cluster(
+        wiring.deps(),
         body,
         requested_by=caller(router),
         idempotency_key=idempotency_key,
@@ -95,8 +92,10 @@ def list_clusters(
         bool, Query(alias="includeDeleted", description="Also list deleted clusters")
     ] = False,
 ) -> ClusterList:
+    from autopilot.logic import read_clusters  # noqa: PLC0415  (first use)
+
     return read_clusters.list_clusters(
-        wiring.get_dependencies(),
+        wiring.deps(),
         limit=limit,
         next_token=next_token,
         include_deleted=include_deleted,
@@ -113,7 +112,9 @@ def list_clusters(
     responses=responses(HTTPStatus.OK, ClusterView, "The cluster.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster(name: CLUSTER_NAME) -> ClusterView:
-    return read_clusters.get_cluster(wiring.get_dependencies(), name, caller=caller(router))
+    from autopilot.logic import read_clusters  # noqa: PLC0415  (first use)
+
+    return read_clusters.get_cluster(wiring.deps(), name, caller=caller(router))
 
 
 @router.delete(
@@ -151,8 +152,10 @@ def delete_cluster(
     ] = None,
     idempotency_key: IDEMPOTENCY_KEY = None,
 ) -> OperationAccepted:
-    return delete_cluster_use_case(
-        wiring.get_dependencies(),
+    from autopilot.logic import delete_cluster as use_case  # noqa: PLC0415  (first use)
+
+    return use_case.delete_cluster(
+        wiring.deps(),
         name,
         stack_name=stack_name,
         requested_by=caller(router),
@@ -171,4 +174,6 @@ def delete_cluster(
     responses=responses(HTTPStatus.OK, ValidationResult, "Every problem found (valid or not)."),
 )
 def validate(body: Annotated[ValidateBody, Body()]) -> ValidationResult:
-    return validate_config(wiring.get_dependencies(), body)
+    from autopilot.logic.validate_config import validate_config  # noqa: PLC0415  (first use)
+
+    return validate_config(wiring.deps(), body)

@@ -11,7 +11,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from autopilot.api import wiring
 from autopilot.api.parameters import CLUSTER_NAME, caller
 from autopilot.api.responses import responses
-from autopilot.logic import healing_control
 from autopilot.models.bodies import (
     HealingBody,
     HealingView,
@@ -30,7 +29,9 @@ router = Router()  # type: ignore[no-untyped-call]  # (Powertools leaves it unty
     responses=responses(HTTPStatus.OK, HealingView, "The cluster's healing state.", HTTPStatus.NOT_FOUND),
 )
 def get_healing(name: CLUSTER_NAME) -> HealingView:
-    return healing_control.get_healing(wiring.get_dependencies(), name, caller=caller(router))
+    from autopilot.logic import healing_control  # noqa: PLC0415  (first use)
+
+    return healing_control.get_healing(wiring.deps(), name, caller=caller(router))
 
 
 @router.put(
@@ -56,8 +57,10 @@ def get_healing(name: CLUSTER_NAME) -> HealingView:
     ),
 )
 def set_healing(name: CLUSTER_NAME, body: Annotated[HealingBody, Body()]) -> HealingView:
+    from autopilot.logic import healing_control  # noqa: PLC0415  (first use)
+
     return healing_control.set_healing(
-        wiring.get_dependencies(),
+        wiring.deps(),
         name,
         paused=body.paused,
         reason=body.reason,

@@ -16,9 +16,6 @@ from autopilot.api.responses import FOLLOW_OPERATION, responses
 from autopilot.errors import (
     InvalidPageTokenError,
 )
-from autopilot.logic import read_nodes
-from autopilot.logic.repair_node import repair_node
-from autopilot.logic.scale_instance_group import scale_instance_group
 from autopilot.models.bodies import (
     InstanceGroupScaled,
     NodeList,
@@ -49,9 +46,11 @@ def list_nodes(
         str | None, Query(alias="nextToken", max_length=8192, description="From the previous page")
     ] = None,
 ) -> NodeList:
+    from autopilot.logic import read_nodes  # noqa: PLC0415  (first use)
+
     try:
         return read_nodes.list_nodes(
-            wiring.get_dependencies(),
+            wiring.deps(),
             name,
             limit=limit,
             next_token=next_token,
@@ -101,9 +100,9 @@ def scale_group(
     ],
     body: Annotated[ScaleInstanceGroupBody, Body()],
 ) -> InstanceGroupScaled:
-    return scale_instance_group(
-        wiring.get_dependencies(), name, group, body.instance_count, requested_by=caller(router)
-    )
+    from autopilot.logic.scale_instance_group import scale_instance_group  # noqa: PLC0415  (first use)
+
+    return scale_instance_group(wiring.deps(), name, group, body.instance_count, requested_by=caller(router))
 
 
 _REPAIR_DESCRIPTION = (
@@ -168,8 +167,10 @@ def replace_node(
 
 
 def _repair(name: str, node_id: str, action: NodeAction, idempotency_key: str | None) -> OperationAccepted:
+    from autopilot.logic.repair_node import repair_node  # noqa: PLC0415  (first use)
+
     return repair_node(
-        wiring.get_dependencies(),
+        wiring.deps(),
         name,
         node_id,
         action,

@@ -11,7 +11,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from autopilot.api import wiring
 from autopilot.api.parameters import CLUSTER_NAME, caller
 from autopilot.api.responses import responses
-from autopilot.logic import read_clusters, read_operations
 from autopilot.models.bodies import (
     OperationList,
     OperationView,
@@ -40,8 +39,10 @@ def list_operations(
         str | None, Query(alias="nextToken", max_length=1024, description="From the previous page")
     ] = None,
 ) -> OperationList:
+    from autopilot.logic import read_operations  # noqa: PLC0415  (first use)
+
     return read_operations.list_operations(
-        wiring.get_dependencies(),
+        wiring.deps(),
         name,
         kind=kind,
         limit=limit,
@@ -62,4 +63,6 @@ def list_operations(
 def get_operation(
     operationId: Annotated[str, Path(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_-]+$")],
 ) -> OperationView:
-    return read_clusters.get_operation(wiring.get_dependencies(), operationId, caller=caller(router))
+    from autopilot.logic import read_clusters  # noqa: PLC0415  (first use)
+
+    return read_clusters.get_operation(wiring.deps(), operationId, caller=caller(router))

@@ -2,6 +2,11 @@
 
 Request validation comes from the models; each router's module says which routes it holds
 (clusters, nodes, spend, operations, healing); autopilot.api.errors says how every error is answered.
+
+The init registers every route with its models (Powertools validates with them and the OpenAPI
+document lists them) but imports no use case: each route imports its own (``autopilot.logic.*``) on
+its first request, so an execution environment pays for the routes it serves, not for all sixteen
+(docs/operations.md, "Cold start"). The use cases' dependencies: ``wiring.deps()``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from autopilot import __version__
 from autopilot.api import clusters, errors, healing, nodes, operations, spend
 from autopilot.api.body import UnsupportedMediaTypeError, parse_json, unsupported_media_type
-from autopilot.api.wiring import get_dependencies
+from autopilot.api.wiring import deps
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 
-__all__ = ["app", "get_dependencies", "openapi_document"]
+__all__ = ["app", "deps", "openapi_document"]
 
 TITLE = "HyperPod Autopilot API"
 DESCRIPTION = (

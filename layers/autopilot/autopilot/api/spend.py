@@ -12,10 +12,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from autopilot.api import wiring
 from autopilot.api.parameters import CLUSTER_NAME, caller
 from autopilot.api.responses import responses
-from autopilot.logic.account_budgets import set_account_budgets
-from autopilot.logic.lift_growth_block import lift_growth_block as lift_growth_block_use_case
-from autopilot.logic.read_cost import read_cost
-from autopilot.logic.usage_report import read_usage
 from autopilot.models.bodies import (
     CostView,
     GrowthBlockLifted,
@@ -37,7 +33,9 @@ router = Router()  # type: ignore[no-untyped-call]  # (Powertools leaves it unty
     responses=responses(HTTPStatus.OK, CostView, "The cluster's spend.", HTTPStatus.NOT_FOUND),
 )
 def get_cluster_cost(name: CLUSTER_NAME) -> CostView:
-    return read_cost(wiring.get_dependencies(), name, caller=caller(router))
+    from autopilot.logic.read_cost import read_cost  # noqa: PLC0415  (first use)
+
+    return read_cost(wiring.deps(), name, caller=caller(router))
 
 
 @router.get(
@@ -60,7 +58,9 @@ def get_cluster_usage(
         str | None, Query(pattern=MONTH_PATTERN, description="YYYY-MM (UTC); the current month by default")
     ] = None,
 ) -> UsageView:
-    return read_usage(wiring.get_dependencies(), name, by=by, month=month, caller=caller(router))
+    from autopilot.logic.usage_report import read_usage  # noqa: PLC0415  (first use)
+
+    return read_usage(wiring.deps(), name, by=by, month=month, caller=caller(router))
 
 
 @router.put(
@@ -84,9 +84,9 @@ def get_cluster_usage(
 def put_account_budgets(
     name: CLUSTER_NAME, body: Annotated[AccountBudgetsBody, Body()]
 ) -> AccountBudgetsView:
-    return set_account_budgets(
-        wiring.get_dependencies(), name, body.account_budgets, requested_by=caller(router)
-    )
+    from autopilot.logic.account_budgets import set_account_budgets  # noqa: PLC0415  (first use)
+
+    return set_account_budgets(wiring.deps(), name, body.account_budgets, requested_by=caller(router))
 
 
 @router.delete(
@@ -106,4 +106,6 @@ def put_account_budgets(
     ),
 )
 def lift_growth_block(name: CLUSTER_NAME) -> GrowthBlockLifted:
-    return lift_growth_block_use_case(wiring.get_dependencies(), name, caller=caller(router))
+    from autopilot.logic import lift_growth_block as use_case  # noqa: PLC0415  (first use)
+
+    return use_case.lift_growth_block(wiring.deps(), name, caller=caller(router))

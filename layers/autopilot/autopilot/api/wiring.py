@@ -1,18 +1,20 @@
 """ApiFunction's wiring: the use cases' dependencies, built once per execution environment.
 
-The routers call ``wiring.get_dependencies()`` through the module, so a test can replace it
-(``monkeypatch.setattr(wiring, "get_dependencies", ...)``) or rebuild it (``cache_clear()``).
+Every function wires its dependencies the same way, a typed, cached ``deps()`` (the others in their
+handler module, functions/*/app.py; ApiFunction's here, where its routers reach it). The routers call
+``wiring.deps()`` through the module, so a test replaces it (``monkeypatch.setattr(wiring, "deps",
+lambda: fake)``) or rebuilds it (``deps.cache_clear()``), as it does any function's ``deps``.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from autopilot.logic.dependencies import Dependencies
 from autopilot.settings import api_settings
 
 
-@lru_cache(maxsize=1)
-def get_dependencies() -> Dependencies:
-    """The use cases' dependencies, one per execution environment (tests: cache_clear())."""
+@cache
+def deps() -> Dependencies:
+    """The use cases' dependencies, made on the first request (each client on its first call)."""
     return Dependencies(api_settings())
