@@ -14,11 +14,10 @@ cause is named by the diagnosis core (logic/diagnose_failure.py), as for a faile
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from autopilot import aws
+from autopilot.aws import LazyClient
 from autopilot.dal.launch_watch import LaunchWatchTable
 from autopilot.emitted_events import (
     NodeLaunchFailedEventDetail,
@@ -40,14 +39,24 @@ UPDATE_OVER = frozenset({"InService", "Failed"})
 SCALE_FAILED = "Autopilot.ScaleUpFailed"
 
 
-@dataclass
 class LaunchWatch:
-    """ClusterEventsFunction's dependencies for the watcher."""
+    """ClusterEventsFunction's dependencies for the watcher (each client made on its first call: most
+    messages need none of them)."""
 
-    table: LaunchWatchTable
-    sagemaker: SageMakerClient = field(default_factory=lambda: aws.client("sagemaker"))
-    logs: Any = field(default_factory=lambda: aws.client("logs"))  # no mypy-boto3 stubs in the layer
-    events: EventBridgeClient = field(default_factory=lambda: aws.client("events"))
+    sagemaker: LazyClient[SageMakerClient] = LazyClient("sagemaker")
+    logs: LazyClient[Any] = LazyClient("logs")  # no mypy-boto3 stubs in the layer
+    events: LazyClient[EventBridgeClient] = LazyClient("events")
+
+    def __init__(
+        self,
+        table: LaunchWatchTable,
+        *,
+        sagemaker: SageMakerClient | None = None,
+        logs: Any = None,
+        events: EventBridgeClient | None = None,
+    ) -> None:
+        self.table = table
+        self._sagemaker, self._logs, self._events = sagemaker, logs, events
 
     @classmethod
     def of(cls, table_name: str) -> LaunchWatch:
