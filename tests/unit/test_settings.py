@@ -102,3 +102,11 @@ def test_forbidden_run_as_users_are_a_set() -> None:
 
     assert forbidding.forbidden_run_as == frozenset({"root", "ssm-user"})
     assert forbidding_none.forbidden_run_as == frozenset()
+
+
+def test_the_account_is_read_off_an_arn_that_names_one() -> None:
+    settings = ApiSettings.from_environ(API)
+
+    assert settings.account == "123456789012"
+    with pytest.raises(SettingsError, match="CREATE_CLUSTER_STATE_MACHINE_ARN: String should match pattern"):
+        ApiSettings.from_environ(API | {"CREATE_CLUSTER_STATE_MACHINE_ARN": "create-cluster"})

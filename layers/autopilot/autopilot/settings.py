@@ -53,6 +53,9 @@ CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_separated)]
 CostTagKeysSetting = Annotated[CostTagKeys, BeforeValidator(_cost_tag_keys)]
 # Enabled | Disabled -> bool.
 Switch = Annotated[bool, BeforeValidator(_enabled)]
+# An ARN that names its account (arn:partition:service:region:account:resource): an ``account`` read
+# off it is then always there, a malformed one fails the settings naming the variable.
+AccountArn = Annotated[str, Field(pattern=r"^arn:[a-z0-9-]+:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+")]
 
 # AgentPollSeconds: template.yaml bounds it at 300 for a deployment; the sandbox deploys its real-Slurm
 # stacks with more (its agents poll every half wall second, thousands of its simulated seconds), so the
@@ -96,7 +99,7 @@ class ApiSettings(_Settings):
     reader = "API function"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
-    create_cluster_state_machine_arn: str = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN", min_length=1)
+    create_cluster_state_machine_arn: AccountArn = Field(alias="CREATE_CLUSTER_STATE_MACHINE_ARN")
     cleanup_cluster_state_machine_arn: str = Field(alias="CLEANUP_CLUSTER_STATE_MACHINE_ARN", min_length=1)
     alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
     # The budgets' SNS subscriber: AWS Budgets notifies BudgetAlertsFunction through it.
@@ -250,7 +253,7 @@ class BudgetAlertsSettings(_Settings):
     reader = "BudgetAlertsFunction"
 
     state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
-    alerts_topic_arn: str = Field(alias="ALERTS_TOPIC_ARN", min_length=1)
+    alerts_topic_arn: AccountArn = Field(alias="ALERTS_TOPIC_ARN")
     # The REST API's base URL (the stack's ApiUrl output): an alert links the cluster's resource.
     api_url: str = Field(alias="API_URL", min_length=1)
 
