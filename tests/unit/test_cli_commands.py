@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+import autopilot_config
 import pytest
 from autopilot_cli import __version__, common, configure, operations
 from autopilot_cli.client import AutopilotClient
@@ -1054,7 +1055,7 @@ def test_the_cli_loads_neither_powertools_nor_boto3_nor_the_layers_package() -> 
     # ...and the CLI's distribution names the shared one as a dependency, carrying none of its code
     cli = tomllib.loads((Path(__file__).parents[2] / "cli" / "pyproject.toml").read_text())
     assert cli["tool"]["setuptools"]["packages"] == ["autopilot_cli"]
-    assert any(d.startswith("hyperpod-autopilot-config") for d in cli["project"]["dependencies"])
+    assert f"hyperpod-autopilot-config=={autopilot_config.__version__}" in cli["project"]["dependencies"]
 
 
 # --- nodes, operations, healing, cost -------------------------------------------------------------
