@@ -5,6 +5,7 @@ refuses a scale-up while the cluster's growth is blocked."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -50,12 +51,15 @@ def test_scale_up_then_a_growth_block_refuses_the_next_but_not_a_scale_down(
     # What BudgetAlertsFunction's block-growth writes at 100 % ACTUAL (tests/e2e/test_budget_alerts.py
     # drives that path); here only the API's answer to it is under test.
     BudgetAlertTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).block_growth(
-        "e2e-grow", until="2099-01-01T00:00:00+00:00", at="2026-11-22T00:00:00+00:00", by="budget:test"
+        "e2e-grow",
+        until=datetime(2099, 1, 1, tzinfo=UTC),
+        at=datetime(2026, 11, 22, tzinfo=UTC),
+        by="budget:test",
     )
     with pytest.raises(ApiError) as refused:
         api.scale_instance_group("e2e-grow", "worker-group-1", instance_count=before + 2)
     assert refused.value.status == 409
-    assert "2099-01-01T00:00:00+00:00" in refused.value.message
+    assert "2099-01-01T00:00:00.000Z" in refused.value.message
 
     shrunk = api.scale_instance_group("e2e-grow", "worker-group-1", instance_count=before)
     assert shrunk["targetCounts"]["worker-group-1"] == before

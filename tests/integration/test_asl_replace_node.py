@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -119,7 +120,7 @@ def start_repair(
     gpus_lost: bool = False,
 ) -> str:
     """Claim the repair and start its execution; the execution ARN."""
-    now = iso(stack.clock.now())
+    now = stack.clock.now()
     operation = Operation(
         operation_id=new_operation_id(stack.clock.now()),
         operation_type=OperationType.REPLACE_NODE,
@@ -173,7 +174,7 @@ def _handle(stack: Deployed, body: dict[str, Any], sent_at: int, waits: ClusterW
         detail.InstanceId,
         health,
         reason=detail.HealthSummary.HealthStatusReason,
-        at=body["time"],
+        at=datetime.fromisoformat(body["time"]),
     )
     if held is not None:
         node_health_changed(detail.ClusterName, detail.InstanceId, health, waits)
@@ -591,7 +592,7 @@ def test_a_paused_cluster_starts_no_repair_until_the_deadline(make_stack: Any) -
     stack = make_stack(clock_speed=0)
     node = make_cluster(stack)[WORKERS][0]
     found = fault(stack, node)
-    now = iso(stack.clock.now())
+    now = stack.clock.now()
     assert healing_table(stack).pause(
         CLUSTER, by="arn:aws:iam::123456789012:user/ops", reason="test", now=now
     )
@@ -620,7 +621,7 @@ def test_an_operators_repair_on_a_paused_cluster_takes_a_slot_and_completes(make
     stack = make_stack(clock_speed=0, MaxConcurrentRepairs=1)
     node, other = make_cluster(stack)[WORKERS][:2]
     found = fault(stack, node)
-    now = iso(stack.clock.now())
+    now = stack.clock.now()
     assert healing_table(stack).pause(
         CLUSTER, by="arn:aws:iam::123456789012:user/ops", reason="test", now=now
     )

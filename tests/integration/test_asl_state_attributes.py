@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from autopilot.dal.healing import healing_key, node_key
-from autopilot.dal.state_table import cluster_key, operation_key
+from autopilot.dal.table import cluster_key, operation_key
 from autopilot.models.records import (
     Cluster,
     ClusterStatus,

@@ -5,12 +5,14 @@ the ReplaceNode workflow takes with the condition healing-design.md gives it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
 from autopilot.dal.healing import HealingTable, healing_key, node_key
-from autopilot.dal.state_table import StateTable, operation_key
+from autopilot.dal.state_table import StateTable
+from autopilot.dal.table import operation_key
 from autopilot.models.records import (
     ActionResult,
     Fault,
@@ -22,6 +24,7 @@ from autopilot.models.records import (
     OperationType,
     RepairActor,
     RepairTrigger,
+    iso,
 )
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -31,8 +34,8 @@ from tests.samples.state_table import create_state_table
 TABLE = "state"
 CLUSTER = "c1"
 NODE = "i-0123456789abcdef0"
-T1 = "2026-11-22T10:00:00.000Z"
-T2 = "2026-11-22T10:05:00.000Z"
+T1 = datetime(2026, 11, 22, 10, tzinfo=UTC)
+T2 = datetime(2026, 11, 22, 10, 5, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def table(ddb: Any) -> HealingTable:
     return HealingTable(TABLE, dynamodb=ddb)
 
 
-def repair(op_id: str, detected_at: str = T1, node: str = NODE) -> Operation:
+def repair(op_id: str, detected_at: datetime = T1, node: str = NODE) -> Operation:
     return Operation(
         operation_id=op_id,
         operation_type=OperationType.REPLACE_NODE,
@@ -112,7 +115,7 @@ def test_health_reports_older_than_the_one_held_are_refused(table: HealingTable)
     assert again is not None
     assert again.instance_group == "w"
     healed = table.record_health(
-        CLUSTER, NODE, NodeHealth.HEALTHY, reason=None, at="2026-11-22T11:00:00.000Z"
+        CLUSTER, NODE, NodeHealth.HEALTHY, reason=None, at=datetime(2026, 11, 22, 11, tzinfo=UTC)
     )
     assert healed is not None
     assert (healed.health, healed.health_reason) == (NodeHealth.HEALTHY, None)
@@ -230,11 +233,11 @@ def test_actions_the_workflow_appends_read_back_as_repair_actions(table: Healing
         ExpressionAttributeValues={
             ":a": {
                 "L": [
-                    {"M": {"action": {"S": "reboot"}, "at": {"S": T1}, "result": {"S": "timed-out"}}},
+                    {"M": {"action": {"S": "reboot"}, "at": {"S": iso(T1)}, "result": {"S": "timed-out"}}},
                     {
                         "M": {
                             "action": {"S": "replace"},
-                            "at": {"S": T2},
+                            "at": {"S": iso(T2)},
                             "result": {"S": "succeeded"},
                             "successorNodeId": {"S": "i-new"},
                         }

@@ -170,7 +170,7 @@ def test_a_failed_node_the_events_missed_is_repaired_once(stack: Deployed) -> No
 
 def test_a_paused_cluster_keeps_the_fault_and_the_resume_repairs_it(stack: Deployed) -> None:
     node = registered(stack, "c1")["worker-group-1"][0]
-    healing(stack).pause("c1", by="arn:aws:iam::123456789012:user/ops", reason="by hand", now=iso(NOW))
+    healing(stack).pause("c1", by="arn:aws:iam::123456789012:user/ops", reason="by hand", now=NOW)
     fail_node(stack, "c1", node)
 
     paused = sweep(stack).run(NOW)
@@ -180,7 +180,7 @@ def test_a_paused_cluster_keeps_the_fault_and_the_resume_repairs_it(stack: Deplo
     assert record is not None
     assert record.health is NodeHealth.UNHEALTHY
 
-    healing(stack).resume("c1", by="arn:aws:iam::123456789012:user/ops", now=iso(NOW))
+    healing(stack).resume("c1", by="arn:aws:iam::123456789012:user/ops", now=NOW)
     resumed = sweep(stack).run(NOW + timedelta(minutes=5))
 
     assert resumed["repair_started"] == 1
@@ -270,7 +270,7 @@ def test_the_breaker_trips_on_the_sweeps_own_findings(stack: Deployed) -> None:
 def test_an_automatic_cluster_waits_for_hyperpods_own_repair(stack: Deployed) -> None:
     node = registered(stack, "c1", node_recovery="Automatic")["worker-group-1"][0]
     reported = NOW
-    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason="fault type X", at=iso(reported))
+    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason="fault type X", at=reported)
     # the node's group runs OnStartDeepHealthChecks: HyperPod's own replacement spends ~2 h in checks
     # before Running, so Autopilot steps in only past HyperPodRepairDeadlineMinutes + DeepHealthCheckMinutes
     deadline = timedelta(
@@ -389,7 +389,7 @@ def test_a_node_whose_repair_execution_died_is_freed_and_repaired_again(stack: D
         OperationError(error="Autopilot.ExecutionAborted", cause="stopped"),
         cluster_status=ClusterStatus.ACTIVE,
         sagemaker_status=None,
-        now=iso(NOW),
+        now=NOW,
     )
     fail_node(stack, "c1", node)  # and the node is still faulty
 
@@ -456,7 +456,7 @@ def test_an_hma_fault_whose_event_was_dead_lettered_after_its_report_is_repaired
     reason = (
         "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate on this node"
     )
-    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason=reason, at=iso(NOW))
+    healing(stack).record_health("c1", node, NodeHealth.UNHEALTHY, reason=reason, at=NOW)
     statuses = stack.client("sagemaker").list_cluster_nodes(ClusterName="c1")["ClusterNodeSummaries"]
     assert {n["InstanceStatus"]["Status"] for n in statuses} == {"Running"}  # nothing else shows it
 

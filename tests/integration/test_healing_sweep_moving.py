@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from autopilot.models.records import NodeHealth, iso
+from autopilot.models.records import NodeHealth
 
 from sandbox.harness.stack import Deployed
 from tests.integration.test_healing_sweep import NOW, healing, registered, repairs, stack, sweep
@@ -35,7 +35,7 @@ class Moving:
 def test_a_moving_node_with_an_unhealthy_report_is_left_until_it_has_moved(stack: Deployed) -> None:
     node = registered(stack, "c1")["worker-group-1"][0]
     healing(stack).record_health(
-        "c1", node, NodeHealth.UNHEALTHY, reason="fault type NvidiaErrorTerminate", at=iso(NOW)
+        "c1", node, NodeHealth.UNHEALTHY, reason="fault type NvidiaErrorTerminate", at=NOW
     )
 
     for status in ("DetachInProgress", "AttachInProgress"):

@@ -137,15 +137,15 @@ class World:
             operation_type=OperationType.REPLACE_NODE,
             cluster_name="c1",
             status=OperationStatus.RUNNING,
-            created_at=iso(at),
-            updated_at=iso(at),
+            created_at=at,
+            updated_at=at,
             node_id=node,
         )
         repairs_table = healing(self.stack)
-        assert repairs_table.claim_repair(operation, fault_at=iso(at))
+        assert repairs_table.claim_repair(operation, fault_at=at)
         if ended is not None:
             error = OperationError(error="Autopilot.AgentCommandFailed", cause="the drain's result came late")
-            repairs_table.fail_unstarted_repair(operation, error, previous_fault_at=None, now=iso(ended))
+            repairs_table.fail_unstarted_repair(operation, error, previous_fault_at=None, now=ended)
         return operation.operation_id
 
 
@@ -333,7 +333,7 @@ def test_a_drain_left_by_a_repair_that_ended_is_resumed_once(world: World) -> No
         healing(world.stack).get_operation(operation),  # type: ignore[arg-type]
         OperationError(error="Autopilot.AgentCommandFailed", cause="deadline"),
         previous_fault_at=None,
-        now=iso(T0 + timedelta(minutes=1)),
+        now=T0 + timedelta(minutes=1),
     )
     world.report(T0 + timedelta(minutes=2), drained)
     first = world.sweep(T0 + timedelta(minutes=2, seconds=5))

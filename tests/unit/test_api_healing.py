@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -455,7 +455,7 @@ def test_the_sweep_function_sweeps_only_the_resumed_cluster_on_its_event(
     assert set_paused(True)[0] == 200
     # Four hours before the schedule's sweep: past HyperPod's own repair deadline on these NodeRecovery
     # Automatic clusters, deep health allowance included (worker-group-1 runs OnStartDeepHealthChecks).
-    reported = "2026-11-22T08:00:00.000Z"
+    reported = datetime(2026, 11, 22, 8, tzinfo=UTC)
     for name, node in (("ml-cluster", sick), ("other-cluster", elsewhere)):
         healing.record_health(name, node, NodeHealth.UNHEALTHY, reason="fault type X", at=reported)
     # EventBridge's event as the rule delivers it (moto's own delivery drops "account")

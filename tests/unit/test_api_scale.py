@@ -5,10 +5,12 @@ into moto with the HyperPod simulator: block-growth refuses scale-ups only, unti
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from autopilot.dal.budget_alerts import BudgetAlertTable
+from autopilot.models.records import iso
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
@@ -17,7 +19,7 @@ from tests.unit.test_api import _registered_active as registered_active
 
 ADMIN = "arn:aws:iam::123456789012:role/PlatformAdmin"
 OTHER_USER = "arn:aws:iam::123456789012:user/mallory"
-BLOCKED_UNTIL = "2099-01-01T00:00:00+00:00"
+BLOCKED_UNTIL = datetime(2099, 1, 1, tzinfo=UTC)
 
 
 def active_cluster(stack: Deployed, name: str = "ml-cluster") -> None:
@@ -51,7 +53,10 @@ def lift(caller: str) -> tuple[int, Any]:
 def block_growth(stack: Deployed) -> None:
     table = BudgetAlertTable(stack.stack.physical_id("StateTable"), stack.client("dynamodb"))
     table.block_growth(
-        "ml-cluster", until=BLOCKED_UNTIL, at="2026-11-22T00:00:00+00:00", by="budget:hyperpod-ml-cluster"
+        "ml-cluster",
+        until=BLOCKED_UNTIL,
+        at=datetime(2026, 11, 22, tzinfo=UTC),
+        by="budget:hyperpod-ml-cluster",
     )
 
 
@@ -84,7 +89,7 @@ def test_a_blocked_cluster_refuses_a_scale_up_naming_the_block_and_its_end(stack
 
     assert status == 409
     assert "block-growth" in answer["message"]
-    assert BLOCKED_UNTIL in answer["message"]
+    assert iso(BLOCKED_UNTIL) in answer["message"]
     assert worker_count(stack) == 4
 
 

@@ -256,7 +256,7 @@ def test_scale_to_min_asks_each_worker_group_for_its_minimum_with_a_valid_reques
 
 
 def test_growth_block_holds_until_its_time() -> None:
-    blocked = cluster("c1").model_copy(update={"growth_blocked_until": "2026-12-01T00:00:00+00:00"})
+    blocked = cluster("c1").model_copy(update={"growth_blocked_until": datetime(2026, 12, 1, tzinfo=UTC)})
 
     with pytest.raises(GrowthBlockedError, match="growth-block"):
         ensure_growth_allowed(blocked, NOW)
@@ -588,7 +588,7 @@ def test_the_messages_own_date_never_sets_the_period_or_a_growth_blocks_end(worl
     assert alert["period"] == "2026-11"  # NOW's month
     registered = world.store.get_cluster("ml-cluster")
     assert registered is not None
-    assert registered.growth_blocked_until == "2026-12-01T00:00:00+00:00"
+    assert registered.growth_blocked_until == datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def test_a_message_that_is_not_from_budgets_is_forwarded(world: World) -> None:
@@ -725,7 +725,7 @@ def test_block_growth_marks_the_cluster_until_the_next_period(world: World) -> N
 
     registered = world.store.get_cluster("ml-cluster")
     assert registered is not None
-    assert registered.growth_blocked_until == "2026-12-01T00:00:00+00:00"
+    assert registered.growth_blocked_until == datetime(2026, 12, 1, tzinfo=UTC)
     assert registered.growth_blocked_by == "budget:hyperpod-ml-cluster"
     with pytest.raises(GrowthBlockedError):
         ensure_growth_allowed(registered, NOW)

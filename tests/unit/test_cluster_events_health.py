@@ -271,7 +271,7 @@ def test_an_unhealthy_worker_starts_one_recorded_replace(env: Healing) -> None:
     assert (operation.fault.fault_type, operation.fault.repair_action, operation.fault.detected_at) == (
         "NvidiaErrorTerminate",
         "None",
-        "2026-11-22T10:00:00.000Z",
+        datetime.fromisoformat("2026-11-22T10:00:00.000Z"),
     )
     assert operation.execution_arn is not None
     assert operation.execution_arn.endswith(f":{operation.operation_id}")
@@ -311,7 +311,10 @@ def test_an_unhealthy_report_older_than_the_one_held_starts_nothing(env: Healing
     assert env.started() == []
     node = env.table.get_node(CLUSTER, NODE)
     assert node is not None
-    assert (node.health, node.health_since) == (NodeHealth.HEALTHY, "2026-11-22T10:05:00.000Z")
+    assert (node.health, node.health_since) == (
+        NodeHealth.HEALTHY,
+        datetime.fromisoformat("2026-11-22T10:05:00Z"),
+    )
 
 
 def test_a_healthy_report_is_held_and_resumes_the_repair_waiting_on_the_node(env: Healing) -> None:
@@ -482,7 +485,8 @@ def test_the_breaker_trips_once_and_no_repair_starts_while_paused(env: Healing) 
         10,
     )
     state = env.table.get_healing(CLUSTER)
-    assert (state.paused, state.paused_by, state.tripped_at) == (True, "breaker", "2026-11-22T10:02:00.000Z")
+    tripped = datetime.fromisoformat("2026-11-22T10:02:00Z")
+    assert (state.paused, state.paused_by, state.tripped_at) == (True, "breaker", tripped)
     # the nodes it held back stay Unhealthy, without a repair, for the sweep to find after resume
     held = env.table.get_node(CLUSTER, "i-5")
     assert held is not None
@@ -535,13 +539,15 @@ def test_reports_older_than_the_window_do_not_count(env: Healing) -> None:
     assert len(env.started()) == 3
     assert env.sns.named("publish") == []
     assert env.table.get_healing(CLUSTER).unhealthy_reports == {
-        "i-1": "2026-11-22T10:11:00.000Z",
-        "i-2": "2026-11-22T10:12:00.000Z",
+        "i-1": datetime.fromisoformat("2026-11-22T10:11:00Z"),
+        "i-2": datetime.fromisoformat("2026-11-22T10:12:00Z"),
     }
 
 
 def test_an_operator_pause_holds_back_repairs_without_a_second_alert(env: Healing) -> None:
-    assert env.table.pause(CLUSTER, by="arn:aws:iam::123456789012:user/ann", reason="maintenance", now=T0)
+    assert env.table.pause(
+        CLUSTER, by="arn:aws:iam::123456789012:user/ann", reason="maintenance", now=datetime.fromisoformat(T0)
+    )
     env.deliver(node_health())
     assert env.started() == []
     assert env.sns.named("publish") == []
@@ -590,5 +596,5 @@ def test_a_repair_is_never_recorded_as_older_than_its_event(env: Healing) -> Non
     env.deliver(node_health(time="2026-11-22T12:00:00Z"))
     [started] = env.started()
     operation = env.operation(started["operationId"])
-    assert operation.created_at == "2026-11-22T12:00:00.000Z"
+    assert operation.created_at == datetime.fromisoformat("2026-11-22T12:00:00Z")
     assert operation.operation_id.startswith("op-20261122120000-")

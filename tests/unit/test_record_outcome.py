@@ -291,7 +291,7 @@ class NoSageMaker:
 
 def test_a_died_repair_is_recorded_failed_without_asking_sagemaker(store: StateTable) -> None:
     accept(store, "op-1", cluster="c1")  # the create holds the cluster
-    at = NOW.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    at = NOW
     repair = Operation(
         operation_id="op-r",
         operation_type=OperationType.REPLACE_NODE,
@@ -437,8 +437,8 @@ def test_the_execution_arn_is_the_state_machines_named_after_the_operation(
         operation_type=operation_type,
         cluster_name="c1",
         status=OperationStatus.RUNNING,
-        created_at="x",
-        updated_at="x",
+        created_at=NOW,
+        updated_at=NOW,
     )
 
     assert execution_arn_for(SETTINGS, operation) == f"{ACCOUNT_PREFIX}:execution:{state_machine}:op-1"

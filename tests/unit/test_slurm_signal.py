@@ -189,7 +189,7 @@ def test_a_node_not_responding_past_stuck_node_minutes_is_a_fault(state: str) ->
 
     fault = found.faults[NODE]
     assert fault.fault_type == NOT_RESPONDING_FAULT
-    assert fault.detected_at == iso(since)  # the first sighting: the claim takes it once
+    assert fault.detected_at == since  # the first sighting: the claim takes it once
     assert f"fault type {NOT_RESPONDING_FAULT}" in (fault.reason or "")  # read back from a held report
     assert found.resumes == []
 

@@ -282,18 +282,18 @@ def test_a_cluster_created_again_under_its_name_and_a_restarted_job_id_count_afr
     table: UsageTable,
 ) -> None:
     deps = usage_deps(table)
-    deps.created_at = lambda _: "2026-11-01T00:00:00Z"
+    deps.created_at = lambda _: datetime(2026, 11, 1, tzinfo=UTC)
     assert ingest_jobs(deps, "ml-cluster", [job("1", gpus=8)], running=[], now=T0).counted == 1
     # Slurm lost its state: job ids restart, job 1 is a new job (another start)
     later = job("1", gpus=8, start=START + timedelta(hours=2))
     assert ingest_jobs(deps, "ml-cluster", [later], running=[], now=T0).counted == 1
-    old_scope = "ml-cluster@2026-11-01T00:00:00Z"
+    old_scope = "ml-cluster@2026-11-01T00:00:00.000Z"  # the registry's createdAt as stored
     assert sum(t.jobs for t in table.month_totals(old_scope, "2026-11")) == 2
     # the cluster deleted and created again under the same name: its Slurm starts at job 1 again
-    deps.created_at = lambda _: "2026-11-15T00:00:00Z"
+    deps.created_at = lambda _: datetime(2026, 11, 15, tzinfo=UTC)
     again = job("1", gpus=4)
     assert ingest_jobs(deps, "ml-cluster", [again], running=[], now=T0).counted == 1
-    new = table.month_totals("ml-cluster@2026-11-15T00:00:00Z", "2026-11")
+    new = table.month_totals("ml-cluster@2026-11-15T00:00:00.000Z", "2026-11")
     assert [(t.jobs, t.usd) for t in new] == [(1, Decimal("49.16"))]  # not merged with the old one's
     assert sum(t.usd for t in table.month_totals(old_scope, "2026-11")) == Decimal("98.32") * 2
 

@@ -111,7 +111,7 @@ def test_a_cluster_deleted_mid_month_gets_its_closed_months_csv_and_no_later_mon
         )
     )
     written: dict[str, str] = {}
-    gone = ExportedCluster("gone", None, deleted_at="2026-10-15T12:30:00.000Z")
+    gone = ExportedCluster("gone", None, deleted_at=datetime(2026, 10, 15, 12, 30, tzinfo=UTC))
     counts = export_usage(
         datetime(2026, 11, 2, 0, 20, tzinfo=UTC),
         [gone],

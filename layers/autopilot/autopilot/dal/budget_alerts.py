@@ -33,6 +33,7 @@ from autopilot.dal.table import (
     key_attributes,
     operation_key,
     record_values,
+    time_value,
     to_attributes,
 )
 
@@ -241,13 +242,13 @@ class BudgetAlertTable:
         *,
         status: OperationStatus,
         steps: list[Step],
-        at: str,
+        at: datetime,
         error: OperationError | None = None,
     ) -> None:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
             ":steps": attribute_value([record_values(s) for s in steps]),
-            ":now": {"S": at},
+            ":now": time_value(at),
         }
         update = "SET #status = :status, steps = :steps, updatedAt = :now"
         names = {"#status": "status"}
@@ -265,13 +266,13 @@ class BudgetAlertTable:
 
     # --- block-growth ---------------------------------------------------------------------------
 
-    def block_growth(self, cluster_name: str, *, until: str, at: str, by: str) -> None:
+    def block_growth(self, cluster_name: str, *, until: datetime, at: datetime, by: str) -> None:
         self.ddb.update_item(
             TableName=self._table,
             Key=key_attributes(cluster_key(cluster_name)),
             UpdateExpression="SET growthBlockedUntil = :until, growthBlockedAt = :at, growthBlockedBy = :by",
             ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":until": {"S": until}, ":at": {"S": at}, ":by": {"S": by}},
+            ExpressionAttributeValues={":until": time_value(until), ":at": time_value(at), ":by": {"S": by}},
         )
 
     def lift_growth_block(self, cluster_name: str) -> None:

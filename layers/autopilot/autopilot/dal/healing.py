@@ -15,6 +15,7 @@ fault is repaired exactly once.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -28,6 +29,7 @@ from autopilot.dal.table import (
     from_item,
     is_condition_failure,
     key_attributes,
+    time_value,
 )
 from autopilot.models.records import (
     Cluster,
@@ -37,6 +39,7 @@ from autopilot.models.records import (
     Operation,
     OperationError,
     OperationStatus,
+    iso,
 )
 
 if TYPE_CHECKING:
@@ -77,7 +80,7 @@ class HealingTable:
         health: NodeHealth,
         *,
         reason: str | None,
-        at: str,
+        at: datetime,
         instance_group: str | None = None,
     ) -> NodeRecord | None:
         """Hold this health report unless a later one is held; the node item after it, or None.
@@ -90,7 +93,7 @@ class HealingTable:
             ":cluster": {"S": cluster_name},
             ":node": {"S": node_id},
             ":health": {"S": health.value},
-            ":at": {"S": at},
+            ":at": time_value(at),
         }
         sets = [
             "#kind = :kind",
@@ -159,7 +162,9 @@ class HealingTable:
 
     # --- the claim ----------------------------------------------------------------------------
 
-    def claim_repair(self, operation: Operation, *, fault_at: str, instance_group: str | None = None) -> bool:
+    def claim_repair(
+        self, operation: Operation, *, fault_at: datetime, instance_group: str | None = None
+    ) -> bool:
         """Claim the repair of ``operation.node_id`` for the fault reported at ``fault_at``, atomically
         with the ReplaceNode operation and its history entry; False (nothing written) when a repair is
         open on the node or a fault this recent was claimed already.
@@ -171,7 +176,7 @@ class HealingTable:
             ":cluster": {"S": operation.cluster_name},
             ":node": {"S": operation.node_id},
             ":op": {"S": operation.operation_id},
-            ":at": {"S": fault_at},
+            ":at": time_value(fault_at),
         }
         update = (
             "SET #kind = :kind, clusterName = :cluster, nodeId = :node, openRepair = :op, lastFaultAt = :at"
@@ -216,7 +221,12 @@ class HealingTable:
         return StateTable(self._table, client=self.dynamodb).get_cluster(cluster_name)
 
     def fail_unstarted_repair(
-        self, operation: Operation, error: OperationError, *, previous_fault_at: str | None, now: str
+        self,
+        operation: Operation,
+        error: OperationError,
+        *,
+        previous_fault_at: datetime | None,
+        now: datetime,
     ) -> None:
         """Record FAILED for a repair whose workflow did not start, and give the node back: its claim
         is undone (``openRepair`` removed, ``lastFaultAt`` as before), so a retried delivery of the same
@@ -228,7 +238,7 @@ class HealingTable:
         node_update = "REMOVE openRepair, lastFaultAt"
         if previous_fault_at is not None:
             node_update = "SET lastFaultAt = :previous REMOVE openRepair"
-            node_values[":previous"] = {"S": previous_fault_at}
+            node_values[":previous"] = time_value(previous_fault_at)
         self.dynamodb.transact_write_items(
             TransactItems=[
                 fail_running_write(self._table, operation.operation_id, error, now),
@@ -285,11 +295,11 @@ class HealingTable:
     def write_breaker(
         self,
         cluster_name: str,
-        reports: dict[str, str],
+        reports: dict[str, datetime],
         *,
         expected_version: int,
         trip_reason: str | None = None,
-        now: str,
+        now: datetime,
     ) -> bool:
         """Replace the breaker's reports (and with ``trip_reason`` pause repairs, pausedBy "breaker")
         if the item is still at ``expected_version``; False when another write came first.
@@ -298,7 +308,7 @@ class HealingTable:
         values: dict[str, Any] = {
             ":kind": {"S": HEALING_KIND},
             ":cluster": {"S": cluster_name},
-            ":reports": attribute_value(reports),
+            ":reports": attribute_value({node: iso(at) for node, at in reports.items()}),
             ":next": {"N": str(expected_version + 1)},
         }
         update = "SET #kind = :kind, clusterName = :cluster, unhealthyReports = :reports, #version = :next"
@@ -311,7 +321,7 @@ class HealingTable:
                 ":true": {"BOOL": True},
                 ":breaker": {"S": BREAKER},
                 ":reason": {"S": trip_reason},
-                ":now": {"S": now},
+                ":now": time_value(now),
             }
         if expected_version == 0:
             condition = "attribute_not_exists(#version)"
@@ -349,7 +359,7 @@ class HealingTable:
             ExpressionAttributeValues={":true": {"BOOL": True}, ":breaker": {"S": BREAKER}},
         )
 
-    def pause(self, cluster_name: str, *, by: str, reason: str, now: str) -> bool:
+    def pause(self, cluster_name: str, *, by: str, reason: str, now: datetime) -> bool:
         """Pause automatic repairs (an operator); False when they were paused already."""
         return self._update_if(
             TableName=self._table,
@@ -367,12 +377,12 @@ class HealingTable:
                 ":false": {"BOOL": False},
                 ":by": {"S": by},
                 ":reason": {"S": reason},
-                ":now": {"S": now},
+                ":now": time_value(now),
                 ":one": {"N": "1"},
             },
         )
 
-    def resume(self, cluster_name: str, *, by: str, now: str) -> bool:
+    def resume(self, cluster_name: str, *, by: str, now: datetime) -> bool:
         """Resume automatic repairs and forget the breaker's reports; False when they were not paused."""
         return self._update_if(
             TableName=self._table,
@@ -387,7 +397,7 @@ class HealingTable:
                 ":true": {"BOOL": True},
                 ":false": {"BOOL": False},
                 ":by": {"S": by},
-                ":now": {"S": now},
+                ":now": time_value(now),
                 ":none": {"M": {}},
                 ":one": {"N": "1"},
             },

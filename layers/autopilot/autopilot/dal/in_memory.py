@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from autopilot import clock
 from autopilot.dal.state_table import decode_page_token, encode_page_token
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError
 from autopilot.models.records import (
@@ -18,7 +19,7 @@ from autopilot.models.records import (
     OperationError,
     OperationStatus,
     Page,
-    now_iso,
+    utc_ms,
 )
 
 
@@ -67,16 +68,16 @@ class InMemoryStateStore:
     def set_execution_arn(self, operation_id: str, execution_arn: str) -> None:
         operation = self.operations[operation_id]
         self.operations[operation_id] = operation.model_copy(
-            update={"execution_arn": execution_arn, "updated_at": now_iso()}
+            update={"execution_arn": execution_arn, "updated_at": utc_ms(clock.now())}
         )
 
     def fail_operation(
         self, operation_id: str, cluster_name: str, cluster_status: ClusterStatus, error: OperationError
     ) -> None:
-        now = now_iso()
+        now = utc_ms(clock.now())
         operation = self.operations[operation_id]
         self.operations[operation_id] = operation.model_copy(
-            update={"status": OperationStatus.FAILED, "error": error, "updated_at": now}
+            update={"status": OperationStatus.FAILED, "error": error, "updated_at": utc_ms(now)}
         )
         cluster = self.clusters[cluster_name]
         self.clusters[cluster_name] = cluster.model_copy(update={"status": cluster_status, "updated_at": now})
@@ -88,19 +89,22 @@ class InMemoryStateStore:
         *,
         cluster_status: ClusterStatus,
         sagemaker_status: str | None,
-        now: str,
+        now: datetime,
     ) -> bool:
         held = self.operations.get(operation.operation_id)
         if held is None or held.status is not OperationStatus.RUNNING:
             return False
         self.operations[operation.operation_id] = held.model_copy(
-            update={"status": OperationStatus.FAILED, "error": error, "updated_at": now}
+            update={"status": OperationStatus.FAILED, "error": error, "updated_at": utc_ms(now)}
         )
         cluster = self.clusters.get(operation.cluster_name)
         if cluster is not None and cluster.last_operation_id == operation.operation_id:
-            self.clusters[operation.cluster_name] = cluster.model_copy(
-                update={"status": cluster_status, "updated_at": now, "sagemaker_status": sagemaker_status}
-            )
+            changed = {
+                "status": cluster_status,
+                "updated_at": utc_ms(now),
+                "sagemaker_status": sagemaker_status,
+            }
+            self.clusters[operation.cluster_name] = cluster.model_copy(update=changed)
         return True
 
     def list_running_operations(self, *, created_after: datetime) -> list[Operation]:

@@ -23,6 +23,7 @@ from autopilot.dal.table import (
     key_attributes,
     operation_key,
     record_values,
+    time_value,
 )
 from autopilot.models.records import Diagnosis, Operation, OperationError, OperationStatus, OperationType
 
@@ -77,7 +78,7 @@ class LaunchWatchTable:
         operation_id: str,
         *,
         status: OperationStatus,
-        at: str,
+        at: datetime,
         error: OperationError | None = None,
         diagnosis: Diagnosis | None = None,
     ) -> bool:
@@ -86,7 +87,7 @@ class LaunchWatchTable:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
             ":running": {"S": OperationStatus.RUNNING.value},
-            ":now": {"S": at},
+            ":now": time_value(at),
         }
         names = {"#status": "status"}
         for name, value in (("error", error), ("diagnosis", diagnosis)):

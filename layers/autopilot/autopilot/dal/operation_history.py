@@ -15,7 +15,14 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from autopilot.aws import LazyClient
-from autopilot.dal.table import HISTORY_PREFIX, cluster_key, from_item, key_attributes, operation_key
+from autopilot.dal.table import (
+    HISTORY_PREFIX,
+    cluster_key,
+    from_item,
+    history_key,
+    key_attributes,
+    operation_key,
+)
 from autopilot.errors import InvalidPageTokenError
 from autopilot.models.records import HistoryEntry, Operation, OperationType, Page
 
@@ -96,7 +103,7 @@ class OperationHistory:
 
 def encode_position(entry: HistoryEntry) -> str:
     """A page token: the last entry listed (the next page starts after it)."""
-    position = f"{entry.at}#{entry.operation_id}"
+    position = history_key(entry)["sk"].removeprefix(HISTORY_PREFIX)
     return base64.urlsafe_b64encode(json.dumps({"after": position}).encode()).decode()
 
 

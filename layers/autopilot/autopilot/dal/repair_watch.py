@@ -9,12 +9,13 @@ at most one sweep interval after the start, so a repair is failed at most that m
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.table import is_condition_failure, key_attributes, operation_key
+from autopilot.dal.table import is_condition_failure, key_attributes, operation_key, time_value
 from autopilot.models.records import OperationStatus
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class RepairWatch:
         self._table = table_name
         self._dynamodb = dynamodb
 
-    def running_since(self, operation_id: str, *, at: str) -> str | None:
+    def running_since(self, operation_id: str, *, at: datetime) -> datetime | None:
         """When the sweep first saw the operation RUNNING (``at`` for a first sighting); None when it
         is no longer RUNNING."""
         try:
@@ -39,7 +40,7 @@ class RepairWatch:
                 ConditionExpression="#status = :running",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
-                    ":at": {"S": at},
+                    ":at": time_value(at),
                     ":running": {"S": OperationStatus.RUNNING.value},
                 },
                 ReturnValues="ALL_NEW",
@@ -48,4 +49,4 @@ class RepairWatch:
             if is_condition_failure(exc):
                 return None
             raise
-        return str(response["Attributes"]["sweepSeenAt"]["S"])
+        return datetime.fromisoformat(response["Attributes"]["sweepSeenAt"]["S"])

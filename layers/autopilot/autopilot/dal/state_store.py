@@ -34,7 +34,7 @@ class StateStore(Protocol):
         *,
         cluster_status: ClusterStatus,
         sagemaker_status: str | None,
-        now: str,
+        now: datetime,
     ) -> bool:
         """Record FAILED for a RUNNING operation (the cluster only while it holds it); False if final."""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from autopilot_config.models.constraints import NAME_PATTERN
 from botocore.exceptions import ClientError
 
-from autopilot import aws
+from autopilot import aws, clock
 from autopilot.dal.table import (
     BY_KIND_INDEX,
     CLUSTER_KIND,
@@ -31,6 +31,7 @@ from autopilot.dal.table import (
     key_attributes,
     operation_key,
     record_values,
+    time_value,
     to_item,
 )
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
@@ -44,7 +45,6 @@ from autopilot.models.records import (
     OperationError,
     OperationStatus,
     Page,
-    now_iso,
 )
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def _start_key(after_cluster: str) -> dict[str, Any]:
 
 
 def fail_running_write(
-    table: str, operation_id: str, error: OperationError, now: str
+    table: str, operation_id: str, error: OperationError, now: datetime
 ) -> TransactWriteItemTypeDef:
     """The transaction item that records a RUNNING operation FAILED with ``error`` (and only a RUNNING
     one: an outcome already written is never overwritten)."""
@@ -84,7 +84,7 @@ def fail_running_write(
                 ":failed": {"S": OperationStatus.FAILED.value},
                 ":running": {"S": OperationStatus.RUNNING.value},
                 ":error": attribute_value(record_values(error)),
-                ":now": {"S": now},
+                ":now": time_value(now),
             },
         }
     }
@@ -186,7 +186,7 @@ class StateTable:
                     "ExpressionAttributeValues": {
                         ":deleting": {"S": ClusterStatus.DELETING.value},
                         ":op": {"S": operation.operation_id},
-                        ":now": {"S": operation.created_at},
+                        ":now": time_value(operation.created_at),
                         ":s1": {"S": DELETABLE_STATUSES[0].value},
                         ":s2": {"S": DELETABLE_STATUSES[1].value},
                         ":s3": {"S": DELETABLE_STATUSES[2].value},
@@ -211,14 +211,14 @@ class StateTable:
             TableName=self._table,
             Key=key_attributes(operation_key(operation_id)),
             UpdateExpression="SET executionArn = :arn, updatedAt = :now",
-            ExpressionAttributeValues={":arn": {"S": execution_arn}, ":now": {"S": now_iso()}},
+            ExpressionAttributeValues={":arn": {"S": execution_arn}, ":now": time_value(clock.now())},
         )
 
     def fail_operation(
         self, operation_id: str, cluster_name: str, cluster_status: ClusterStatus, error: OperationError
     ) -> None:
         """Record that an operation failed before its workflow could (e.g. StartExecution failed)."""
-        now = now_iso()
+        now = clock.now()
         self._ddb.transact_write_items(
             TransactItems=[
                 {
@@ -230,7 +230,7 @@ class StateTable:
                         "ExpressionAttributeValues": {
                             ":failed": {"S": OperationStatus.FAILED.value},
                             ":error": attribute_value(record_values(error)),
-                            ":now": {"S": now},
+                            ":now": time_value(now),
                         },
                     }
                 },
@@ -242,7 +242,7 @@ class StateTable:
                         "ExpressionAttributeNames": {"#status": "status"},
                         "ExpressionAttributeValues": {
                             ":status": {"S": cluster_status.value},
-                            ":now": {"S": now},
+                            ":now": time_value(now),
                         },
                     }
                 },
@@ -256,7 +256,7 @@ class StateTable:
         *,
         cluster_status: ClusterStatus,
         sagemaker_status: str | None,
-        now: str,
+        now: datetime,
     ) -> bool:
         """Record FAILED for an operation whose workflow died without saying so; False if it was final.
 
@@ -268,7 +268,7 @@ class StateTable:
         cluster_values: dict[str, Any] = {
             ":status": {"S": cluster_status.value},
             ":op": {"S": operation.operation_id},
-            ":now": {"S": now},
+            ":now": time_value(now),
         }
         update = "SET #status = :status, updatedAt = :now REMOVE sagemakerStatus"
         if sagemaker_status is not None:

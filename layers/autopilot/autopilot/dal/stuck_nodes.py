@@ -8,13 +8,14 @@ sweep's alone, and the item's identifying attributes are written as record_healt
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import NODE_KIND, NODE_PREFIX, node_key
-from autopilot.dal.table import cluster_key, from_attributes, is_condition_failure, key_attributes
+from autopilot.dal.table import cluster_key, from_attributes, is_condition_failure, key_attributes, time_value
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -27,7 +28,7 @@ class StuckNodes:
         self._table = table_name
         self._dynamodb = dynamodb
 
-    def not_running_since(self, cluster_name: str) -> dict[str, str]:
+    def not_running_since(self, cluster_name: str) -> dict[str, datetime]:
         """node id -> when the sweep first saw it not Running, for the nodes it still sees so."""
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -39,17 +40,17 @@ class StuckNodes:
                 ":node": {"S": NODE_PREFIX},
             },
         }
-        found: dict[str, str] = {}
+        found: dict[str, datetime] = {}
         while True:
             page = self.dynamodb.query(**kwargs)
             for item in page.get("Items", []):
                 plain = from_attributes(item)
-                found[str(plain["nodeId"])] = str(plain["notRunningSince"])
+                found[str(plain["nodeId"])] = datetime.fromisoformat(str(plain["notRunningSince"]))
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def mark_not_running(self, cluster_name: str, node_id: str, *, status: str, at: str) -> str:
+    def mark_not_running(self, cluster_name: str, node_id: str, *, status: str, at: datetime) -> datetime:
         """Note the node out of Running (``status``) unless it is noted already; since when."""
         response = self.dynamodb.update_item(
             TableName=self._table,
@@ -64,11 +65,11 @@ class StuckNodes:
                 ":cluster": {"S": cluster_name},
                 ":node": {"S": node_id},
                 ":status": {"S": status},
-                ":at": {"S": at},
+                ":at": time_value(at),
             },
             ReturnValues="ALL_NEW",
         )
-        return str(response["Attributes"]["notRunningSince"]["S"])
+        return datetime.fromisoformat(response["Attributes"]["notRunningSince"]["S"])
 
     def clear(self, cluster_name: str, node_id: str) -> None:
         """The node is Running again."""

@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from autopilot.models.records import iso
+
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from botocore.exceptions import ClientError
     from pydantic import BaseModel
 
@@ -45,6 +49,11 @@ def key_attributes(key: Mapping[str, str]) -> dict[str, Any]:
 def attribute_value(value: Any) -> Any:
     """One value as a DynamoDB attribute value (an ExpressionAttributeValues entry)."""
     return _serializer.serialize(value)
+
+
+def time_value(moment: datetime) -> dict[str, str]:
+    """A time as the table holds it (``records.iso``), for an ExpressionAttributeValues entry."""
+    return {"S": iso(moment)}
 
 
 def to_attributes(data: Mapping[str, Any]) -> dict[str, Any]:

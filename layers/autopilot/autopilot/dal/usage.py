@@ -73,11 +73,11 @@ def _pk(cluster_name: str) -> str:
     return f"CLUSTER#{cluster_name}"
 
 
-def usage_scope(cluster_name: str, created_at: str | None) -> str:
+def usage_scope(cluster_name: str, created_at: datetime | None) -> str:
     """The key of one incarnation of cluster ``cluster_name`` (its registry item's createdAt) that the
     usage items' methods below take for ``cluster_name`` ("@" is in no cluster name); the name alone
     for a cluster without a registry item. The account budgets stay on the registry item (the name)."""
-    return f"{cluster_name}@{created_at}" if created_at else cluster_name
+    return f"{cluster_name}@{iso(created_at)}" if created_at else cluster_name
 
 
 def job_key(cluster_name: str, job_ref: str) -> dict[str, Any]:

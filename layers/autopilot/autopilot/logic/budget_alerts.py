@@ -55,7 +55,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     Step,
-    iso,
     new_operation_id,
 )
 from autopilot.observability import Count, count, logger
@@ -331,7 +330,7 @@ def _enforce(
     if mode is BudgetEnforcement.BLOCK_GROWTH:
         until = period.end.isoformat()
         deps.alerts.block_growth(
-            cluster.cluster_name, until=until, at=now.isoformat(), by=f"budget:{notification.budget_name}"
+            cluster.cluster_name, until=period.end, at=now, by=f"budget:{notification.budget_name}"
         )
         return EnforcementOutcome(
             mode=mode,
@@ -352,14 +351,13 @@ def scale_to_min(
     now: datetime,
 ) -> EnforcementOutcome:
     mode = BudgetEnforcement.SCALE_TO_MIN
-    started = iso(now)
     operation = Operation(
         operation_id=operation_id,
         operation_type=OperationType.SCALE_TO_MIN,
         cluster_name=cluster.cluster_name,
         status=OperationStatus.RUNNING,
-        created_at=started,
-        updated_at=started,
+        created_at=now,
+        updated_at=now,
         requested_by=f"budget:{budget_name}",
     )
     if not deps.alerts.record_operation(operation):
@@ -375,15 +373,15 @@ def scale_to_min(
             )
         if held is not None:
             operation = held  # a retry: the deadline runs from the first attempt
-    retry_until = datetime.fromisoformat(operation.created_at) + ENFORCEMENT_RETRY_FOR
-    steps = [Step(name="Describe Cluster", entered_at=started)]
+    retry_until = operation.created_at + ENFORCEMENT_RETRY_FOR
+    steps = [Step(name="Describe Cluster", entered_at=now)]
     try:
         if cluster.worker_groups is None:
             raise _Refused("WorkerGroupsUnknown", "the cluster record names no worker groups")
         described = deps.sagemaker.describe_cluster(ClusterName=cluster.cluster_name)
         specs, counts = scale_to_min_groups(dict(described), cluster.worker_groups)
         if specs:
-            steps.append(Step(name="Update Cluster", entered_at=iso(deps.now())))
+            steps.append(Step(name="Update Cluster", entered_at=deps.now()))
             deps.sagemaker.update_cluster(
                 ClusterName=cluster.cluster_name,
                 InstanceGroups=specs,  # type: ignore[arg-type]  # DescribeCluster's own shapes
@@ -452,7 +450,7 @@ def finish_operation(
     error: OperationError | None,
 ) -> None:
     deps.alerts.finish_operation(
-        operation.operation_id, status=status, steps=steps, at=iso(deps.now()), error=error
+        operation.operation_id, status=status, steps=steps, at=deps.now(), error=error
     )
     try:
         emit_operation_event(

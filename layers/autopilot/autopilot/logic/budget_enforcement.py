@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from autopilot.errors import ConflictError
 from autopilot.logic.instance_group_spec import group_spec
-from autopilot.models.records import Cluster
+from autopilot.models.records import Cluster, iso
 
 if TYPE_CHECKING:
     from autopilot_config.models.cluster_config import CreateClusterRequest
@@ -71,14 +71,15 @@ def target_count(group: Mapping[str, Any]) -> int:
 
 def growth_blocked(cluster: Cluster, now: datetime) -> bool:
     until = cluster.growth_blocked_until
-    return until is not None and datetime.fromisoformat(until) > now
+    return until is not None and until > now
 
 
 def ensure_growth_allowed(cluster: Cluster, now: datetime) -> None:
     """Raise GrowthBlockedError while the cluster's growth is blocked (a 409 from the API)."""
-    if growth_blocked(cluster, now):
+    until = cluster.growth_blocked_until
+    if until is not None and growth_blocked(cluster, now):
         raise GrowthBlockedError(
             f"cluster {cluster.cluster_name!r} may not grow: its budget is spent (block-growth) until "
-            f"{cluster.growth_blocked_until}; an admin may lift it with DELETE "
+            f"{iso(until)}; an admin may lift it with DELETE "
             f"/clusters/{cluster.cluster_name}/growth-block"
         )

@@ -22,7 +22,7 @@ from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.bodies import BreakerView, HealingView
-from autopilot.models.records import ClusterStatus, iso
+from autopilot.models.records import ClusterStatus, iso, utc_ms
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -59,9 +59,9 @@ def set_healing(
     by = str(requested_by)  # authorize_delete refuses an unidentified caller
     now = deps.now()
     if paused:
-        if deps.healing.pause(name, by=by, reason=reason or PAUSED_BY_OPERATOR, now=iso(now)):
+        if deps.healing.pause(name, by=by, reason=reason or PAUSED_BY_OPERATOR, now=now):
             logger.info("healing paused", cluster=name, by=by)
-    elif deps.healing.resume(name, by=by, now=iso(now)):
+    elif deps.healing.resume(name, by=by, now=now):
         logger.info("healing resumed", cluster=name, by=by)
         # Only the call that flipped the switch announces it: a repeated resume sweeps nothing again.
         detail = HealingResumedEventDetail(cluster_name=name, resumed_by=by, resumed_at=iso(now))
@@ -77,7 +77,7 @@ def set_healing(
 def _view(deps: Dependencies, name: str) -> HealingView:
     settings = deps.healing_settings
     state = deps.healing.get_healing(name)
-    window_start = iso(deps.now() - timedelta(minutes=settings.breaker_window_minutes))
+    window_start = utc_ms(deps.now() - timedelta(minutes=settings.breaker_window_minutes))
     live = describe_cluster(deps, name)
     node_count = sum(g.CurrentCount or 0 for g in live.InstanceGroups) if live else None
     return HealingView(

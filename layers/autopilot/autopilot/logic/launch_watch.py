@@ -25,7 +25,7 @@ from autopilot.emitted_events import (
     emit_node_launch_failed,
     emit_operation_event,
 )
-from autopilot.models.records import Operation, OperationError, OperationStatus, iso
+from autopilot.models.records import Operation, OperationError, OperationStatus, utc_ms
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def update_over(changed: ClusterStateChangeEvent, watch: LaunchWatch) -> list[Op
         return []
     ended = []
     for operation in watch.table.running_scales(detail.ClusterName):
-        if changed.time < datetime.fromisoformat(operation.created_at):
+        if changed.time < operation.created_at:
             continue  # a report from before the request (EventBridge keeps no order)
         if _end_scale(operation, changed, watch):
             ended.append(operation)
@@ -107,7 +107,7 @@ def _end_scale(operation: Operation, changed: ClusterStateChangeEvent, watch: La
             sagemaker=watch.sagemaker,
         )
     if not watch.table.finish_scale(
-        operation.operation_id, status=status, at=iso(changed.time), error=error, diagnosis=diagnosis
+        operation.operation_id, status=status, at=changed.time, error=error, diagnosis=diagnosis
     ):
         return False  # a duplicate report ended it already
     logger.info(
@@ -132,7 +132,9 @@ def _end_scale(operation: Operation, changed: ClusterStateChangeEvent, watch: La
     return True
 
 
-def _failed_launches(watch: LaunchWatch, cluster: str, group: str | None, *, since: str) -> dict[str, str]:
+def _failed_launches(
+    watch: LaunchWatch, cluster: str, group: str | None, *, since: datetime
+) -> dict[str, str]:
     """The group's instances launched since ``since`` that are in Failure: id → their status message."""
     failed: dict[str, str] = {}
     token: str | None = None
@@ -148,7 +150,7 @@ def _failed_launches(watch: LaunchWatch, cluster: str, group: str | None, *, sin
             if (
                 node["InstanceGroupName"] == group
                 and status.get("Status") == "Failure"
-                and iso(node["LaunchTime"]) >= since
+                and utc_ms(node["LaunchTime"]) >= since
             ):
                 failed[node["InstanceId"]] = status.get("Message", "")
         token = page.get("NextToken")

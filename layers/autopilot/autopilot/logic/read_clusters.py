@@ -21,11 +21,14 @@ from autopilot.models.bodies import (
     LiveClusterView,
     OperationView,
 )
+from autopilot.models.records import Cluster
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
 
 _NOT_FOUND_CODES = ("ResourceNotFound", "ResourceNotFoundException")
+# ClusterView's fields taken from the registry as they are (accountBudgets is shown in numbers).
+_RECORDED = set(ClusterView.model_fields) & set(Cluster.model_fields) - {"account_budgets"}
 
 
 def describe_cluster(deps: Dependencies, name: str) -> LiveClusterView | None:
@@ -48,24 +51,21 @@ def get_cluster(deps: Dependencies, name: str, *, caller: str | None = None) -> 
     live = describe_cluster(deps, name) if readable_live else None
     if registered is None and live is None:
         raise NotFoundError(f"cluster {name!r} not found")
-    return ClusterView(
-        cluster_name=name,
-        status=registered.status if registered else None,
-        owner=registered.owner if registered else None,
-        project=registered.project if registered else None,
-        created_by=registered.created_by if registered else None,
-        owners=registered.owners if registered else None,
-        budget_name=registered.budget_name if registered else None,
-        budget_enforcement=registered.budget_enforcement if registered else None,
-        growth_blocked=registered is not None and growth_blocked(registered, deps.now()),
-        growth_blocked_until=registered.growth_blocked_until if registered else None,
-        account_budgets={a: float(usd) for a, usd in registered.account_budgets.items()}
-        if registered and registered.account_budgets
-        else None,
-        last_operation_id=registered.last_operation_id if registered else None,
-        sagemaker=live,
-        history=deps.store.list_history(name) if registered else [],
-        agent=_agent(deps, name),
+    # The registry's fields the view shows are the record's own (tests/unit/test_views.py); the rest is
+    # computed here, or SageMaker's.
+    recorded = registered.model_dump(include=_RECORDED) if registered else {"status": None}
+    return ClusterView.model_validate(
+        {
+            **recorded,
+            "cluster_name": name,
+            "growth_blocked": registered is not None and growth_blocked(registered, deps.now()),
+            "account_budgets": {a: float(usd) for a, usd in registered.account_budgets.items()}
+            if registered and registered.account_budgets
+            else None,
+            "sagemaker": live,
+            "history": deps.store.list_history(name) if registered else [],
+            "agent": _agent(deps, name),
+        }
     )
 
 

@@ -5,37 +5,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autopilot.logic.read_access import readable_cluster
-from autopilot.models.bodies import OperationErrorView, OperationList, OperationView
+from autopilot.models.bodies import OperationList, OperationView
 
 if TYPE_CHECKING:
     from autopilot.logic.dependencies import Dependencies
     from autopilot.models.records import Operation, OperationType
 
 
+# The operation's fields the API shows, by the record's names: the view is the record's projection
+# (tests/unit/test_views.py holds every one to the record's type), only ``operationType`` is ``kind``.
+_SHOWN = set(OperationView.model_fields) - {"kind"}
+
+
 def operation_view(operation: Operation) -> OperationView:
     """GET /operations/{id} and each item of GET /clusters/{name}/operations."""
-    return OperationView(
-        operation_id=operation.operation_id,
-        kind=operation.operation_type,
-        cluster_name=operation.cluster_name,
-        status=operation.status,
-        created_at=operation.created_at,
-        updated_at=operation.updated_at,
-        requested_by=operation.requested_by,
-        execution_arn=operation.execution_arn,
-        steps=operation.steps,
-        error=OperationErrorView(**operation.error.model_dump()) if operation.error else None,
-        leftovers=operation.leftovers,
-        cluster_arn=operation.cluster_arn,
-        rolled_back=operation.rolled_back,
-        warnings=operation.warnings,
-        diagnosis=operation.diagnosis,
-        node_id=operation.node_id,
-        trigger=operation.trigger,
-        fault=operation.fault,
-        actor=operation.actor,
-        actions=operation.actions,
-        successor_node_id=operation.successor_node_id,
+    return OperationView.model_validate(
+        {**operation.model_dump(include=_SHOWN), "kind": operation.operation_type}
     )
 
 

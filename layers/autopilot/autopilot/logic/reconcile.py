@@ -64,8 +64,7 @@ def reconcile(
         if end.status is ExecutionStatus.RUNNING:
             outcomes[STILL_RUNNING] += 1
             continue
-        recorded_at = datetime.fromisoformat(operation.created_at)
-        if end.status is None and now - recorded_at < timedelta(seconds=settings.grace_seconds):
+        if end.status is None and now - operation.created_at < timedelta(seconds=settings.grace_seconds):
             outcomes[WAITING_FOR_START] += 1  # the API may be between its record and StartExecution
             continue
         resolution = fail_operation(operation, end, store=store, sagemaker=sagemaker, events=events, now=now)

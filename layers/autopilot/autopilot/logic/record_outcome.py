@@ -139,7 +139,7 @@ def fail_operation(
         error,
         cluster_status=cluster_status,
         sagemaker_status=seen,
-        now=now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        now=now,
     )
     if not recorded:
         return Resolution.ALREADY_FINAL

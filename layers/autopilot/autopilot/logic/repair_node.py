@@ -10,7 +10,7 @@ explicit request is the decision the pause waits for.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from autopilot.errors import ConflictError, NotFoundError
@@ -27,7 +27,7 @@ from autopilot.models.records import (
     OperationType,
     RepairActor,
     RepairTrigger,
-    iso,
+    utc_ms,
 )
 from autopilot.observability import logger
 
@@ -118,9 +118,9 @@ def _repair_node(
     # the node, whose time is its event's (HyperPod's clock, ahead of this one in the sandbox), or the
     # claim would refuse it as already repaired. Only an open repair refuses it.
     held = deps.healing.get_node(name, node_id)
-    if held is not None and held.last_fault_at is not None and held.last_fault_at >= iso(now):
-        now = datetime.fromisoformat(held.last_fault_at) + timedelta(milliseconds=1)
-    fault = Fault(reason=f"{action.value} requested through the API by {requested_by}", detected_at=iso(now))
+    if held is not None and held.last_fault_at is not None and held.last_fault_at >= utc_ms(now):
+        now = held.last_fault_at + timedelta(milliseconds=1)
+    fault = Fault(reason=f"{action.value} requested through the API by {requested_by}", detected_at=now)
     request = RepairRequest(
         cluster_name=name,
         node_id=node_id,

@@ -54,8 +54,8 @@ class ExportedCluster(NamedTuple):
     usage items, dal/usage.py usage_scope) and, deleted, when (its DELETED record's updatedAt)."""
 
     name: str
-    created_at: str | None
-    deleted_at: str | None = None
+    created_at: datetime | None
+    deleted_at: datetime | None = None
 
 
 def object_key(prefix: str, cluster_name: str, month: str) -> str:
@@ -100,7 +100,7 @@ def export_usage(
     for name, created_at, deleted_at in clusters:
         scope = usage_scope(name, created_at)
         # a deleted cluster only in the months it lived in (no read for the long gone)
-        lived = [m for m in (current, closed) if deleted_at is None or deleted_at >= f"{m}-01"]
+        lived = [m for m in (current, closed) if deleted_at is None or iso(deleted_at) >= f"{m}-01"]
         months = [m for m in lived if m == current] + (
             [closed]
             if close_due and closed in lived and not usage.closed_month_exported(scope, closed)

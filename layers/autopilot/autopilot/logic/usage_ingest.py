@@ -62,7 +62,7 @@ class UsageDeps:
     cluster_tags: Callable[[str], tuple[str | None, str | None]] = field(default=lambda _: (None, None))
     # the cluster's registry createdAt (None: not registered): its usage items' incarnation
     # (dal/usage.py usage_scope), so a cluster created again under the name starts afresh
-    created_at: Callable[[str], str | None] = field(default=lambda _: None)
+    created_at: Callable[[str], datetime | None] = field(default=lambda _: None)
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,10 @@ def rejection(index: int, job: FinishedJob) -> str | None:
     return None
 
 
-def registry_created_at(get_cluster: Callable[[str], Cluster | None]) -> Callable[[str], str | None]:
+def registry_created_at(get_cluster: Callable[[str], Cluster | None]) -> Callable[[str], datetime | None]:
     """UsageDeps.created_at from the registry (StateTable.get_cluster)."""
 
-    def created_at(cluster_name: str) -> str | None:
+    def created_at(cluster_name: str) -> datetime | None:
         cluster = get_cluster(cluster_name)
         return cluster.created_at if cluster else None
 

@@ -8,7 +8,6 @@ nothing from the layer above it (tests/unit/test_import_cycles.py).
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any
 
 from autopilot_config.models.constraints import is_tag_text
@@ -17,7 +16,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictBool,
     StrictInt,
     ValidationInfo,
@@ -40,7 +38,7 @@ from autopilot.models.records import (
     RepairActor,
     RepairTrigger,
     Step,
-    iso,
+    Time,
 )
 from autopilot.models.usage import MAX_ACCOUNT_BUDGETS, AccountBudgetMap, check_account_budgets
 
@@ -62,8 +60,6 @@ def _email(value: str) -> str:
 
 
 TagValue = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_tag_value)]
-# SageMaker's times as every other time the API answers: UTC, milliseconds, "Z" (records.iso)
-Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
 Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
 # An identity that may own a cluster: an IAM user or role (a path allowed), or a role session.
 PrincipalArn = Annotated[
@@ -275,8 +271,8 @@ class OperationView(ApiModel):
     kind: OperationType
     cluster_name: str
     status: OperationStatus
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
     requested_by: str | None = None
     execution_arn: str | None = None
     steps: list[Step]
@@ -322,7 +318,7 @@ class LiveClusterView(BaseModel):
 
     ClusterArn: str
     ClusterStatus: str
-    CreationTime: Timestamp | None = None
+    CreationTime: Time | None = None
     FailureMessage: str | None = None
     NodeRecovery: str | None = None
     InstanceGroups: list[InstanceGroupView] = Field(default_factory=list)
@@ -343,8 +339,8 @@ class ClusterSummary(ApiModel):
         default=None, description="The identities its creator named who may act on it as the creator may"
     )
     last_operation_id: str
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
 
 
 class GrowthBlockLifted(ApiModel):
@@ -424,7 +420,7 @@ class ClusterView(ApiModel):
         description="block-growth is in force: scale-ups of this cluster are refused (409) until "
         "`growthBlockedUntil` or an admin's DELETE /clusters/{name}/growth-block.",
     )
-    growth_blocked_until: str | None = None
+    growth_blocked_until: Time | None = None
     account_budgets: dict[str, float] | None = Field(
         default=None,
         description="Department budgets: USD a month per Slurm account (PUT .../account-budgets).",
@@ -449,7 +445,7 @@ class InstanceStatusView(BaseModel):
 class NodeHealthView(ApiModel):
     status: NodeHealth
     reason: str | None = Field(default=None, description="HyperPod's HealthStatusReason.")
-    since: str | None = Field(default=None, description="The time of the health report held (ISO 8601).")
+    since: Time | None = Field(default=None, description="The time of the health report held (ISO 8601).")
 
 
 class NodeRepairView(ApiModel):
@@ -485,7 +481,7 @@ class NodeView(BaseModel):
     InstanceId: str
     InstanceType: str
     InstanceStatus: InstanceStatusView
-    LaunchTime: Timestamp | None = None
+    LaunchTime: Time | None = None
     NodeLogicalId: str | None = None
     health: NodeHealthView = Field(
         description="Autopilot's view from HyperPod's Node Health events (and its sweep); a node it has no "
@@ -540,18 +536,18 @@ class BreakerView(ApiModel):
     node_count: int | None = Field(description="The cluster's nodes (SageMaker's current counts).")
     max_unhealthy_percent: int
     window_minutes: int
-    tripped_at: str | None = None
+    tripped_at: Time | None = None
 
 
 class HealingView(ApiModel):
     cluster_name: str
     paused: bool
     paused_reason: str | None = None
-    paused_at: str | None = None
+    paused_at: Time | None = None
     paused_by: str | None = Field(
         default=None, description="`breaker`, or the principal ARN that paused repairs through the API."
     )
-    resumed_at: str | None = None
+    resumed_at: Time | None = None
     resumed_by: str | None = None
     breaker: BreakerView
     active_repairs: int = Field(description="Repairs holding one of the cluster's repair slots now.")

@@ -2,6 +2,11 @@
 
 Field names are the table's attribute names (camelCase aliases); the Step Functions workflows write
 the same attributes (statemachines/), so renaming one here means renaming it there.
+
+Times are ``datetime`` (UTC, to the millisecond: ``Time``); the table holds them as ISO text
+(``iso``: "2026-11-22T12:15:00.000Z"), the spelling the workflows' ``$states.context`` times and
+``$now()`` have too, so stored times compare as strings in time order. The text is made and read at
+the edge only: a JSON dump (the DAL's ``record_values``, the API) writes it, validation reads it.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ import json
 import secrets
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 from pydantic.alias_generators import to_camel
 
 from autopilot import clock
@@ -52,6 +57,22 @@ REUSABLE_NAME_STATUSES = (ClusterStatus.DELETED, ClusterStatus.CREATE_FAILED)
 DELETABLE_STATUSES = (ClusterStatus.ACTIVE, ClusterStatus.CREATE_FAILED, ClusterStatus.DELETE_FAILED)
 
 
+def iso(moment: datetime) -> str:
+    """One spelling of a time in the table (ms, UTC, "Z"): times compared as strings order correctly."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_ms(moment: datetime) -> datetime:
+    """A time as records hold it: UTC, to the millisecond the table keeps, so that a record read back
+    equals the one written. A time without a zone is UTC (every time Autopilot or a workflow writes is)."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+
+
+# A record's (or the API's) time: a datetime in Python, ``iso`` text in JSON (the table, the API).
+Time = Annotated[datetime, AfterValidator(utc_ms), PlainSerializer(iso, return_type=str, when_used="json")]
+
+
 class _Item(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
@@ -62,7 +83,7 @@ class Step(_Item):
     """One workflow step as the state machine recorded it (``$$.State.EnteredTime``)."""
 
     name: str
-    entered_at: str
+    entered_at: Time
 
 
 class OperationError(_Item):
@@ -148,14 +169,14 @@ class Fault(_Item):
     # HyperPod's own RepairAction: what HyperPod itself will do ("None" when NodeRecovery is None).
     repair_action: str | None = None
     recommendation: str | None = None
-    detected_at: str
+    detected_at: Time
 
 
 class RepairAction(_Item):
     """One action a repair took and how it ended (the ReplaceNode workflow appends them)."""
 
     action: NodeAction
-    at: str
+    at: Time
     result: ActionResult
     error_code: str | None = None
     message: str | None = None
@@ -167,8 +188,8 @@ class Operation(_Item):
     operation_type: OperationType
     cluster_name: str
     status: OperationStatus
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
     requested_by: str | None = None
     # The Idempotency-Key request that made it (autopilot.idempotency.request_marker): a retry whose
     # first attempt failed after recording it is answered this operation.
@@ -208,8 +229,8 @@ class Operation(_Item):
 class Cluster(_Item):
     cluster_name: str
     status: ClusterStatus
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
     last_operation_id: str
     owner: str | None = None
     project: str | None = None
@@ -233,8 +254,8 @@ class Cluster(_Item):
     budget_enforcement: str | None = None
     worker_groups: list[str] | None = None
     # block-growth: scale-ups are refused until this time (the next budget period) unless lifted.
-    growth_blocked_until: str | None = None
-    growth_blocked_at: str | None = None
+    growth_blocked_until: Time | None = None
+    growth_blocked_at: Time | None = None
     growth_blocked_by: str | None = None
     # The project budget this create asked for ("9000.00" USD, its e-mails): the project's first live
     # cluster that asked holds the budget's terms, its creator owns them (logic/project_budget.py).
@@ -260,9 +281,9 @@ class NodeRecord(_Item):
     health: NodeHealth | None = None
     health_reason: str | None = None
     # The event time of the health report held (older reports change nothing).
-    health_since: str | None = None
+    health_since: Time | None = None
     # The event time of the last fault a repair was claimed for (a fault at or before it is a duplicate).
-    last_fault_at: str | None = None
+    last_fault_at: Time | None = None
     # The operation id of the repair in flight; removed when it ends.
     open_repair: str | None = None
     instance_group: str | None = None
@@ -274,14 +295,14 @@ class HealingState(_Item):
     cluster_name: str
     paused: bool = False
     paused_reason: str | None = None
-    paused_at: str | None = None
+    paused_at: Time | None = None
     # "breaker", or the principal ARN that paused it through the API.
     paused_by: str | None = None
-    tripped_at: str | None = None
-    resumed_at: str | None = None
+    tripped_at: Time | None = None
+    resumed_at: Time | None = None
     resumed_by: str | None = None
-    # node id -> ISO time of its latest Unhealthy report inside the breaker window
-    unhealthy_reports: dict[str, str] = Field(default_factory=dict)
+    # node id -> the time of its latest Unhealthy report inside the breaker window
+    unhealthy_reports: dict[str, Time] = Field(default_factory=dict)
     # operation ids holding a repair slot (MaxConcurrentRepairs)
     lease_holders: set[str] = Field(default_factory=set)
     # bumped by every write of the breaker, which is conditioned on it
@@ -292,7 +313,7 @@ class HealingState(_Item):
 
 class HistoryEntry(_Item):
     cluster_name: str
-    at: str
+    at: Time
     operation_id: str
     operation_type: OperationType
     requested_by: str | None = None
@@ -303,11 +324,6 @@ class Page[T](BaseModel):
 
     items: list[T]
     next_token: str | None = None
-
-
-def iso(moment: datetime) -> str:
-    """One spelling of a time in the table (ms, UTC, "Z"): times compared as strings order correctly."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def now_iso() -> str:

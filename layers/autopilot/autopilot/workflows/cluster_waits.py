@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autopilot.aws import LazyClient
 from autopilot.dal.healing import HealingTable
-from autopilot.dal.state_table import cluster_key
+from autopilot.dal.table import cluster_key
 from autopilot.models.hyperpod_events import DELETED
 from autopilot.models.records import NodeHealth
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autopilot.dal.healing import BREAKER
 from autopilot.emitted_events import HealingPausedEventDetail, emit_healing_paused
-from autopilot.models.records import HealingState, iso
+from autopilot.models.records import HealingState, iso, utc_ms
 from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ def record_unhealthy(
 ) -> BreakerOutcome:
     """Keep this Unhealthy report in the breaker's window and trip the breaker if the window is over
     the threshold; the healing item as written (or as read, when the report changed nothing)."""
-    reported = iso(at)
-    window_start = iso(at - timedelta(minutes=settings.breaker_window_minutes))
+    reported = utc_ms(at)
+    window_start = utc_ms(at - timedelta(minutes=settings.breaker_window_minutes))
     for attempt in range(_ATTEMPTS):
         state = table.get_healing(cluster_name)
         reports = {node: t for node, t in state.unhealthy_reports.items() if t >= window_start}
@@ -139,7 +139,7 @@ def _announce(
         cluster_name=state.cluster_name,
         paused_by=BREAKER,
         reason=state.paused_reason or "",
-        paused_at=state.paused_at or "",
+        paused_at=iso(state.paused_at) if state.paused_at else "",
         unhealthy_nodes=sorted(state.unhealthy_reports),
         node_count=outcome.node_count,
         max_unhealthy_percent=settings.max_unhealthy_percent,

@@ -24,7 +24,7 @@ from autopilot.logic.healing.breaker import announce_trip, record_unhealthy
 from autopilot.logic.healing.decide import decide, fault_type_of
 from autopilot.logic.healing.start_repair import RepairRequest, start_repair
 from autopilot.logic.healing.topology import TopologyReader
-from autopilot.models.records import ClusterStatus, Fault, NodeHealth, RepairTrigger, iso
+from autopilot.models.records import ClusterStatus, Fault, NodeHealth, RepairTrigger, iso, utc_ms
 from autopilot.observability import logger
 from autopilot.workflows.node_waits import node_health_changed
 
@@ -71,8 +71,13 @@ def node_health_reported(event: NodeHealthEvent, healing: NodeHealing, waits: Cl
     summary = detail.HealthSummary
     cluster_name, node_id = detail.ClusterName, detail.InstanceId
     health = NodeHealth(summary.HealthStatus)
-    at = iso(event.time)
-    log: dict[str, Any] = {"cluster": cluster_name, "node": node_id, "health": health.value, "event_time": at}
+    at = utc_ms(event.time)
+    log: dict[str, Any] = {
+        "cluster": cluster_name,
+        "node": node_id,
+        "health": health.value,
+        "event_time": iso(at),
+    }
 
     cluster = healing.table.get_cluster(cluster_name)
     if cluster is None or cluster.status is not ClusterStatus.ACTIVE:

@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any
 from autopilot.emitted_events import SLURM_NODE_RESUME_REQUESTED, put_event
 from autopilot.logic.agent.status import agent_state
 from autopilot.models.agent import AgentRecord, SlurmNode, StoredCommand, Verb
-from autopilot.models.records import Fault, NodeHealth, NodeRecord, OperationStatus, OperationType, iso
+from autopilot.models.records import (
+    Fault,
+    NodeHealth,
+    NodeRecord,
+    OperationStatus,
+    OperationType,
+    iso,
+    utc_ms,
+)
 from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
@@ -154,11 +162,12 @@ def slurm_findings(
         since = report.not_responding_since.get(name)
         if not view.not_responding or since is None:
             continue
-        if now - datetime.fromisoformat(since) < not_responding_after:
+        since_at = utc_ms(datetime.fromisoformat(since))
+        if now - since_at < not_responding_after:
             continue
         if record is not None and record.health_since is not None:
             unclaimed = held and (record.last_fault_at is None or record.last_fault_at < record.health_since)
-            if unclaimed or record.health_since >= since:
+            if unclaimed or record.health_since >= since_at:
                 continue  # the report held is the fault (the sweep's own path), or this one was reported
         faults[node_id] = Fault(
             fault_type=NOT_RESPONDING_FAULT,
@@ -166,7 +175,7 @@ def slurm_findings(
                 f"Slurm node {name} is {view.state} since {since} (fault type {NOT_RESPONDING_FAULT}), "
                 "past StuckNodeMinutes"
             ),
-            detected_at=since,
+            detected_at=since_at,
         )
     return SlurmFindings(resumes=resumes, faults=faults, seen=report.last_seen)
 
@@ -233,7 +242,7 @@ class SlurmSignal:
     def _repaired(self, cluster_name: str, now: datetime) -> frozenset[str]:
         """The instances (repaired node and successor) of ReplaceNode operations that ended within
         REPAIRED_WITHIN (their updatedAt: the last write is the outcome)."""
-        since, ended_after = iso(now - HISTORY_WINDOW), iso(now - REPAIRED_WITHIN)
+        since, ended_after = now - HISTORY_WINDOW, now - REPAIRED_WITHIN
         found: set[str] = set()
         for entry in self.operations.list_history(cluster_name, limit=HISTORY_ENTRIES):
             if entry.at < since:

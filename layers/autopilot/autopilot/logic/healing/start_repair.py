@@ -26,7 +26,6 @@ from autopilot.models.records import (
     OperationType,
     RepairActor,
     RepairTrigger,
-    iso,
     new_operation_id,
 )
 from autopilot.observability import logger
@@ -71,7 +70,7 @@ def slurm_steps_seconds(settings: HealingSettings) -> int:
 class RepairRequest(BaseModel):
     """What to repair and why.
 
-    ``fault.detected_at`` orders faults (ISO time; for an event its ``time``, for the sweep and the API
+    ``fault.detected_at`` orders faults (for an event its ``time``, for the sweep and the API
     the time of the request): a repair is claimed only for a fault later than the last one claimed.
     """
 
@@ -134,14 +133,13 @@ def start_repair(
     raised. Callers check the breaker (paused) before calling: this function does not.
     """
     node = healing.get_node(request.cluster_name, request.node_id)
-    created = iso(now)
     operation = Operation(
         operation_id=new_operation_id(now),
         operation_type=OperationType.REPLACE_NODE,
         cluster_name=request.cluster_name,
         status=OperationStatus.RUNNING,
-        created_at=created,
-        updated_at=created,
+        created_at=now,
+        updated_at=now,
         requested_by=request.requested_by,
         node_id=request.node_id,
         trigger=request.trigger,
@@ -207,13 +205,13 @@ def _fail_unstarted(
     operation: Operation,
     exc: ClientError,
     *,
-    node_fault_at: str | None,
+    node_fault_at: datetime | None,
     healing: HealingTable,
     events: EventBridgeClient,
     now: datetime,
 ) -> NoReturn:
     logger.exception("repair workflow did not start", operation_id=operation.operation_id)
     error = OperationError(error=f"StepFunctions.{error_code(exc)}", cause=str(exc))
-    healing.fail_unstarted_repair(operation, error, previous_fault_at=node_fault_at, now=iso(now))
+    healing.fail_unstarted_repair(operation, error, previous_fault_at=node_fault_at, now=now)
     emit_operation_failed(operation, error, client=events)
     raise WorkflowStartError("the repair workflow could not be started", operation.operation_id) from exc

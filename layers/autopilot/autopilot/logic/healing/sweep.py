@@ -195,9 +195,7 @@ class HealingSweep:
         # A replace launches its new instance after the repair started: a Pending node launched since the
         # oldest open repair may be one, and its repair's own deadline covers it.
         open_repairs = [self.healing.get_operation(r.open_repair) for r in records.values() if r.open_repair]
-        repairing_since = min(
-            (datetime.fromisoformat(o.created_at) for o in open_repairs if o is not None), default=None
-        )
+        repairing_since = min((o.created_at for o in open_repairs if o is not None), default=None)
         paused = self.healing.get_healing(name).paused
         summaries = self._nodes(name)
         slurm = (
@@ -259,7 +257,7 @@ class HealingSweep:
         name: str,
         summary: dict[str, Any],
         record: NodeRecord | None,
-        not_running_since: dict[str, str],
+        not_running_since: dict[str, datetime],
         now: datetime,
         *,
         automatic: bool,
@@ -276,7 +274,7 @@ class HealingSweep:
             if record.last_fault_at is not None and record.last_fault_at >= record.health_since:
                 return None, False
             if automatic and status != FAILURE:
-                waited = now - datetime.fromisoformat(record.health_since)
+                waited = now - record.health_since
                 if waited < hyperpod_deadline(self.settings, deep_health_checks=deep_health_checks):
                     return None, False  # HyperPod's own repair still has time
             reason = record.health_reason
@@ -286,13 +284,13 @@ class HealingSweep:
         if status == FAILURE:
             message = summary["InstanceStatus"].get("Message") or "no message"
             reason = f"InstanceStatus Failure found by the sweep: {message}"
-            return Fault(fault_type=fault_type_of(message), reason=reason, detected_at=iso(now)), True
+            return Fault(fault_type=fault_type_of(message), reason=reason, detected_at=now), True
         launched = summary.get("LaunchTime")
         if status == "Pending" and repairing_since is not None and launched and launched >= repairing_since:
             return None, False
         if status in STUCK_STATUSES:
             since = not_running_since.get(node_id) or self.stuck.mark_not_running(
-                name, node_id, status=status, at=iso(now)
+                name, node_id, status=status, at=now
             )
             stuck_after = self.stuck_after
             if automatic:
@@ -301,10 +299,10 @@ class HealingSweep:
                 stuck_after = max(
                     stuck_after, hyperpod_deadline(self.settings, deep_health_checks=deep_health_checks)
                 )
-            if now - datetime.fromisoformat(since) < stuck_after:
+            if now - since < stuck_after:
                 return None, False
-            reason = f"not Running since {since} (now {status}), past StuckNodeMinutes"
-            return Fault(reason=reason, detected_at=iso(now)), True
+            reason = f"not Running since {iso(since)} (now {status}), past StuckNodeMinutes"
+            return Fault(reason=reason, detected_at=now), True
         return None, False
 
     def _report(
@@ -379,13 +377,13 @@ class HealingSweep:
                 # Still waiting for a repair slot (a storm's backlog, or healing paused): its workflow
                 # bounds that wait itself; the action deadlines run from the slot on.
                 continue
-            seen = self.watch.running_since(operation.operation_id, at=iso(now))
-            if seen is None or now - datetime.fromisoformat(seen) < deadline:
+            seen = self.watch.running_since(operation.operation_id, at=now)
+            if seen is None or now - seen < deadline:
                 continue
             allowed = deadline
             if self._deep_health_checks(operation, topologies):
                 allowed = repair_deadline(self.settings, deep_health_checks=True)
-                if now - datetime.fromisoformat(seen) < allowed:
+                if now - seen < allowed:
                     continue
             outcomes[
                 "overdue_failed" if self._fail_overdue(operation, allowed, now) else "overdue_final"
@@ -425,7 +423,7 @@ class HealingSweep:
             # The operation FAILED and the node's openRepair removed together; lastFaultAt stays, so
             # this fault is not repaired again on its own (a person looks at the alert).
             self.healing.fail_unstarted_repair(
-                operation, error, previous_fault_at=node.last_fault_at if node else None, now=iso(now)
+                operation, error, previous_fault_at=node.last_fault_at if node else None, now=now
             )
         except ClientError as exc:
             if error_code(exc) != "TransactionCanceledException":
@@ -433,7 +431,7 @@ class HealingSweep:
             # The node no longer names this repair (or the operation ended): record the operation alone
             # (the cluster item is left alone: a repair is never its lastOperationId).
             if not self.store.fail_running_operation(
-                operation, error, cluster_status=ClusterStatus.ACTIVE, sagemaker_status=None, now=iso(now)
+                operation, error, cluster_status=ClusterStatus.ACTIVE, sagemaker_status=None, now=now
             ):
                 return False
         self._stop(operation, error)
