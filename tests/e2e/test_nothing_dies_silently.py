@@ -21,7 +21,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     new_operation_id,
-    now_iso,
 )
 from autopilot_cli.client import AutopilotClient
 
@@ -112,7 +111,8 @@ def test_an_operation_whose_workflow_never_started_is_failed_by_the_reconciler(
 ) -> None:
     # What the API records before StartExecution, left so by a StartExecution that never happened.
     store = StateTable(sandbox.stack.resources["StateTable"].physical_id, client=sandbox.client("dynamodb"))
-    operation_id, at = new_operation_id(), now_iso()
+    at = sandbox.clock.now()
+    operation_id = new_operation_id(at)
     store.start_create(
         Cluster(cluster_name="e2e-unstarted", status=ClusterStatus.CREATING, created_at=at, updated_at=at,
                 last_operation_id=operation_id),

@@ -44,7 +44,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     new_operation_id,
-    now_iso,
 )
 from autopilot.models.usage import stored_budgets
 from autopilot.observability import logger
@@ -199,26 +198,27 @@ def _create_cluster(
     deps: Dependencies, body: CreateClusterBody, *, requested_by: str | None, marker: str | None = None
 ) -> OperationAccepted:
     command, warnings = _validated(deps, body)
-    operation_id = new_operation_id(deps.now())
+    # One "now" for the id, the operation and the cluster record (deps.now: the clock module's).
+    now = deps.now()
+    operation_id = new_operation_id(now)
     plan = _plan(deps, command, operation_id, requested_by=requested_by)
     name, request, cost_tags, warnings = plan.name, plan.request, plan.cost_tags, [*warnings, *plan.warnings]
     budget, project_budget = plan.budget, plan.project_budget
-    created = now_iso()
     operation = Operation(
         operation_id=operation_id,
         operation_type=OperationType.CREATE_CLUSTER,
         cluster_name=name,
         status=OperationStatus.RUNNING,
-        created_at=created,
-        updated_at=created,
+        created_at=now,
+        updated_at=now,
         requested_by=requested_by,
         idempotency=marker,
     )
     cluster = Cluster(
         cluster_name=name,
         status=ClusterStatus.CREATING,
-        created_at=created,
-        updated_at=created,
+        created_at=now,
+        updated_at=now,
         last_operation_id=operation_id,
         owner=body.owner,
         project=body.project,

@@ -21,7 +21,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     new_operation_id,
-    now_iso,
 )
 from autopilot.observability import logger
 from autopilot.workflows.inputs import CleanupClusterWorkflowInput
@@ -93,8 +92,9 @@ def _delete_cluster(
             own_stack=deps.settings.stack_name,
             tag_key=TAG_CLUSTER_NAME,
         )
-    operation_id = new_operation_id(deps.now())
-    created = now_iso()
+    # One "now" for the id and both records (deps.now: the clock module's).
+    created = deps.now()
+    operation_id = new_operation_id(created)
     operation = Operation(
         operation_id=operation_id,
         operation_type=OperationType.DELETE_CLUSTER,

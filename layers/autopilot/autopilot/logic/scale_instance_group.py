@@ -26,7 +26,7 @@ from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_cou
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.bodies import ErrorDetail, InstanceGroupScaled
-from autopilot.models.records import Operation, OperationStatus, OperationType, Step, iso, new_operation_id
+from autopilot.models.records import Operation, OperationStatus, OperationType, Step, new_operation_id
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -113,18 +113,17 @@ def scale_instance_group(
                 f"{error.get('Code')}: {error.get('Message')}"
             ) from exc
         raise
-    # the time before the call: the launches it caused are the group's instances launched since
-    at = iso(now)
+    # createdAt: the time before the call (the launches it caused are the group's instances launched since)
     continuous = described.get("NodeProvisioningMode") == "Continuous"
     operation = Operation(
         operation_id=new_operation_id(now),
         operation_type=OperationType.SCALE_INSTANCE_GROUP,
         cluster_name=name,
         status=OperationStatus.SUCCEEDED if continuous else OperationStatus.RUNNING,
-        created_at=at,
-        updated_at=iso(deps.now()),
+        created_at=now,
+        updated_at=deps.now(),
         requested_by=requested_by,
-        steps=[Step(name=f"Update Cluster: {group} {previous} -> {instance_count}", entered_at=at)],
+        steps=[Step(name=f"Update Cluster: {group} {previous} -> {instance_count}", entered_at=now)],
         instance_group=group,
         instance_count=instance_count,
     )

@@ -20,8 +20,6 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 from pydantic.alias_generators import to_camel
 
-from autopilot import clock
-
 
 class OperationType(StrEnum):
     CREATE_CLUSTER = "CreateCluster"
@@ -326,11 +324,7 @@ class Page[T](BaseModel):
     next_token: str | None = None
 
 
-def now_iso() -> str:
-    return iso(clock.now())
-
-
-def new_operation_id(now: datetime | None = None) -> str:
-    """Time-ordered, unique, and valid as a Step Functions execution name."""
-    moment = now or clock.now()
-    return f"op-{moment.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"
+def new_operation_id(now: datetime) -> str:
+    """Time-ordered (``now``: the use case's one reading of the clock), unique, and valid as a Step
+    Functions execution name."""
+    return f"op-{now.astimezone(UTC).strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"
