@@ -33,7 +33,7 @@ REPORT = {
     "jobsUsd": 983.2,
     "clusterSpendUsd": 1168.64,
     "totalUsd": 1168.64,
-    "asOf": "2026-11-10T17:15:00.000000Z",
+    "asOf": "2026-11-10T17:15:00.000Z",
     "warnings": [],
 }
 

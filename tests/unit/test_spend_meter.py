@@ -357,7 +357,7 @@ def test_the_cost_is_zero_with_no_time_before_the_first_run_then_the_meters_figu
     spend.put_meter(metered)
     after = read_cost(deps, "ml", spend=spend)
     assert (after.hourly_rate_usd, after.month_to_date_usd, after.budget_usd) == (199.4, 199.4, 2500.0)
-    assert after.as_of == "2026-11-20T12:00:00.000000Z"
+    assert after.model_dump(mode="json", by_alias=True)["asOf"] == "2026-11-20T12:00:00.000Z"  # records.iso
 
 
 def test_the_cost_in_a_month_the_meter_has_not_run_in_yet_counts_nothing_of_the_last() -> None:
@@ -384,4 +384,4 @@ def test_the_cost_in_a_month_the_meter_has_not_run_in_yet_counts_nothing_of_the_
     assert cost.month_to_date_usd == 0.0
     assert cost.hourly_rate_usd == 199.4
     assert cost.forecast_usd == float((RATE * hours_left).quantize(Decimal("0.01")))
-    assert cost.as_of == "2026-10-31T23:50:00.000000Z"
+    assert cost.model_dump(mode="json", by_alias=True)["asOf"] == "2026-10-31T23:50:00.000Z"

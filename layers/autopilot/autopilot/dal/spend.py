@@ -32,8 +32,11 @@ def price_key(region: str, instance_type: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": f"PRICE#{region}"}, "sk": {"S": f"PRICE#{instance_type}"}}
 
 
-def iso(moment: datetime) -> str:
-    """A fixed-width UTC time: these strings sort as the times do (the meter's condition relies on it)."""
+def stored_time(moment: datetime) -> str:
+    """The meter's and the price cache's spelling of a time, to the microsecond: not ``records.iso``,
+    because the meter's condition (``asOf < :asOf``) compares the stored text, and one spelling per
+    item is what keeps that order (items written before issue 22 hold this one). Read back, it is a
+    datetime like any other; the API answers it in ``records.iso``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -91,7 +94,7 @@ class SpendTable:
         figures: dict[str, Any] = {
             "clusterName": meter.cluster_name,
             "month": meter.month,
-            "asOf": iso(meter.as_of),
+            "asOf": stored_time(meter.as_of),
             "hourlyRateUsd": meter.hourly_rate_usd,
             "monthToDateUsd": meter.month_to_date_usd,
             "forecastUsd": meter.forecast_usd,
@@ -164,7 +167,7 @@ class SpendTable:
             "region": {"S": price.region},
             "instanceType": {"S": price.instance_type},
             "usdPerHour": attribute_value(price.usd_per_hour),
-            "fetchedAt": {"S": iso(price.fetched_at)},
+            "fetchedAt": {"S": stored_time(price.fetched_at)},
             "expiresAt": {"N": str(int(expires_at.timestamp()))},
         }
         self.dynamodb.put_item(TableName=self._table, Item=item)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
-from autopilot.dal.spend import SpendTable, iso
+from autopilot.dal.spend import SpendTable
 from autopilot.logic.read_access import readable_cluster
 from autopilot.logic.spend_meter import forecast, month_of
 from autopilot.models.bodies import CostView
@@ -51,5 +51,5 @@ def read_cost(
         month_to_date_usd=_cents(month_to_date),
         forecast_usd=_cents(forecast_usd),
         budget_usd=None if budget is None else _cents(budget),
-        as_of=iso(meter.as_of),
+        as_of=meter.as_of,
     )

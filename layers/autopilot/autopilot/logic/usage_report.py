@@ -16,10 +16,11 @@ from collections import defaultdict
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
-from autopilot.dal.spend import SpendTable, iso
+from autopilot.dal.spend import SpendTable
 from autopilot.dal.usage import UsageTable, usage_scope
 from autopilot.logic.read_access import readable_cluster
 from autopilot.logic.spend_meter import month_of
+from autopilot.models.records import iso
 from autopilot.models.usage import UNUSED_LINE, UsageBy, UsageLine, UsageTotals, UsageView
 
 if TYPE_CHECKING:

@@ -576,6 +576,6 @@ class CostView(ApiModel):
     month_to_date_usd: float = Field(description="Estimated spend of this calendar month (UTC) so far.")
     forecast_usd: float = Field(description="Month to date + the hourly rate until the month's end.")
     budget_usd: float | None = Field(description="The cluster's monthly budget; null when it has none.")
-    as_of: str | None = Field(
+    as_of: Time | None = Field(
         description="When the spend meter computed these figures; null before its first run."
     )
