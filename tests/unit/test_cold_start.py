@@ -62,7 +62,8 @@ def test_every_template_function_is_measured() -> None:
     init_rows = {t.name for t in TARGETS if not t.first_use}
     assert len(init_rows) == 13
     assert {"ApiFunction", "ClusterEventsFunction", "HealingSweepFunction"} <= init_rows
-    assert "ApiFunction, first POST /clusters" in {t.name for t in TARGETS if t.first_use}
+    first_use = {t.name for t in TARGETS if t.first_use}
+    assert {"ApiFunction, first POST /clusters", "ApiFunction, first GET /clusters/{name}"} <= first_use
 
 
 def test_each_row_is_measured_against_a_floor_of_its_stack() -> None:
@@ -147,6 +148,45 @@ RARE_PATHS = {
 
 @pytest.mark.parametrize(("function", "modules"), RARE_PATHS.items(), ids=list(RARE_PATHS))
 def test_a_rare_path_is_imported_on_first_use(function: str, modules: tuple[str, ...]) -> None:
+    assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
+
+
+# What an init does not import (issue 22, Deliver 6). The API's routes import their use cases on their
+# first request, so its init holds none of autopilot.logic but the dependencies and the error table's
+# two errors (authorize_delete's, which needs callers). ClusterEventsFunction answers SQS's partial batch
+# response itself, without Powertools' batch utility (asyncio and every event data class).
+API_INIT_LOGIC = {
+    "autopilot.logic",
+    "autopilot.logic.authorize_delete",
+    "autopilot.logic.callers",
+    "autopilot.logic.dependencies",
+}
+INIT_LOADS_NO = {
+    "ClusterEventsFunction": (
+        "asyncio",
+        "aws_lambda_powertools.utilities.batch",
+        "aws_lambda_powertools.utilities.data_classes",
+    )
+}
+
+
+def test_the_api_init_imports_no_use_case() -> None:
+    target = next(t for t in TARGETS if t.name == "ApiFunction")
+    probe = f"import sys, {target.module}; print(','.join(sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = result.stdout.strip().split(",")
+    assert {m for m in loaded if m == "autopilot.logic" or m.startswith("autopilot.logic.")} == API_INIT_LOGIC
+
+
+@pytest.mark.parametrize(("function", "modules"), INIT_LOADS_NO.items(), ids=list(INIT_LOADS_NO))
+def test_an_init_loads_none_of_these(function: str, modules: tuple[str, ...]) -> None:
     assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
 
 

@@ -140,12 +140,18 @@ class Target:
 # same cost in the baseline's handler, which has none).
 FIRST_USE: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "ApiFunction": {
-        # The validation engine and the CreateCluster model; Powertools idempotency (Idempotency-Key).
+        # Each route imports its use case on its first request (autopilot.api.routes). A create: its
+        # use case, the validation engine and the CreateCluster model; Powertools idempotency
+        # (Idempotency-Key).
         "first POST /clusters": (
+            "autopilot.logic.create_cluster",
             "autopilot_config.validation",
             "aws_lambda_powertools.utilities.idempotency",
             "aws_lambda_powertools.utilities.idempotency.serialization.pydantic",
         ),
+        # The most common request, a read: GET /clusters/{name} (its use case reads the registry,
+        # SageMaker's status and the recent operations).
+        "first GET /clusters/{name}": ("autopilot.logic.read_clusters",),
     },
 }
 
