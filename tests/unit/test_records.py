@@ -16,7 +16,7 @@ import pytest
 from autopilot.dal.state_table import history_put, operation_put
 from autopilot.dal.table import from_item, history_key, to_item
 from autopilot.logic.read_operations import operation_view
-from autopilot.models.bodies import ClusterSummary, OperationView
+from autopilot.models.bodies import ClusterSummary, ClusterView, HealingView, OperationView
 from autopilot.models.records import (
     ActionResult,
     Cluster,
@@ -39,6 +39,7 @@ from autopilot.models.records import (
     Step,
     iso,
 )
+from pydantic import BaseModel
 
 AT = datetime(2026, 11, 22, 12, 15, 0, 123456, tzinfo=UTC)
 STORED = "2026-11-22T12:15:00.123Z"
@@ -177,3 +178,33 @@ def test_a_cluster_summary_is_the_cluster_records_projection() -> None:
     assert fields == {name: f.annotation for name, f in ClusterSummary.model_fields.items()}
     summary = ClusterSummary.model_validate(cluster.model_dump(include=set(ClusterSummary.model_fields)))
     assert summary.model_dump(mode="json", by_alias=True)["createdAt"] == iso(AT)
+
+
+@pytest.mark.parametrize(
+    ("view", "record", "own"),
+    [
+        # the view's own: the operation type is its "kind"; the error shape is named for the API
+        (OperationView, Operation, {"kind", "error"}),
+        (ClusterSummary, Cluster, set()),
+        # computed or SageMaker's; budgetEnforcement is the record's text read as its enum
+        (
+            ClusterView,
+            Cluster,
+            {"growth_blocked", "account_budgets", "sagemaker", "agent", "history", "budget_enforcement"},
+        ),
+        (HealingView, HealingState, {"breaker", "active_repairs", "max_concurrent_repairs"}),
+    ],
+)
+def test_a_field_a_view_takes_from_its_record_is_the_records_field(
+    view: type[BaseModel], record: type[BaseModel], own: set[str]
+) -> None:
+    taken = set(view.model_fields) - own
+
+    assert taken <= set(record.model_fields)
+    # the record's type, or (a view of a cluster Autopilot has no record of) the record's type or null
+    differ = {
+        n: (view.model_fields[n].annotation, kind)
+        for n in taken
+        if view.model_fields[n].annotation not in ((kind := record.model_fields[n].annotation), kind | None)
+    }
+    assert differ == {}

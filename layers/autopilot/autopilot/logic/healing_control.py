@@ -22,7 +22,7 @@ from autopilot.logic.read_access import may_read
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.repair_node import managed_cluster
 from autopilot.models.bodies import BreakerView, HealingView
-from autopilot.models.records import ClusterStatus, iso, utc_ms
+from autopilot.models.records import ClusterStatus, HealingState, iso, utc_ms
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -74,27 +74,32 @@ def set_healing(
     return _view(deps, name)
 
 
+# HealingView's fields taken from the healing item as they are.
+_RECORDED = set(HealingView.model_fields) & set(HealingState.model_fields)
+_WHILE_PAUSED = {"paused_reason", "paused_at", "paused_by"}
+
+
 def _view(deps: Dependencies, name: str) -> HealingView:
     settings = deps.healing_settings
     state = deps.healing.get_healing(name)
     window_start = utc_ms(deps.now() - timedelta(minutes=settings.breaker_window_minutes))
     live = describe_cluster(deps, name)
     node_count = sum(g.CurrentCount or 0 for g in live.InstanceGroups) if live else None
-    return HealingView(
-        cluster_name=name,
-        paused=state.paused,
-        paused_reason=state.paused_reason if state.paused else None,
-        paused_at=state.paused_at if state.paused else None,
-        paused_by=state.paused_by if state.paused else None,
-        resumed_at=state.resumed_at,
-        resumed_by=state.resumed_by,
-        breaker=BreakerView(
-            unhealthy_in_window=sum(1 for at in state.unhealthy_reports.values() if at >= window_start),
-            node_count=node_count,
-            max_unhealthy_percent=settings.max_unhealthy_percent,
-            window_minutes=settings.breaker_window_minutes,
-            tripped_at=state.tripped_at,
-        ),
-        active_repairs=len(state.lease_holders),
-        max_concurrent_repairs=settings.max_concurrent_repairs,
+    # The healing item's fields the view shows are the record's own (tests/unit/test_records.py); why and
+    # by whom it was paused only while it is.
+    recorded = state.model_dump(include=_RECORDED - (set() if state.paused else _WHILE_PAUSED))
+    return HealingView.model_validate(
+        {
+            **recorded,
+            "cluster_name": name,
+            "breaker": BreakerView(
+                unhealthy_in_window=sum(1 for at in state.unhealthy_reports.values() if at >= window_start),
+                node_count=node_count,
+                max_unhealthy_percent=settings.max_unhealthy_percent,
+                window_minutes=settings.breaker_window_minutes,
+                tripped_at=state.tripped_at,
+            ),
+            "active_repairs": len(state.lease_holders),
+            "max_concurrent_repairs": settings.max_concurrent_repairs,
+        }
     )
