@@ -19,6 +19,7 @@ from autopilot import aws
 from autopilot.dal.agent import AgentTable
 from autopilot.logic.agent.reports import AgentDeps
 from autopilot.logic.agent.trust import ControllerReader
+from autopilot.models.records import iso
 from autopilot.settings import agent_settings
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -157,7 +158,7 @@ def test_the_controllers_report_is_stored_and_answered_with_the_pending_commands
     assert (answer["statusCode"], json.loads(answer["body"])) == (200, {"commands": [], "pollSeconds": 10})
     stored = handler.deps.agents.agent("ml-cluster")
     assert stored is not None
-    assert (stored.last_seen, stored.agent_version) == ("2026-11-27T21:00:00.000Z", "1.0.0")
+    assert (iso(stored.last_seen), stored.agent_version) == ("2026-11-27T21:00:00.000Z", "1.0.0")
     assert stored.nodes["ip-10-1-2-4"].state == "IDLE+DRAIN"
 
 
@@ -274,4 +275,4 @@ def test_a_malformed_command_is_refused_before_anything_is_stored(
     }
     with pytest.raises(ValueError, match="validation error"):
         handler({"command": request})
-    assert handler.deps.agents.pending_commands("ml-cluster", after="") == []
+    assert handler.deps.agents.pending_commands("ml-cluster", after=datetime.min.replace(tzinfo=UTC)) == []

@@ -22,6 +22,7 @@ from autopilot.dal.table import (
     from_item,
     is_condition_failure,
     key_attributes,
+    time_value,
     to_attributes,
 )
 from autopilot.models.agent import AgentRecord, CommandStatus, StoredCommand
@@ -111,8 +112,8 @@ class AgentTable:
         ).get("Item")
         return from_item(StoredCommand, item) if item else None
 
-    def pending_commands(self, cluster_name: str, *, after: str) -> list[StoredCommand]:
-        """The cluster's commands still pending whose deadline is later than ``after`` (ISO, as stored)."""
+    def pending_commands(self, cluster_name: str, *, after: datetime) -> list[StoredCommand]:
+        """The cluster's commands still pending whose deadline is later than ``after``."""
         found: list[StoredCommand] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -123,7 +124,7 @@ class AgentTable:
                 ":pk": {"S": cluster_key(cluster_name)["pk"]},
                 ":prefix": {"S": COMMAND_PREFIX},
                 ":pending": {"S": CommandStatus.PENDING.value},
-                ":after": {"S": after},
+                ":after": time_value(after),
             },
             "ConsistentRead": True,
         }

@@ -18,6 +18,8 @@ from autopilot_config.models.constraints import NAME_PATTERN
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from autopilot.models.records import Time
+
 # SageMaker's ClusterName, anchored (pydantic's pattern matches anywhere in the string).
 CLUSTER_NAME = f"^{NAME_PATTERN}$"
 
@@ -166,7 +168,7 @@ class CommandView(_Wire):
     verb: Verb
     node: str
     reason: str | None = None
-    deadline: str
+    deadline: Time
     # the sweep's resume: what the node must still show to be resumed ({"reasonPrefix": ...}), so a
     # drain an operator set since the report is never lifted (the agent refuses otherwise)
     expect: dict[str, str] | None = None
@@ -229,12 +231,12 @@ class AgentRecord(_Item):
 
     # On the product clock (autopilot.clock), when Autopilot accepted it: the agent's own sentAt is
     # its host's clock and is not trusted for liveness.
-    last_seen: str
+    last_seen: Time
     agent_version: str
     nodes: dict[str, SlurmNode] = Field(default_factory=dict)
     # Slurm node name -> when a report first showed it NOT_RESPONDING, on the product clock (kept while
     # the flag stays): the sweep repairs a node not responding past StuckNodeMinutes.
-    not_responding_since: dict[str, str] = Field(default_factory=dict)
+    not_responding_since: dict[str, Time] = Field(default_factory=dict)
 
 
 class CommandStatus(StrEnum):
@@ -249,7 +251,7 @@ class StoredCommand(_Item):
     verb: Verb
     node: str
     reason: str | None = None
-    deadline: str
+    deadline: Time
     # None for the healing sweep's own resume of a node Slurm downed after a reboot: no workflow waits
     # on it, so its result only marks it done (logic/healing/slurm_signal.py).
     task_token: str | None = None

@@ -393,7 +393,9 @@ class AgentView(ApiModel):
         "within max(60, 3 x AgentPollSeconds) seconds), silent (reported once, not lately) or absent "
         "(never). Repairs wait on Slurm only while it is connected."
     )
-    last_seen: str | None = Field(default=None, description="When its latest report was accepted (ISO 8601).")
+    last_seen: Time | None = Field(
+        default=None, description="When its latest report was accepted (ISO 8601)."
+    )
     version: str | None = Field(default=None, description="The agent's version, as it reported it.")
 
 

@@ -31,13 +31,13 @@ def enqueue_command(agents: AgentTable, request: CommandRequest, *, now: datetim
         verb=request.verb,
         node=request.node,
         reason=request.reason,
-        deadline=iso(deadline),
+        deadline=deadline,
         task_token=request.task_token,
         operation_id=request.operation_id,
         expected_gpus=expected_gpus(request) if request.verb is Verb.RESUME else None,
     )
     agents.add_command(request.cluster_name, command, deadline=deadline)
-    return {"commandId": command.command_id, "deadline": command.deadline}
+    return {"commandId": command.command_id, "deadline": iso(command.deadline)}
 
 
 def expected_gpus(request: CommandRequest) -> int | None:

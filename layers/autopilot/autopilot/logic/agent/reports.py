@@ -35,7 +35,6 @@ from autopilot.models.agent import (
     StoredCommand,
     Verb,
 )
-from autopilot.models.records import iso
 from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ def handle_report(
     deps.agents.record_report(
         cluster_name,
         AgentRecord(
-            last_seen=iso(now),
+            last_seen=now,
             agent_version=report.agent_version,
             nodes={n.name: n for n in report.nodes},
             not_responding_since=not_responding_since(deps.agents, cluster_name, report.nodes, now),
@@ -100,7 +99,7 @@ def handle_report(
         complete(deps.stepfunctions, command, result)
         deps.agents.finish_command(cluster_name, command.command_id)
     rejected = ingest(deps, cluster_name, report, now) if report.jobs else []
-    pending = deps.agents.pending_commands(cluster_name, after=iso(now))
+    pending = deps.agents.pending_commands(cluster_name, after=now)
     answer: dict[str, Any] = {
         "commands": [c.view().wire() for c in sorted(pending, key=lambda c: (c.deadline, c.command_id))],
         "pollSeconds": deps.poll_seconds,
@@ -119,7 +118,7 @@ def ingest(deps: AgentDeps, cluster_name: str, report: AgentReport, now: datetim
 
 def not_responding_since(
     agents: AgentTable, cluster_name: str, nodes: list[SlurmNode], now: datetime
-) -> dict[str, str]:
+) -> dict[str, datetime]:
     """When each node not responding now was first reported so: the previous report's time while the
     flag stays, else now (the sweep counts StuckNodeMinutes from it). The previous report is read only
     when a node is not responding."""
@@ -128,7 +127,7 @@ def not_responding_since(
         return {}
     previous = agents.agent(cluster_name)
     known = previous.not_responding_since if previous else {}
-    return {name: known.get(name, iso(now)) for name in flagged}
+    return {name: known.get(name, now) for name in flagged}
 
 
 def parse_report(body: Mapping[str, Any] | None) -> AgentReport:

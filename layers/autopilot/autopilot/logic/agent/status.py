@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from autopilot.errors import NotFoundError
+from autopilot.models.records import iso
 
 if TYPE_CHECKING:
     from autopilot.dal.agent import AgentTable
@@ -27,8 +28,7 @@ def silent_after(poll_seconds: int) -> timedelta:
 def agent_state(record: AgentRecord | None, now: datetime, poll_seconds: int) -> AgentState:
     if record is None:
         return "absent"
-    seen = datetime.fromisoformat(record.last_seen)
-    return "connected" if now - seen <= silent_after(poll_seconds) else "silent"
+    return "connected" if now - record.last_seen <= silent_after(poll_seconds) else "silent"
 
 
 def workflow_status(
@@ -52,7 +52,7 @@ def workflow_status(
     record = agents.agent(cluster_name)
     return {
         "status": agent_state(record, now, poll_seconds),
-        "lastSeen": record.last_seen if record else None,
+        "lastSeen": iso(record.last_seen) if record else None,
         "version": record.agent_version if record else None,
         "slurm": slurm,
         "nodes": {

@@ -50,7 +50,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     iso,
-    utc_ms,
 )
 from autopilot.observability import Count, count, logger
 
@@ -162,22 +161,21 @@ def slurm_findings(
         since = report.not_responding_since.get(name)
         if not view.not_responding or since is None:
             continue
-        since_at = utc_ms(datetime.fromisoformat(since))
-        if now - since_at < not_responding_after:
+        if now - since < not_responding_after:
             continue
         if record is not None and record.health_since is not None:
             unclaimed = held and (record.last_fault_at is None or record.last_fault_at < record.health_since)
-            if unclaimed or record.health_since >= since_at:
+            if unclaimed or record.health_since >= since:
                 continue  # the report held is the fault (the sweep's own path), or this one was reported
         faults[node_id] = Fault(
             fault_type=NOT_RESPONDING_FAULT,
             reason=(
-                f"Slurm node {name} is {view.state} since {since} (fault type {NOT_RESPONDING_FAULT}), "
+                f"Slurm node {name} is {view.state} since {iso(since)} (fault type {NOT_RESPONDING_FAULT}), "
                 "past StuckNodeMinutes"
             ),
-            detected_at=since_at,
+            detected_at=since,
         )
-    return SlurmFindings(resumes=resumes, faults=faults, seen=report.last_seen)
+    return SlurmFindings(resumes=resumes, faults=faults, seen=iso(report.last_seen))
 
 
 def resume_command_id(slurm_node: str, seen: str) -> str:
@@ -223,9 +221,7 @@ class SlurmSignal:
         pending: set[str] = set()
         if rebooted or drains:
             pending = {
-                c.node
-                for c in self.agents.pending_commands(cluster_name, after=iso(now))
-                if c.verb is Verb.RESUME
+                c.node for c in self.agents.pending_commands(cluster_name, after=now) if c.verb is Verb.RESUME
             }
         return slurm_findings(
             report,
