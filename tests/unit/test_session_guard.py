@@ -35,7 +35,7 @@ from autopilot.logic.session_guard import (
     judge,
     over_limit,
 )
-from autopilot.models.records import Cluster, ClusterStatus, Operation, OperationStatus, OperationType, iso
+from autopilot.models.records import Cluster, ClusterStatus, Operation, OperationStatus, OperationType
 from autopilot.models.sessions import (
     ActiveSession,
     AssumeRoleCall,
@@ -382,9 +382,9 @@ def test_a_session_claimed_by_another_delivery_is_left_to_it(world: World) -> No
         reason=TerminationReason.OVER_LIMIT,
         trigger="event",
         session_started_at="2026-03-10T09:02:00.000Z",
-        claimed_at=iso(world.clock.now()),
+        claimed_at=world.clock.now(),
     )
-    assert world.records.claim(claim, stale_before=iso(world.clock.now() - timedelta(minutes=5)))
+    assert world.records.claim(claim, stale_before=world.clock.now() - timedelta(minutes=5))
 
     assert world.guard.on_start_session(world.call_for(sessions[-1]))[ALREADY_RECORDED] == 1
     assert world.terminate_calls == []

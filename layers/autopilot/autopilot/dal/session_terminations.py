@@ -9,13 +9,20 @@ older than :data:`CLAIM_LEASE`.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient
-from autopilot.dal.table import attribute_value, cluster_key, from_item, is_condition_failure
+from autopilot.dal.table import (
+    attribute_value,
+    cluster_key,
+    from_item,
+    is_condition_failure,
+    record_values,
+    time_value,
+)
 from autopilot.models.sessions import SessionTermination
 
 if TYPE_CHECKING:
@@ -37,10 +44,10 @@ class SessionTerminations:
         self._table = table_name
         self._dynamodb = dynamodb
 
-    def claim(self, termination: SessionTermination, *, stale_before: str) -> bool:
+    def claim(self, termination: SessionTermination, *, stale_before: datetime) -> bool:
         """Put the record; False when the session is already recorded (terminated, or claimed by an
         invocation that may still terminate it: claimed at ``stale_before`` or later)."""
-        data = termination.model_dump(by_alias=True, mode="json", exclude_none=True)
+        data = record_values(termination)
         item: dict[str, Any] = {
             **session_key(termination.cluster_name, termination.session_id),
             "kind": {"S": SESSION_KIND},
@@ -53,7 +60,7 @@ class SessionTerminations:
                 ConditionExpression=(
                     "attribute_not_exists(sk) OR (attribute_not_exists(terminatedAt) AND claimedAt < :stale)"
                 ),
-                ExpressionAttributeValues={":stale": {"S": stale_before}},
+                ExpressionAttributeValues={":stale": time_value(stale_before)},
             )
         except ClientError as exc:
             if is_condition_failure(exc):
@@ -61,13 +68,13 @@ class SessionTerminations:
             raise
         return True
 
-    def complete(self, termination: SessionTermination, terminated_at: str) -> None:
+    def complete(self, termination: SessionTermination, terminated_at: datetime) -> None:
         """TerminateSession answered: the record is final (never claimed again)."""
         self.dynamodb.update_item(
             TableName=self._table,
             Key=session_key(termination.cluster_name, termination.session_id),
             UpdateExpression="SET terminatedAt = :at",
-            ExpressionAttributeValues={":at": {"S": terminated_at}},
+            ExpressionAttributeValues={":at": time_value(terminated_at)},
         )
 
     def release(self, termination: SessionTermination) -> None:
@@ -77,7 +84,7 @@ class SessionTerminations:
                 TableName=self._table,
                 Key=session_key(termination.cluster_name, termination.session_id),
                 ConditionExpression="claimedAt = :mine AND attribute_not_exists(terminatedAt)",
-                ExpressionAttributeValues={":mine": {"S": termination.claimed_at}},
+                ExpressionAttributeValues={":mine": time_value(termination.claimed_at)},
             )
         except ClientError as exc:
             if not is_condition_failure(exc):  # another invocation's claim now: leave it

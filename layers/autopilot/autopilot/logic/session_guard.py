@@ -344,12 +344,12 @@ class SessionGuard:
             principal=session.Owner,
             reason=reason,
             trigger=trigger,
-            session_started_at=iso(session.StartDate),
-            claimed_at=iso(now),
+            session_started_at=session.StartDate,
+            claimed_at=now,
             limit=verdict.limit if reason is TerminationReason.OVER_LIMIT else None,
             run_as=verdict.run_as,
         )
-        if not self.terminations.claim(termination, stale_before=iso(now - CLAIM_LEASE)):
+        if not self.terminations.claim(termination, stale_before=now - CLAIM_LEASE):
             return False
         try:
             self.ssm.terminate_session(SessionId=session.SessionId)
@@ -364,7 +364,7 @@ class SessionGuard:
             reason=reason.value,
             trigger=trigger,
         )
-        self.terminations.complete(termination, iso(self.now()))
+        self.terminations.complete(termination, self.now())
         # An alert or event that cannot be sent fails the invocation: its retries, then the function's
         # dead-letter queue and alarm, make that visible. The session stays terminated and recorded.
         if reason is not TerminationReason.OVER_LIMIT:
@@ -407,7 +407,7 @@ class SessionGuard:
                     f"target: {termination.target}",
                     f"principal: {termination.principal}",
                     f"reason: {termination.reason.value}",
-                    f"started: {termination.session_started_at}",
+                    f"started: {iso(termination.session_started_at)}",
                 ]
             ),
         )

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.envelopes import EventBridgeModel
+from autopilot.models.records import Time
 
 HYPERPOD_TARGET_PREFIX = "sagemaker-cluster:"
 RUN_AS_TAG = "SSMSessionRunAs"
@@ -165,8 +166,8 @@ class SessionTermination(_CamelModel):
     principal: str
     reason: TerminationReason
     trigger: Trigger
-    session_started_at: str
-    claimed_at: str
+    session_started_at: Time
+    claimed_at: Time
     limit: int | None = None  # over-limit: the principal's limit on this cluster
     run_as: str | None = None  # run-as-forbidden: the user the principal is mapped to
-    terminated_at: str | None = None
+    terminated_at: Time | None = None
