@@ -347,7 +347,7 @@ def test_the_sweep_puts_back_a_removed_and_a_changed_tag_and_records_what_it_cha
     assert world.tags(ResourceKind.SECURITY_GROUP, world.group)["project"] == "llm"
     record = world.repairs.get("ml-cluster")
     assert record is not None
-    assert record.repaired_at == NOW.isoformat()
+    assert record.repaired_at == NOW
     assert record.repairs == 1
     assert record.changes == [
         {

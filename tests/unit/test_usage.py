@@ -375,7 +375,9 @@ def test_an_alert_sns_refused_is_sent_when_the_report_comes_again(kind: str, tab
     if kind == "memory":
         store.budgets["ml-cluster"] = {"physics": "100.00"}
     else:
-        table.set_account_budgets("ml-cluster", {"physics": "100.00"}, updated_at="2026-11-10T08:00:00Z")
+        table.set_account_budgets(
+            "ml-cluster", {"physics": "100.00"}, updated_at=datetime(2026, 11, 10, 8, tzinfo=UTC)
+        )
     deleted: list[Any] = []
     table.dynamodb.meta.events.register(
         "provide-client-params.dynamodb.DeleteItem", lambda params, **_: deleted.append(params)
@@ -535,7 +537,7 @@ def test_an_alert_claimed_by_an_invocation_that_died_is_published_by_a_later_rep
     kind: str, table: UsageTable
 ) -> None:
     store: Any = InMemoryUsageStore(["ml-cluster"]) if kind == "memory" else table
-    store.set_account_budgets("ml-cluster", {"physics": "100.00"}, updated_at="t")
+    store.set_account_budgets("ml-cluster", {"physics": "100.00"}, updated_at=T0)
     # the invocation that counted physics' job 1 claimed the 50 % and 80 % alerts, then died
     store.record_jobs("ml-cluster", [price_job(job("1"), RATES)], now=T0)
     for threshold in (50, 80):

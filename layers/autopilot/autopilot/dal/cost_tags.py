@@ -7,12 +7,15 @@ sweep changed something, so an hourly check of a cluster whose tags hold costs n
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
 from autopilot.aws import LazyClient
+from autopilot.dal.table import time_value
+from autopilot.models.records import Time
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -28,7 +31,7 @@ class TagRepairs(BaseModel):
     )
 
     cluster_name: str
-    repaired_at: str
+    repaired_at: Time
     # [{resource, kind, set, previous}] as autopilot.logic.cost_tags.TagChange dumps them
     changes: list[dict[str, object]]
     repairs: int
@@ -50,14 +53,14 @@ class TagRepairRecords:
         self._table = table_name
         self._dynamodb = dynamodb
 
-    def record(self, cluster_name: str, repaired_at: str, changes_json: str) -> None:
+    def record(self, cluster_name: str, repaired_at: datetime, changes_json: str) -> None:
         self.dynamodb.update_item(
             TableName=self._table,
             Key=tags_key(cluster_name),
             UpdateExpression="SET clusterName = :name, repairedAt = :at, changes = :changes ADD repairs :one",
             ExpressionAttributeValues={
                 ":name": {"S": cluster_name},
-                ":at": {"S": repaired_at},
+                ":at": time_value(repaired_at),
                 ":changes": {"S": changes_json},
                 ":one": {"N": "1"},
             },

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from botocore.exceptions import ClientError
 
 from autopilot.aws import LazyClient, error_code
-from autopilot.dal.table import attribute_value, from_attributes, is_condition_failure
+from autopilot.dal.table import attribute_value, from_attributes, is_condition_failure, time_value
 from autopilot.models.records import iso
 from autopilot.models.usage import JobCost, UsageTotals
 
@@ -127,7 +127,9 @@ class UsageStore(Protocol):
     def account_budgets(self, cluster_name: str) -> dict[str, str]:
         """The registry item's accountBudgets (USD a month as text); {} without any or any cluster."""
 
-    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+    def set_account_budgets(
+        self, cluster_name: str, budgets: dict[str, str], *, updated_at: datetime
+    ) -> bool:
         """Replace the registry item's accountBudgets; False when the cluster is not registered."""
 
     def claim_account_alert(
@@ -158,7 +160,7 @@ class UsageStore(Protocol):
         """Whether the closed month's CSV was written for finance (UsageExportFunction)."""
 
     def mark_closed_month_exported(
-        self, cluster_name: str, month: str, *, at: str, expires_at: int
+        self, cluster_name: str, month: str, *, at: datetime, expires_at: int
     ) -> None: ...
 
 
@@ -302,18 +304,20 @@ class UsageTable:
         budgets = from_attributes(item).get("accountBudgets") if item else None
         return {str(k): str(v) for k, v in (budgets or {}).items()}
 
-    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+    def set_account_budgets(
+        self, cluster_name: str, budgets: dict[str, str], *, updated_at: datetime
+    ) -> bool:
         key = {"pk": {"S": _pk(cluster_name)}, "sk": {"S": _pk(cluster_name)}}
         if budgets:
             expression = "SET accountBudgets = :budgets, updatedAt = :now"
             values: dict[str, Any] = {
                 ":budgets": attribute_value(budgets),
-                ":now": {"S": updated_at},
+                ":now": time_value(updated_at),
             }
         else:
             expression, values = (
                 "SET updatedAt = :now REMOVE accountBudgets",
-                {":now": {"S": updated_at}},
+                {":now": time_value(updated_at)},
             )
         try:
             self.dynamodb.update_item(
@@ -421,12 +425,14 @@ class UsageTable:
         ).get("Item")
         return item is not None
 
-    def mark_closed_month_exported(self, cluster_name: str, month: str, *, at: str, expires_at: int) -> None:
+    def mark_closed_month_exported(
+        self, cluster_name: str, month: str, *, at: datetime, expires_at: int
+    ) -> None:
         self.dynamodb.put_item(
             TableName=self._table,
             Item={
                 **export_key(cluster_name, month),
-                "exportedAt": {"S": at},
+                "exportedAt": time_value(at),
                 "expiresAt": {"N": str(expires_at)},
             },
         )
@@ -503,7 +509,9 @@ class InMemoryUsageStore:
     def account_budgets(self, cluster_name: str) -> dict[str, str]:
         return dict(self.budgets.get(cluster_name, {}))
 
-    def set_account_budgets(self, cluster_name: str, budgets: dict[str, str], *, updated_at: str) -> bool:
+    def set_account_budgets(
+        self, cluster_name: str, budgets: dict[str, str], *, updated_at: datetime
+    ) -> bool:
         if cluster_name not in self.budgets:
             return False
         self.budgets[cluster_name] = dict(budgets)
@@ -551,5 +559,7 @@ class InMemoryUsageStore:
     def closed_month_exported(self, cluster_name: str, month: str) -> bool:
         return (cluster_name, month) in self.exported
 
-    def mark_closed_month_exported(self, cluster_name: str, month: str, *, at: str, expires_at: int) -> None:
+    def mark_closed_month_exported(
+        self, cluster_name: str, month: str, *, at: datetime, expires_at: int
+    ) -> None:
         self.exported.add((cluster_name, month))

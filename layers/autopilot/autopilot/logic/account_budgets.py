@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from autopilot.dal.usage import UsageTable
 from autopilot.errors import NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete
-from autopilot.models.records import ClusterStatus, iso
+from autopilot.models.records import ClusterStatus
 from autopilot.models.usage import AccountBudgetMap, AccountBudgetsView, stored_budgets
 from autopilot.observability import logger
 
@@ -46,7 +46,7 @@ def set_account_budgets(
     )
     stored = stored_budgets(budgets)
     usage = usage or UsageTable(deps.settings.state_table_name)
-    if not usage.set_account_budgets(name, stored, updated_at=iso(deps.now())):
+    if not usage.set_account_budgets(name, stored, updated_at=deps.now()):
         raise NotFoundError(f"cluster {name!r} not found")
     logger.info("account budgets set", cluster=name, accounts=sorted(stored), by=requested_by)
     return AccountBudgetsView(cluster_name=name, account_budgets={a: float(v) for a, v in stored.items()})

@@ -420,7 +420,7 @@ def _record_repair(
     report: TagReport, *, now: datetime, clients: CostTagClients, repairs: TagRepairRecords
 ) -> None:
     changes = [change.model_dump(mode="json", by_alias=True) for change in report.changes]
-    repairs.record(report.cluster_name, now.isoformat(), json.dumps(changes))
+    repairs.record(report.cluster_name, now, json.dumps(changes))
     detail = {"clusterName": report.cluster_name, "changes": changes}
     put_event(
         clients.events, COST_TAGS_REPAIRED, json.dumps(detail), resources=[c.resource for c in report.changes]

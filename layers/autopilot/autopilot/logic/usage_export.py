@@ -121,7 +121,7 @@ def export_usage(
                 counts["monthToDate" if month == current else "closedMonths"] += 1
             if month == closed:  # an empty closed month is settled too
                 usage.mark_closed_month_exported(
-                    scope, month, at=iso(now), expires_at=int((now + RETENTION).timestamp())
+                    scope, month, at=now, expires_at=int((now + RETENTION).timestamp())
                 )
     logger.info("usage exported", extra=counts)
     return counts
