@@ -30,7 +30,11 @@ from pydantic.alias_generators import to_camel
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # Built on the first workflow request, not at init (the schedule's sweeps validate none), as every
+    # model of the layer is (docs/operations.md, "Cold start").
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     cluster_name: str = Field(min_length=1)
 
@@ -44,7 +48,8 @@ class ReleaseProjectBudgetRequest(_Request):
 
 
 WorkflowRequest = TypeAdapter[TagClusterRequest | ReleaseProjectBudgetRequest](
-    Annotated[TagClusterRequest | ReleaseProjectBudgetRequest, Field(discriminator="action")]
+    Annotated[TagClusterRequest | ReleaseProjectBudgetRequest, Field(discriminator="action")],
+    config=ConfigDict(defer_build=True),
 )
 
 
