@@ -25,7 +25,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     RepairTrigger,
-    iso,
     new_operation_id,
 )
 from autopilot.workflows.inputs import RepairDeadlines, ReplaceNodeWorkflowInput
@@ -87,8 +86,8 @@ def start_repair(sandbox: Sandbox, node_id: str, found: Fault) -> tuple[str, str
         operation_type=OperationType.REPLACE_NODE,
         cluster_name=CLUSTER,
         status=OperationStatus.RUNNING,
-        created_at=iso(now),
-        updated_at=iso(now),
+        created_at=now,
+        updated_at=now,
         node_id=node_id,
         trigger=RepairTrigger.EVENT,
         fault=found,
@@ -132,7 +131,7 @@ def test_a_job_survives_the_repair_of_its_node(sandbox: Sandbox) -> None:
     found = Fault(
         fault_type="NvidiaErrorReboot",
         reason=reported["HealthStatusReason"],
-        detected_at=iso(sandbox.clock.now()),
+        detected_at=sandbox.clock.now(),
     )
     operation_id, arn = start_repair(sandbox, worker, found)
 

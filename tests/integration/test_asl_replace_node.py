@@ -32,7 +32,6 @@ from autopilot.models.records import (
     OperationStatus,
     OperationType,
     RepairTrigger,
-    iso,
     new_operation_id,
 )
 from autopilot.settings import HealingSettings
@@ -100,7 +99,7 @@ def fault(stack: Deployed, node_id: str, fault_type: str = "NvidiaErrorReboot", 
         reason=reported["HealthStatusReason"],
         repair_action=reported["RepairAction"],
         recommendation=reported["Recommendation"],
-        detected_at=iso(stack.clock.now()),
+        detected_at=stack.clock.now(),
     )
 
 

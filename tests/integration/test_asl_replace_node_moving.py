@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from autopilot.models.records import Fault, NodeAction, iso
+from autopilot.models.records import Fault, NodeAction
 
 from tests.integration.test_asl_replace_node import (
     CLUSTER,
@@ -59,7 +59,7 @@ def test_a_repair_of_a_moving_node_ends_without_a_call(make_stack: Any) -> None:
     stack = make_stack(clock_speed=0)
     arn, node, group = eks_continuous_cluster(stack)
     move(stack, arn, node, group)
-    found = Fault(reason="fault type NvidiaErrorReboot", detected_at=iso(stack.clock.now()))
+    found = Fault(reason="fault type NvidiaErrorReboot", detected_at=stack.clock.now())
 
     execution_arn = start_repair(stack, node, NodeAction.REBOOT, found)
     [execution] = run(stack, execution_arn, events=False)

@@ -130,7 +130,7 @@ def event_repair(
             node_id=node_id,
             action=action,
             trigger=RepairTrigger.EVENT,
-            fault=Fault(reason=f"fault type {fault_type}", detected_at=iso(at)),
+            fault=Fault(reason=f"fault type {fault_type}", detected_at=at),
             allow_replace=True,
             instance_group=instance_group,
             deep_health_checks=instance_group == DEEP_HEALTH_GROUP,

@@ -54,7 +54,7 @@ def test_nodes_show_slurms_view_by_their_hostname(stack: Deployed) -> None:
     agents(stack).record_report(
         "ml-cluster",
         AgentRecord(
-            last_seen=iso(clock.now() - timedelta(hours=1)),  # an old report still shows what it saw
+            last_seen=clock.now() - timedelta(hours=1),  # an old report still shows what it saw
             agent_version="1.0.0",
             nodes={n.name: n for n in (drained, stranger)},
         ),

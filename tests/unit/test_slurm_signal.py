@@ -30,10 +30,10 @@ def summary(status: str = "Running", node_id: str = NODE, hostname: str = SLURM)
 
 def report(state: str, reason: str = "", *, since: datetime | None = None) -> AgentRecord:
     return AgentRecord(
-        last_seen=iso(NOW),
+        last_seen=NOW,
         agent_version="1.0.0",
         nodes={SLURM: SlurmNode(name=SLURM, state=state, reason=reason, gpus=8)},
-        not_responding_since={SLURM: iso(since)} if since else {},
+        not_responding_since={SLURM: since} if since else {},
     )
 
 
@@ -90,7 +90,7 @@ def test_on_a_node_recovery_none_cluster_only_a_reboot_after_an_autopilot_repair
 
 
 def test_a_node_reported_healthy_after_its_fault_is_resumed() -> None:
-    healthy = record(health=NodeHealth.HEALTHY, health_since=iso(NOW - timedelta(minutes=2)))
+    healthy = record(health=NodeHealth.HEALTHY, health_since=NOW - timedelta(minutes=2))
     assert resumed(findings(report("DOWN", REBOOTED), records=healthy)) == [(NODE, SLURM)]
 
 
@@ -116,7 +116,7 @@ def test_a_node_sagemaker_does_not_show_running_is_not_resumed() -> None:
 
 
 def test_a_node_with_an_unhealthy_report_held_is_not_resumed() -> None:
-    unhealthy = record(health=NodeHealth.UNHEALTHY, health_since=iso(NOW - timedelta(minutes=1)))
+    unhealthy = record(health=NodeHealth.UNHEALTHY, health_since=NOW - timedelta(minutes=1))
     assert resumed(findings(report("DOWN", REBOOTED), records=unhealthy)) == []
 
 
@@ -169,7 +169,7 @@ def test_a_drain_whose_repair_is_running_or_unknown_is_left_to_it() -> None:
 def test_an_ended_repairs_drain_waits_for_the_node_to_be_running_healthy_and_answering() -> None:
     ended = frozenset({OPERATION})
     assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), status="Pending", ended=ended)) == []
-    unhealthy = record(health=NodeHealth.UNHEALTHY, health_since=iso(NOW - timedelta(minutes=1)))
+    unhealthy = record(health=NodeHealth.UNHEALTHY, health_since=NOW - timedelta(minutes=1))
     assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), records=unhealthy, ended=ended)) == []
     repairing = record(open_repair="op-20261127214000-0a1b2c3d")
     assert resumed(findings(report("IDLE+DRAIN", OWN_DRAIN), records=repairing, ended=ended)) == []
@@ -210,13 +210,13 @@ def test_a_node_not_responding_on_an_instance_not_running_is_the_sweeps_usual_bu
 
 def test_a_not_responding_fault_already_reported_is_not_reported_again() -> None:
     since = NOW - 2 * STUCK
-    claimed = record(health=NodeHealth.UNHEALTHY, health_since=iso(since), last_fault_at=iso(since))
+    claimed = record(health=NodeHealth.UNHEALTHY, health_since=since, last_fault_at=since)
     assert findings(report("DOWN+NOT_RESPONDING", since=since), records=claimed).faults == {}
 
 
 def test_an_unclaimed_unhealthy_report_is_the_fault_not_slurms() -> None:
     # HMA's report (older than the silence) waits for its own path: HyperPod may be repairing the node
-    held = record(health=NodeHealth.UNHEALTHY, health_since=iso(NOW - 3 * STUCK))
+    held = record(health=NodeHealth.UNHEALTHY, health_since=NOW - 3 * STUCK)
     assert findings(report("DOWN+NOT_RESPONDING", since=NOW - 2 * STUCK), records=held).faults == {}
 
 

@@ -277,7 +277,7 @@ class SlurmSignal:
                 command_id=resume_command_id(resume.slurm_node, findings.seen),
                 verb=Verb.RESUME,
                 node=resume.slurm_node,
-                deadline=iso(deadline),
+                deadline=deadline,
                 expect={"reasonPrefix": resume.expect_reason},
             )
             if not self.agents.add_command(cluster_name, command, deadline=deadline):
