@@ -42,6 +42,9 @@ $(STAMP): requirements/dev.lock pyproject.toml layers/autopilot/autopilot_config
 	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements/dev.lock
+	# The build backend of the editable installs below (a 3.12 venv has none; pip freeze leaves it out of
+	# the lock, and nothing in it depends on setuptools since aws-sam-cli moved to .venv-sam).
+	$(BIN)/python -m pip install --quiet setuptools==84.2.1
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	# the rules the layer shares with the CLI and the `autopilot` command line, each its own distribution
 	# (layers/autopilot/autopilot_config/, cli/; their dependencies are in the lock)
