@@ -6,6 +6,7 @@ init in AWS. The same probe `make bench` times (sandbox/apps/bench/cold_start.py
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import pkgutil
 import subprocess
@@ -54,7 +55,11 @@ def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
     shipped = layer_distributions()
     assert {"boto3", "botocore", "aws-lambda-powertools", "pydantic", "pydantic-core"} <= shipped
     assert {"aws-xray-sdk", "awscrt", "pyopenssl"}.isdisjoint(shipped)
-    assert {"aws_xray_sdk", "awscrt", "OpenSSL"} <= not_in_layer()
+    # What the venv has beyond the layer is kept out of the measured interpreter: the X-Ray SDK always
+    # (dev.lock), awscrt and pyOpenSSL where something installed them (aws-sam-cli did, before .venv-sam).
+    installed_extras = {m for m in ("aws_xray_sdk", "awscrt", "OpenSSL") if importlib.util.find_spec(m)}
+    assert "aws_xray_sdk" in installed_extras
+    assert installed_extras <= not_in_layer()
     assert {"autopilot", "autopilot_config"}.isdisjoint(not_in_layer())
 
 
