@@ -156,22 +156,35 @@ def test_a_rare_path_is_imported_on_first_use(function: str, modules: tuple[str,
     assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
 
 
-# What an init does not import (issue 22, Deliver 6). The API's routes import their use cases on their
-# first request, so its init holds none of autopilot.logic but the dependencies and the error table's
-# two errors (authorize_delete's, which needs callers). ClusterEventsFunction answers SQS's partial batch
-# response itself, without Powertools' batch utility (asyncio and every event data class).
-API_INIT_LOGIC = {
-    "autopilot.logic",
-    "autopilot.logic.authorize_delete",
-    "autopilot.logic.callers",
-    "autopilot.logic.dependencies",
-}
+# What an init does not import (issue 22, Deliver 6). The API includes a resource's router on the first
+# request for its paths and its routes import their use cases on their first request, so its init holds
+# none of autopilot.logic but the error table's two errors (authorize_delete's, which needs callers).
+# ClusterEventsFunction answers SQS's partial batch response itself, without Powertools' batch utility
+# (asyncio and every event data class).
+API_INIT_LOGIC = {"autopilot.logic", "autopilot.logic.authorize_delete", "autopilot.logic.callers"}
 INIT_LOADS_NO = {
+    # ~85 model classes (and the first full garbage collection they brought) of the routers' bodies,
+    # the records, usage, agent and budget-alert models and the settings: only the error body is built
+    # by the init; the rest comes with the first request for a router's paths.
+    "ApiFunction": (
+        "autopilot.api.clusters",
+        "autopilot.api.healing",
+        "autopilot.api.nodes",
+        "autopilot.api.operations",
+        "autopilot.api.spend",
+        "autopilot.api.wiring",
+        "autopilot.models.agent",
+        "autopilot.models.bodies",
+        "autopilot.models.budget_alerts",
+        "autopilot.models.records",
+        "autopilot.models.usage",
+        "autopilot.settings",
+    ),
     "ClusterEventsFunction": (
         "asyncio",
         "aws_lambda_powertools.utilities.batch",
         "aws_lambda_powertools.utilities.data_classes",
-    )
+    ),
 }
 
 
@@ -193,6 +206,34 @@ def test_the_api_init_imports_no_use_case() -> None:
 @pytest.mark.parametrize(("function", "modules"), INIT_LOADS_NO.items(), ids=list(INIT_LOADS_NO))
 def test_an_init_loads_none_of_these(function: str, modules: tuple[str, ...]) -> None:
     assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
+
+
+_FIRST_REQUESTS = """
+import json, sys, app
+routers = [f"autopilot.api.{r}" for r in sys.modules["autopilot.api.routes"].ROUTER_PATHS]
+for method, path, body in json.loads(sys.argv[1]):
+    event = {"httpMethod": method, "path": path, "resource": path, "headers": {}, "body": body,
+             "requestContext": {"stage": "Prod", "httpMethod": method, "resourcePath": path}}
+    status = app.app.resolve(event, None)["statusCode"]
+    print("answered", status, ",".join(r for r in routers if r in sys.modules))
+"""
+
+
+def test_the_api_includes_a_router_on_the_first_request_for_its_paths() -> None:
+    # A path of no router is answered 404 with none included; a request for /validate includes the
+    # clusters router alone (its body refused before any AWS call), and the others stay unimported.
+    target = next(t for t in TARGETS if t.name == "ApiFunction")
+    requests = [("GET", "/nowhere", None), ("POST", "/validate", "{not json"), ("GET", "/nowhere", None)]
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", _FIRST_REQUESTS, json.dumps(requests)],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    answers = [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("answered ")]
+    assert answers == ["404 ", "400 autopilot.api.clusters", "404 autopilot.api.clusters"]
 
 
 @pytest.mark.parametrize("target", [t for t in TARGETS if not t.first_use], ids=lambda t: t.name)

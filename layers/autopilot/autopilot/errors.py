@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autopilot.models.bodies import ErrorDetail
+    from autopilot.models.error_body import ErrorDetail
 
 
 class NotFoundError(Exception):

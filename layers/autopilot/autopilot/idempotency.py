@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from autopilot import aws
-from autopilot.models.bodies import OperationAccepted
 from autopilot.observability import logger
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from autopilot.dal.state_store import StateStore
+    from autopilot.models.bodies import OperationAccepted
 
 HEADER: Final = "Idempotency-Key"
 EXPIRES_AFTER_SECONDS: Final = 24 * 60 * 60
@@ -108,6 +108,9 @@ def recorded_answer(
     )
     if operation is None or not answer_recorded(request, operation.idempotency):
         return None
+    # The API's error table reads this module's errors at init; the bodies come with a write route.
+    from autopilot.models.bodies import OperationAccepted  # noqa: PLC0415
+
     logger.info(
         "retry answered with its operation", cluster=cluster_name, operation_id=operation.operation_id
     )
@@ -140,6 +143,8 @@ class IdempotentRequests:
             payload_validation_jmespath="request",
             expires_after_seconds=EXPIRES_AFTER_SECONDS,
         )
+        from autopilot.models.bodies import OperationAccepted  # noqa: PLC0415  (as recorded_answer)
+
         store = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client or aws.client("dynamodb"))
         self._accept_once: Callable[..., OperationAccepted] = idempotent_function(
             accept_once,

@@ -140,10 +140,13 @@ class Target:
 # same cost in the baseline's handler, which has none).
 FIRST_USE: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "ApiFunction": {
-        # Each route imports its use case on its first request (autopilot.api.routes). A create: its
-        # use case, the validation engine and the CreateCluster model; Powertools idempotency
-        # (Idempotency-Key).
+        # The first request for a resource includes its router (its module and models, and the use
+        # cases' dependencies: autopilot.api.routes), and each route imports its use case on its first
+        # request. A create: the clusters router, its use case, the validation engine and the
+        # CreateCluster model; Powertools idempotency (Idempotency-Key).
         "first POST /clusters": (
+            "autopilot.api.clusters",
+            "autopilot.api.wiring",
             "autopilot.logic.create_cluster",
             "autopilot_config.validation",
             "aws_lambda_powertools.utilities.idempotency",
@@ -151,7 +154,11 @@ FIRST_USE: Final[dict[str, dict[str, tuple[str, ...]]]] = {
         ),
         # The most common request, a read: GET /clusters/{name} (its use case reads the registry,
         # SageMaker's status and the recent operations).
-        "first GET /clusters/{name}": ("autopilot.logic.read_clusters",),
+        "first GET /clusters/{name}": (
+            "autopilot.api.clusters",
+            "autopilot.api.wiring",
+            "autopilot.logic.read_clusters",
+        ),
     },
 }
 

@@ -38,7 +38,7 @@ from autopilot.errors import (
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
 from autopilot.idempotency import IdempotencyKeyInProgressError, IdempotencyKeyReusedError
 from autopilot.logic.authorize_delete import NotAllowedError, StackRefusedError
-from autopilot.models.bodies import ErrorBody, ErrorDetail
+from autopilot.models.error_body import ErrorBody, ErrorDetail
 from autopilot.observability import logger
 
 if TYPE_CHECKING:

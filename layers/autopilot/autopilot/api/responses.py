@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from autopilot.api.body import MAX_BODY_BYTES
 from autopilot.api.unavailable import RETRY_AFTER_SECONDS
-from autopilot.models.bodies import ErrorBody
+from autopilot.models.error_body import ErrorBody
 
 
 def error_response(

@@ -3,25 +3,34 @@
 Request validation comes from the models; each router's module says which routes it holds
 (clusters, nodes, spend, operations, healing); autopilot.api.errors says how every error is answered.
 
-The init registers every route with its models (Powertools validates with them and the OpenAPI
-document lists them) but imports no use case: each route imports its own (``autopilot.logic.*``) on
-its first request, so an execution environment pays for the routes it serves, not for all sixteen
-(docs/operations.md, "Cold start"). The use cases' dependencies: ``wiring.deps()``.
+The init imports no router: a resource's router (its module, the models its routes validate and
+answer with) is included on the first request for one of its paths (``ROUTER_PATHS``), and each route
+imports its use case (``autopilot.logic.*``) on its first request, so an execution environment pays
+for the routes it serves, not for all sixteen (docs/operations.md, "Cold start"). The OpenAPI document
+includes them all. The use cases' dependencies: ``wiring.deps()``, made on the first request.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-from typing import Any
+import re
+from collections.abc import Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from autopilot import __version__
-from autopilot.api import clusters, errors, healing, nodes, operations, spend
+from autopilot.api import errors
 from autopilot.api.body import UnsupportedMediaTypeError, parse_json, unsupported_media_type
-from autopilot.api.wiring import deps
 from autopilot.idempotency import HEADER as IDEMPOTENCY_HEADER
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from autopilot.api.wiring import deps
 
 __all__ = ["app", "deps", "openapi_document"]
 
@@ -31,7 +40,60 @@ DESCRIPTION = (
     "Every request is signed with AWS Signature Version 4 (API Gateway AWS_IAM authorization)."
 )
 
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
+# Each resource's router (module autopilot.api.<name>) and the paths of its routes, in Powertools'
+# rule syntax; the order is the order they are included in for the OpenAPI document. A new route's
+# path goes here too (tests/unit/test_api_routers.py holds this to the routers' own rules).
+ROUTER_PATHS: Final[dict[str, tuple[str, ...]]] = {
+    "clusters": ("/clusters", "/clusters/<name>", "/validate"),
+    "nodes": (
+        "/clusters/<name>/instance-groups/<group>",
+        "/clusters/<name>/nodes",
+        "/clusters/<name>/nodes/<nodeId>/reboot",
+        "/clusters/<name>/nodes/<nodeId>/replace",
+    ),
+    "spend": (
+        "/clusters/<name>/account-budgets",
+        "/clusters/<name>/cost",
+        "/clusters/<name>/growth-block",
+        "/clusters/<name>/usage",
+    ),
+    "operations": ("/clusters/<name>/operations", "/operations/<operationId>"),
+    "healing": ("/clusters/<name>/healing",),
+}
+
+
+@cache
+def _path_pattern(resource: str) -> re.Pattern[str]:
+    """A path any of the resource's rules matches (a ``<parameter>`` is one segment, as in Powertools)."""
+    rules = (re.sub(r"<\w+>", "[^/]+", rule) for rule in ROUTER_PATHS[resource])
+    return re.compile("|".join(f"(?:{rule})" for rule in rules))
+
+
+def routers_for(path: str) -> list[str]:
+    """The resources whose routers serve ``path`` (none: Powertools answers it 404)."""
+    return [resource for resource in ROUTER_PATHS if _path_pattern(resource).fullmatch(path)]
+
+
+class _Resolver(APIGatewayRestResolver):
+    """The REST resolver that includes a resource's router on the first request for its paths."""
+
+    def __init__(self) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=parse_json)
+        self.included: list[str] = []
+
+    def include(self, resources: list[str]) -> None:
+        for resource in resources:
+            if resource not in self.included:
+                self.include_router(importlib.import_module(f"autopilot.api.{resource}").router)
+                self.included.append(resource)
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        path = event.get("path")
+        self.include(routers_for(path) if isinstance(path, str) else [])
+        return super().resolve(event, context)
+
+
+app = _Resolver()
 
 
 def _json_bodies_only(resolver: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
@@ -44,9 +106,6 @@ def _json_bodies_only(resolver: APIGatewayRestResolver, next_middleware: NextMid
 
 
 app.use([_json_bodies_only])
-# One Router per resource (Powertools' "Split routes with Router"), each in its own module.
-for resource in (clusters, nodes, spend, operations, healing):
-    app.include_router(resource.router)
 
 
 def _answer_error(exc: Exception) -> Response[str]:
@@ -67,6 +126,7 @@ def openapi_document() -> dict[str, Any]:
     # Powertools' OpenAPI models cost ~0.15 s to import and only this route and the generator use them.
     from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn  # noqa: PLC0415
 
+    app.include(list(ROUTER_PATHS))
     document: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(
             title=TITLE,
@@ -96,3 +156,13 @@ def openapi_document() -> dict[str, Any]:
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)
     return document
+
+
+def __getattr__(name: str) -> Any:
+    """``routes.deps``: the API's ``wiring.deps``, imported on first use (its dependencies import the
+    state table and the records, which the init does not need)."""
+    if name == "deps":
+        from autopilot.api.wiring import deps  # noqa: PLC0415
+
+        return deps
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ from autopilot.logic.login_targets import target_group_problems
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
-from autopilot.models.bodies import CreateClusterBody, CreateClusterPlan, ErrorDetail, OperationAccepted
+from autopilot.models.bodies import CreateClusterBody, CreateClusterPlan, OperationAccepted
 from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
@@ -36,6 +36,7 @@ from autopilot.models.cost_allocation import (
     file_system_ids,
     project_budget_name_for,
 )
+from autopilot.models.error_body import ErrorDetail
 from autopilot.models.records import (
     REUSABLE_NAME_STATUSES,
     Cluster,

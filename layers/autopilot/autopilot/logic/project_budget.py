@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from autopilot.dal.state_store import every_cluster
 from autopilot.errors import ConflictError
 from autopilot.logic.callers import OwnerMatching, acts_as
-from autopilot.models.bodies import ErrorDetail
+from autopilot.models.error_body import ErrorDetail
 from autopilot.models.records import Cluster, ClusterStatus
 
 if TYPE_CHECKING:

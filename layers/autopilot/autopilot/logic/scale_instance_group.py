@@ -25,7 +25,8 @@ from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.logic.budget_enforcement import ensure_growth_allowed, target_count
 from autopilot.logic.instance_group_spec import group_spec
 from autopilot.logic.repair_node import managed_cluster
-from autopilot.models.bodies import ErrorDetail, InstanceGroupScaled
+from autopilot.models.bodies import InstanceGroupScaled
+from autopilot.models.error_body import ErrorDetail
 from autopilot.models.records import Operation, OperationStatus, OperationType, Step, new_operation_id
 from autopilot.observability import logger
 

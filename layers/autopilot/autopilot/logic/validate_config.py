@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopilot.models.bodies import ErrorDetail, ValidateBody, ValidationResult
+from autopilot.models.bodies import ValidateBody, ValidationResult
+from autopilot.models.error_body import ErrorDetail
 
 if TYPE_CHECKING:
     from autopilot_config.validation.report import Problem, ValidationReport

@@ -25,6 +25,7 @@ from pydantic.alias_generators import to_camel
 
 from autopilot.models.agent import AgentState
 from autopilot.models.budget_alerts import BudgetEnforcement
+from autopilot.models.error_body import ErrorDetail
 from autopilot.models.records import (
     ClusterStatus,
     Diagnosis,
@@ -210,25 +211,6 @@ class ValidateBody(ApiModel):
 
     cluster_config: dict[str, Any]
     provisioning_parameters: dict[str, Any] | None = None
-
-
-class ErrorDetail(BaseModel):
-    """One problem with a request, located by field path."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    path: str = Field(description="Where: `InstanceGroups[1].ThreadsPerCore`, `budget.monthlyLimitUsd`.")
-    message: str
-    file: str | None = Field(default=None, description="cluster-config.json / provisioning-parameters.json")
-    location: str | None = Field(default=None, description="body, query or path (request-shape errors)")
-
-
-class ErrorBody(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
-    message: str
-    errors: list[ErrorDetail] | None = None
-    operation_id: str | None = Field(default=None, alias="operationId")
 
 
 class OperationAccepted(ApiModel):
