@@ -208,6 +208,30 @@ def test_an_init_loads_none_of_these(function: str, modules: tuple[str, ...]) ->
     assert loaded_by_init(next(t for t in TARGETS if t.name == function), modules) == []
 
 
+def test_the_clusters_router_imports_no_agent_usage_or_budget_alert_models() -> None:
+    # A request for a cluster (its router, the bodies, the wiring) shows the agent's state and the
+    # budget's enforcement and checks department budgets: those are autopilot.models.values, not the
+    # ~25 model classes of the agent's reports, the usage report and the budget alerts.
+    target = next(t for t in TARGETS if t.name == "ApiFunction")
+    probe = (
+        f"import sys, {target.module}, autopilot.api.clusters, autopilot.api.wiring; "
+        "print(','.join(m for m in sys.modules if m.startswith('autopilot.models.')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = set(result.stdout.strip().split(","))
+    assert "autopilot.models.bodies" in loaded
+    assert loaded.isdisjoint(
+        {"autopilot.models.agent", "autopilot.models.usage", "autopilot.models.budget_alerts"}
+    )
+
+
 _FIRST_REQUESTS = """
 import json, sys, app
 routers = [f"autopilot.api.{r}" for r in sys.modules["autopilot.api.routes"].ROUTER_PATHS]

@@ -39,7 +39,6 @@ from autopilot.emitted_events import OperationEventDetail, emit_operation_event
 from autopilot.logic.budget_enforcement import scale_to_min_groups
 from autopilot.models.budget_alerts import (
     BudgetAlert,
-    BudgetEnforcement,
     BudgetNotification,
     EnforcementOutcome,
     NotABudgetNotificationError,
@@ -57,6 +56,7 @@ from autopilot.models.records import (
     Step,
     new_operation_id,
 )
+from autopilot.models.values import BudgetEnforcement
 from autopilot.observability import Count, count, logger
 
 if TYPE_CHECKING:

@@ -25,7 +25,6 @@ from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
 from autopilot.models.bodies import CreateClusterBody, CreateClusterPlan, OperationAccepted
-from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.cost_allocation import (
     TAG_CLUSTER_NAME,
     TAG_OPERATION,
@@ -47,6 +46,7 @@ from autopilot.models.records import (
     new_operation_id,
 )
 from autopilot.models.usage import stored_budgets
+from autopilot.models.values import BudgetEnforcement
 from autopilot.observability import logger
 from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
 from autopilot.workflows.start import start_workflow

@@ -12,13 +12,14 @@ import json
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from autopilot_config.models.constraints import NAME_PATTERN
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from autopilot.models.records import Time
+from autopilot.models.values import SLURM_NAME
 
 # SageMaker's ClusterName, anchored (pydantic's pattern matches anywhere in the string).
 CLUSTER_NAME = f"^{NAME_PATTERN}$"
@@ -92,8 +93,6 @@ class CommandResult(_Wire):
         return detail
 
 
-# A Slurm account or user name as sacct / the job completion log print them.
-SLURM_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,127}$"
 # The account of a job Slurm recorded without one (no default account, no AccountingStorageEnforce):
 # in parentheses, so it is never taken for an account named "none".
 NO_ACCOUNT = "(none)"
@@ -213,9 +212,6 @@ class StatusRequest(_Wire):
     cluster_name: str = Field(pattern=CLUSTER_NAME, max_length=63)
     # Only this Slurm node's view in the answer's ``nodes`` (else every node's).
     node: str | None = Field(default=None, pattern=SLURM_NODE_NAME)
-
-
-AgentState = Literal["connected", "silent", "absent"]
 
 
 class _Item(BaseModel):

@@ -23,8 +23,6 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from autopilot.models.agent import AgentState
-from autopilot.models.budget_alerts import BudgetEnforcement
 from autopilot.models.error_body import ErrorDetail
 from autopilot.models.records import (
     ClusterStatus,
@@ -41,7 +39,13 @@ from autopilot.models.records import (
     Step,
     Time,
 )
-from autopilot.models.usage import MAX_ACCOUNT_BUDGETS, AccountBudgetMap, check_account_budgets
+from autopilot.models.values import (
+    MAX_ACCOUNT_BUDGETS,
+    AccountBudgetMap,
+    AgentState,
+    BudgetEnforcement,
+    check_account_budgets,
+)
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 

@@ -31,21 +31,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-
-class BudgetEnforcement(StrEnum):
-    """What Autopilot does when a cluster's ACTUAL spend crosses 100 % of its budget."""
-
-    ALERT = "alert"
-    # UpdateCluster: every worker group to its configured minimum (controller and login untouched).
-    SCALE_TO_MIN = "scale-to-min"
-    # The API refuses scale-ups until the next budget period or an admin lifts the block.
-    BLOCK_GROWTH = "block-growth"
+from autopilot.models.values import BudgetEnforcement
 
 
 class NotABudgetNotificationError(ValueError):

@@ -8,23 +8,17 @@ They live here, not in autopilot.api.models, so that logic/ builds them without 
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from autopilot.models.agent import SLURM_NAME
+from autopilot.models.values import MAX_ACCOUNT_BUDGETS, AccountBudgetMap, check_budgets
 
 # "YYYY-MM" (UTC), a real month: the usage report's ``month`` and the totals' key.
 MONTH_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])$"
-# A department budget is USD a month: more than nothing, less than any real budget's limit.
-MAX_ACCOUNT_BUDGET_USD = 1_000_000_000
-# One cluster's Slurm accounts with a budget (each is a key of the cluster's registry item).
-MAX_ACCOUNT_BUDGETS = 200
 # Percent of a department's monthly budget at which its one alert per threshold and month goes out.
 ACCOUNT_BUDGET_THRESHOLDS = (50, 80, 100)
 # The usage report's line of the capacity no job used (never a Slurm account: the name has spaces).
@@ -142,21 +136,6 @@ class UsageView(_Api):
     )
 
 
-def _check_budgets(budgets: dict[str, float]) -> dict[str, float]:
-    for account, usd in budgets.items():
-        if not re.fullmatch(SLURM_NAME, account):
-            raise ValueError(f"{account!r} is not a Slurm account name")
-        if not 0.01 <= usd <= MAX_ACCOUNT_BUDGET_USD:  # a cent at least: it is stored to the cent
-            raise ValueError(
-                f"the budget of {account!r} must be at least 0.01 and at most {MAX_ACCOUNT_BUDGET_USD}"
-            )
-    return budgets
-
-
-# USD a month per Slurm account: a JSON number only (strict: ``true`` is not $1)
-AccountBudgetMap = dict[str, Annotated[float, Strict()]]
-
-
 class AccountBudgetsBody(_Api):
     """PUT /clusters/{name}/account-budgets: the cluster's department budgets, all of them (replaced)."""
 
@@ -176,7 +155,7 @@ class AccountBudgetsBody(_Api):
     @field_validator("account_budgets")
     @classmethod
     def _budgets(cls, budgets: AccountBudgetMap) -> AccountBudgetMap:
-        return _check_budgets(budgets)
+        return check_budgets(budgets)
 
 
 class AccountBudgetsView(_Api):
@@ -184,11 +163,6 @@ class AccountBudgetsView(_Api):
 
     cluster_name: str
     account_budgets: dict[str, float]
-
-
-def check_account_budgets(budgets: AccountBudgetMap | None) -> AccountBudgetMap | None:
-    """POST /clusters' ``accountBudgets``, checked as the PUT's (a ValueError names the account)."""
-    return None if budgets is None else _check_budgets(budgets)
 
 
 def stored_budgets(budgets: AccountBudgetMap) -> dict[str, str]:

@@ -13,7 +13,8 @@ from autopilot.models.records import iso
 if TYPE_CHECKING:
     from autopilot.dal.agent import AgentTable
     from autopilot.logic.agent.trust import ControllerReader
-    from autopilot.models.agent import AgentRecord, AgentState
+    from autopilot.models.agent import AgentRecord
+    from autopilot.models.values import AgentState
 
 # A report may be late by two polls (a slow slurmctld, a retried request) before the agent is silent.
 SILENT_POLLS = 3
