@@ -232,6 +232,45 @@ def test_the_clusters_router_imports_no_agent_usage_or_budget_alert_models() -> 
     )
 
 
+# The settings modules each init imports (autopilot.settings: one per function, the healing ones shared
+# by the functions that start repairs): its own, not the thirteen classes of every function. ApiFunction
+# reads its own and the healing ones on its first request (autopilot.api.wiring), DiagnoseFailureFunction
+# none.
+SETTINGS_OF = {
+    "AgentFunction": {"agent"},
+    "ApiFunction": set(),
+    "BudgetAlertsFunction": {"budget_alerts"},
+    "ClusterEventsFunction": {"cluster_events", "healing"},
+    "CostTaggerFunction": {"cost_tagger"},
+    "DiagnoseFailureFunction": set(),
+    "HealingSweepFunction": {"healing", "healing_sweep"},
+    "LoginTargetsFunction": {"login_targets"},
+    "ReconcilerFunction": {"reconciler"},
+    "RecordOutcomeFunction": {"record_outcome"},
+    "SessionGuardFunction": {"session_guard"},
+    "SpendMeterFunction": {"spend_meter"},
+    "UsageExportFunction": {"usage_export"},
+}
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if not t.first_use], ids=lambda t: t.name)
+def test_an_init_imports_only_its_own_settings(target: Target) -> None:
+    probe = (
+        f"import sys, {target.module}; "
+        "print(','.join(m for m in sys.modules if m.startswith('autopilot.settings.')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=lambda_environment(target),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = {m.removeprefix("autopilot.settings.") for m in result.stdout.strip().split(",") if m}
+    assert loaded - {"base"} == SETTINGS_OF[target.name]
+
+
 _FIRST_REQUESTS = """
 import json, sys, app
 routers = [f"autopilot.api.{r}" for r in sys.modules["autopilot.api.routes"].ROUTER_PATHS]

@@ -1,0 +1,21 @@
+"""ClusterEventsFunction's settings (autopilot.settings): what it reads from its environment."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from autopilot.settings.base import (
+    FunctionSettings,
+    from_environment,
+)
+
+
+class ClusterEventsSettings(FunctionSettings):
+    """What ClusterEventsFunction needs (env var names are the aliases)."""
+
+    reader = "ClusterEventsFunction"
+
+    state_table_name: str = Field(alias="STATE_TABLE_NAME", min_length=1)
+
+
+cluster_events_settings = from_environment(ClusterEventsSettings)
