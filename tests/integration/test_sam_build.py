@@ -51,8 +51,6 @@ def test_sam_build_produces_layer_with_package_and_current_boto3(tmp_path: Path)
     assert (layer / "autopilot" / "__init__.py").is_file()
     # the rules the layer shares with the CLI: their own distribution, in the layer's folder
     assert (layer / "autopilot_config" / "validation" / "engine.py").is_file()
-    # the rules the layer shares with the CLI: their own distribution, in the layer's folder
-    assert (layer / "autopilot_config" / "validation" / "engine.py").is_file()
     botocore_dist = sorted(p.name for p in layer.glob("botocore-*.dist-info"))
     assert botocore_dist, "botocore is not bundled in the layer"
     major, minor, patch = (int(x) for x in botocore_dist[0].removeprefix("botocore-").split(".")[:3])
