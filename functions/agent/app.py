@@ -7,28 +7,28 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopilot import aws, clock
 from autopilot.api.unavailable import RETRY_AFTER_SECONDS, aws_unavailable
 from autopilot.dal.agent import AgentTable
-from autopilot.dal.spend import SpendTable
 from autopilot.dal.state_table import StateTable
-from autopilot.dal.usage import UnprocessedKeysError, UsageTable
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.agent.commands import enqueue_command
 from autopilot.logic.agent.reports import AgentDeps, InvalidReportError, handle_report
 from autopilot.logic.agent.status import workflow_status
 from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError
-from autopilot.logic.usage_ingest import UsageDeps, listed_node_types, registry_created_at
 from autopilot.models.agent import CommandRequest, StatusRequest
 from autopilot.observability import logger, metrics
-from autopilot.pricing import ListPrices
 from autopilot.settings import agent_settings
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+if TYPE_CHECKING:
+    from autopilot.logic.usage_ingest import UsageDeps
+    from autopilot.settings.agent import AgentSettings
 
 _REFUSALS: tuple[tuple[type[Exception], HTTPStatus], ...] = (
     (UntrustedReportError, HTTPStatus.FORBIDDEN),
@@ -46,6 +46,30 @@ def _cluster_tags(store: StateTable) -> Callable[[str], tuple[str | None, str | 
     return tags
 
 
+def _usage(settings: AgentSettings) -> UsageDeps:
+    """Chargeback's intake, built on the first report with jobs (deps() holds it cached): its modules
+    (usage, prices, budget alerts) are imported then, not at init (commands and status answers never
+    use them)."""
+    from autopilot.dal.spend import SpendTable  # noqa: PLC0415  (first report with jobs)
+    from autopilot.dal.usage import UsageTable  # noqa: PLC0415  (first report with jobs)
+    from autopilot.logic.usage_ingest import (  # noqa: PLC0415  (first report with jobs)
+        UsageDeps,
+        listed_node_types,
+        registry_created_at,
+    )
+    from autopilot.pricing import ListPrices  # noqa: PLC0415  (first report with jobs)
+
+    return UsageDeps(
+        usage=UsageTable(settings.state_table_name),
+        prices=ListPrices(settings.region, SpendTable(settings.state_table_name)),
+        node_types=listed_node_types(lambda: aws.client("sagemaker")),
+        sns=lambda: aws.client("sns"),
+        alerts_topic_arn=settings.alerts_topic_arn,
+        cluster_tags=_cluster_tags(StateTable(settings.state_table_name)),
+        created_at=registry_created_at(StateTable(settings.state_table_name).get_cluster),
+    )
+
+
 @cache
 def deps() -> AgentDeps:
     """Built on the first invocation, once per execution environment; each client on its first call."""
@@ -58,15 +82,7 @@ def deps() -> AgentDeps:
         # arn:aws:sns:<region>:<account>:<name>: the stack's account (its own topic's), without an STS call
         account=settings.alerts_topic_arn.split(":")[4],
         now=lambda: clock.now(),  # noqa: PLW0108  (read at each call: the sandbox sets it)
-        usage=UsageDeps(
-            usage=UsageTable(settings.state_table_name),
-            prices=ListPrices(settings.region, SpendTable(settings.state_table_name)),
-            node_types=listed_node_types(lambda: aws.client("sagemaker")),
-            sns=lambda: aws.client("sns"),
-            alerts_topic_arn=settings.alerts_topic_arn,
-            cluster_tags=_cluster_tags(StateTable(settings.state_table_name)),
-            created_at=registry_created_at(StateTable(settings.state_table_name).get_cluster),
-        ),
+        usage=cache(partial(_usage, settings)),
     )
 
 
@@ -100,6 +116,9 @@ def report(event: dict[str, Any], deps: AgentDeps) -> dict[str, Any]:
         # AWS busy or unreachable after boto3's retries (throttling, a 5xx, DynamoDB leaving keys
         # unread): the agent sends the same report again later, as the 503 and Retry-After say;
         # anything else is a defect, a 502 from API Gateway with the traceback in the log.
+        # chargeback's error: its module is loaded by then if the report had jobs
+        from autopilot.dal.usage import UnprocessedKeysError  # noqa: PLC0415
+
         if not (aws_unavailable(exc) or isinstance(exc, UnprocessedKeysError)):
             raise
         logger.warning("agent report failed: AWS unavailable", cluster=name, error=repr(exc))

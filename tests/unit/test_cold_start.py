@@ -180,6 +180,18 @@ INIT_LOADS_NO = {
         "autopilot.models.usage",
         "autopilot.settings",
     ),
+    # Chargeback's intake (usage, list prices, spend, budget alerts) comes with the first report that
+    # carries finished jobs: commands, status answers and reports without jobs never use it.
+    "AgentFunction": (
+        "autopilot.dal.spend",
+        "autopilot.dal.usage",
+        "autopilot.logic.account_budget_alerts",
+        "autopilot.logic.spend_meter",
+        "autopilot.logic.usage_ingest",
+        "autopilot.logic.usage_pricing",
+        "autopilot.models.usage",
+        "autopilot.pricing",
+    ),
     "ClusterEventsFunction": (
         "asyncio",
         "aws_lambda_powertools.utilities.batch",

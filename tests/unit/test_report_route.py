@@ -129,6 +129,11 @@ def test_the_wiring_takes_the_stacks_account_off_its_alerts_topic(monkeypatch: p
             built = app.deps()
             assert (built.account, built.poll_seconds) == (ACCOUNT, 10)
             assert app.deps() is built  # one per execution environment
+            # chargeback's intake: built on the first report with jobs, then kept
+            assert callable(built.usage)
+            usage = built.usage()
+            assert usage.alerts_topic_arn == f"arn:aws:sns:us-east-1:{ACCOUNT}:alerts"
+            assert built.usage() is usage
     finally:
         agent_settings.cache_clear()
         aws.client.cache_clear()

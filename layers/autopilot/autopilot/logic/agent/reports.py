@@ -25,7 +25,6 @@ from pydantic import ValidationError
 
 from autopilot.aws import error_code
 from autopilot.logic.agent.trust import ControllerReader, UntrustedReportError, check_reporter
-from autopilot.logic.usage_ingest import ingest_jobs
 from autopilot.models.agent import (
     AgentRecord,
     AgentReport,
@@ -66,8 +65,10 @@ class AgentDeps:
     # the stack's account: only its roles may report
     account: str
     now: Callable[[], datetime]
-    # chargeback's intake of the report's finished jobs (None: a report's jobs are refused with a 400)
-    usage: UsageDeps | None = None
+    # chargeback's intake of the report's finished jobs (None: a report's jobs are refused with a 400);
+    # a callable builds it on the first report with jobs (the wiring's: commands, status answers and
+    # reports without jobs never import chargeback's pricing, usage and budget alerts)
+    usage: UsageDeps | Callable[[], UsageDeps] | None = None
 
 
 def handle_report(
@@ -113,7 +114,10 @@ def ingest(deps: AgentDeps, cluster_name: str, report: AgentReport, now: datetim
     """The jobs refused one by one (logic/usage_ingest.py rejection); the others counted."""
     if deps.usage is None:
         raise InvalidReportError("jobs: this control plane does not take finished jobs")
-    return ingest_jobs(deps.usage, cluster_name, report.jobs, running=report.nodes, now=now).rejected
+    from autopilot.logic.usage_ingest import ingest_jobs  # noqa: PLC0415  (only a report with jobs needs it)
+
+    usage = deps.usage() if callable(deps.usage) else deps.usage
+    return ingest_jobs(usage, cluster_name, report.jobs, running=report.nodes, now=now).rejected
 
 
 def not_responding_since(
