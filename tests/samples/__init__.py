@@ -50,3 +50,18 @@ def create_body(name: str = "ml-cluster", **changes: Any) -> dict[str, Any]:
     body["clusterConfig"]["ClusterName"] = name
     body.update(changes)
     return body
+
+
+# ApiFunction's environment for the use-case tests that build its settings themselves (ApiSettings).
+API_ENVIRONMENT: dict[str, str] = {
+    "STATE_TABLE_NAME": "state",
+    "CREATE_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:create",
+    "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
+    "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
+    "BUDGET_NOTIFICATIONS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:budget-notifications",
+    "IDEMPOTENCY_TABLE_NAME": "idempotency",
+    "AWS_REGION": "us-east-1",
+    "EXECUTION_ROLE_NAME_PATTERNS": "*",
+    "ADMIN_PRINCIPAL_ARNS": "",
+    "AUTOPILOT_STACK_NAME": "autopilot",
+}

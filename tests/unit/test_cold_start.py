@@ -37,18 +37,23 @@ from sandbox.apps.bench.cold_start import (
 TARGETS = template_targets()
 
 
-def loaded_by_init(target: Target, modules: tuple[str, ...]) -> list[str]:
-    """Which of ``modules`` the handler's import loads, in a Lambda-like interpreter."""
-    probe = f"import sys, {target.module}; print(','.join(m for m in {modules!r} if m in sys.modules))"
+def run_probe(target: Target, probe: str, *args: str) -> str:
+    """What ``probe`` prints, run in a Lambda-like interpreter for ``target`` (its environment, no site)."""
     result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
+        [sys.executable, "-S", "-c", probe, *args],
         env=lambda_environment(target),
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    return [m for m in result.stdout.strip().split(",") if m]
+    return result.stdout
+
+
+def loaded_by_init(target: Target, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` the handler's import loads, in a Lambda-like interpreter."""
+    probe = f"import sys, {target.module}; print(','.join(m for m in {modules!r} if m in sys.modules))"
+    return [m for m in run_probe(target, probe).strip().split(",") if m]
 
 
 def test_the_layer_ships_its_requirements_and_not_the_venvs_extras() -> None:
@@ -115,15 +120,8 @@ def test_each_floor_handler_works_as_the_stack_it_stands_for(tmp_path: Path) -> 
             if target.name == "floor: Logger, Metrics, a pydantic model"
             else [post(good), post(bad)]
         )
-        result = subprocess.run(
-            [sys.executable, "-S", "-c", probe, json.dumps(events)],
-            env=lambda_environment(target),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        answers[target.name] = result.stdout.split()
+        output = run_probe(target, probe, json.dumps(events))
+        answers[target.name] = output.split()
 
     assert answers == {
         "floor: Logger, Metrics, a pydantic model": ["ok", "ValidationError"],
@@ -203,15 +201,8 @@ INIT_LOADS_NO = {
 def test_the_api_init_imports_no_use_case() -> None:
     target = next(t for t in TARGETS if t.name == "ApiFunction")
     probe = f"import sys, {target.module}; print(','.join(sys.modules))"
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    loaded = result.stdout.strip().split(",")
+    output = run_probe(target, probe)
+    loaded = output.strip().split(",")
     assert {m for m in loaded if m == "autopilot.logic" or m.startswith("autopilot.logic.")} == API_INIT_LOGIC
 
 
@@ -229,15 +220,8 @@ def test_the_clusters_router_imports_no_agent_usage_or_budget_alert_models() -> 
         f"import sys, {target.module}, autopilot.api.clusters, autopilot.api.wiring; "
         "print(','.join(m for m in sys.modules if m.startswith('autopilot.models.')))"
     )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    loaded = set(result.stdout.strip().split(","))
+    output = run_probe(target, probe)
+    loaded = set(output.strip().split(","))
     assert "autopilot.models.bodies" in loaded
     assert loaded.isdisjoint(
         {"autopilot.models.agent", "autopilot.models.usage", "autopilot.models.budget_alerts"}
@@ -271,15 +255,8 @@ def test_an_init_imports_only_its_own_settings(target: Target) -> None:
         f"import sys, {target.module}; "
         "print(','.join(m for m in sys.modules if m.startswith('autopilot.settings.')))"
     )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    loaded = {m.removeprefix("autopilot.settings.") for m in result.stdout.strip().split(",") if m}
+    output = run_probe(target, probe)
+    loaded = {m.removeprefix("autopilot.settings.") for m in output.strip().split(",") if m}
     assert loaded - {"base"} == SETTINGS_OF[target.name]
 
 
@@ -299,15 +276,8 @@ def test_the_api_includes_a_router_on_the_first_request_for_its_paths() -> None:
     # clusters router alone (its body refused before any AWS call), and the others stay unimported.
     target = next(t for t in TARGETS if t.name == "ApiFunction")
     requests = [("GET", "/nowhere", None), ("POST", "/validate", "{not json"), ("GET", "/nowhere", None)]
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", _FIRST_REQUESTS, json.dumps(requests)],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    answers = [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("answered ")]
+    output = run_probe(target, _FIRST_REQUESTS, json.dumps(requests))
+    answers = [line.split(" ", 1)[1] for line in output.splitlines() if line.startswith("answered ")]
     assert answers == ["404 ", "400 autopilot.api.clusters", "404 autopilot.api.clusters"]
 
 
@@ -318,15 +288,8 @@ def test_every_init_imports_boto3_before_pydantic(target: Target) -> None:
     probe = (
         f"import sys, {target.module}; n = list(sys.modules); print(n.index('boto3'), n.index('pydantic'))"
     )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", probe],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    boto3, pydantic = map(int, result.stdout.split())
+    output = run_probe(target, probe)
+    boto3, pydantic = map(int, output.split())
     assert boto3 < pydantic
 
 
@@ -348,15 +311,8 @@ def test_no_init_builds_a_model_of_the_layer(target: Target) -> None:
     # ``defer_build``: its validator is built on its first validation, not by the import (a model built
     # at import, or an instance made at module level, costs ~1 ms of init each; ~100 of them were
     # ~0.1-0.2x of the baseline in every function).
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", _BUILT_MODELS.format(module=target.module)],
-        env=lambda_environment(target),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert result.stdout.strip() == ""
+    output = run_probe(target, _BUILT_MODELS.format(module=target.module))
+    assert output.strip() == ""
 
 
 def test_every_deferred_model_of_the_layer_builds() -> None:

@@ -24,23 +24,10 @@ from autopilot_config.validation import validate_config
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from tests.samples import create_body
+from tests.samples import API_ENVIRONMENT, create_body
 
 USER = "arn:aws:iam::123456789012:user/ann"
-SETTINGS = ApiSettings.model_validate(
-    {
-        "STATE_TABLE_NAME": "state",
-        "CREATE_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:create",
-        "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
-        "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
-        "BUDGET_NOTIFICATIONS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:budget-notifications",
-        "IDEMPOTENCY_TABLE_NAME": "idempotency",
-        "AWS_REGION": "us-east-1",
-        "EXECUTION_ROLE_NAME_PATTERNS": "*",
-        "ADMIN_PRINCIPAL_ARNS": "",
-        "AUTOPILOT_STACK_NAME": "autopilot",
-    }
-)
+SETTINGS = ApiSettings.model_validate(API_ENVIRONMENT)
 
 
 class FakeStepFunctions:
