@@ -11,18 +11,11 @@ from autopilot.api import openapi
 from autopilot.emitted_events import OperationEventDetail, emit_operation_event
 from autopilot.settings import ApiSettings, SettingsError
 
-from tests.samples import ROOT
+from tests.samples import API_ENVIRONMENT, ROOT
 
-ENVIRONMENT = {
-    "STATE_TABLE_NAME": "state",
-    "CREATE_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:create",
-    "CLEANUP_CLUSTER_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:cleanup",
-    "ALERTS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:alerts",
-    "BUDGET_NOTIFICATIONS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:budget-notifications",
-    "IDEMPOTENCY_TABLE_NAME": "idempotency",
-    "AWS_REGION": "us-east-1",
+ENVIRONMENT = API_ENVIRONMENT | {
+    # the template's defaults
     "EXECUTION_ROLE_NAME_PATTERNS": "*HyperPod*,*hyperpod*",
-    "ADMIN_PRINCIPAL_ARNS": "",
     "AUTOPILOT_STACK_NAME": "hyperpod-autopilot",
 }
 
