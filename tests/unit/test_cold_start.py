@@ -228,6 +228,30 @@ def test_the_clusters_router_imports_no_agent_usage_or_budget_alert_models() -> 
     )
 
 
+# What a first request does not import (issue 22, Deliver 6): a create stores its department budgets
+# without the usage models (~25 ms, models/values.stored_budgets) and checks login target groups, and
+# so imports the agent's trust and models, only when the request names some.
+FIRST_USE_LOADS_NO = {
+    "ApiFunction, first POST /clusters": (
+        "autopilot.logic.agent.trust",
+        "autopilot.logic.login_targets",
+        "autopilot.models.agent",
+        "autopilot.models.usage",
+    ),
+    "ApiFunction, first GET /clusters/{name}": ("autopilot.models.agent", "autopilot.models.usage"),
+}
+
+
+@pytest.mark.parametrize(("row", "modules"), FIRST_USE_LOADS_NO.items(), ids=list(FIRST_USE_LOADS_NO))
+def test_a_first_request_loads_none_of_these(row: str, modules: tuple[str, ...]) -> None:
+    target = next(t for t in TARGETS if t.name == row)
+    probe = (
+        f"import sys, {target.module}, {', '.join(target.first_use)}; "
+        f"print(','.join(m for m in {modules!r} if m in sys.modules))"
+    )
+    assert run_probe(target, probe).strip() == ""
+
+
 # The settings modules each init imports (autopilot.settings: one per function, the healing ones shared
 # by the functions that start repairs): its own, not the thirteen classes of every function. ApiFunction
 # reads its own and the healing ones on its first request (autopilot.api.wiring), DiagnoseFailureFunction

@@ -16,8 +16,8 @@ from autopilot.dal.usage import UsageTable
 from autopilot.errors import NotFoundError
 from autopilot.logic.authorize_delete import authorize_delete
 from autopilot.models.records import ClusterStatus
-from autopilot.models.usage import AccountBudgetsView, stored_budgets
-from autopilot.models.values import AccountBudgetMap
+from autopilot.models.usage import AccountBudgetsView
+from autopilot.models.values import AccountBudgetMap, stored_budgets
 from autopilot.observability import logger
 
 if TYPE_CHECKING:

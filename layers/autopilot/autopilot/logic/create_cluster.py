@@ -20,7 +20,6 @@ from autopilot.idempotency import (
 )
 from autopilot.logic.budget_enforcement import worker_groups
 from autopilot.logic.callers import acts_as_any
-from autopilot.logic.login_targets import target_group_problems
 from autopilot.logic.project_budget import check_project_budget
 from autopilot.logic.read_clusters import describe_cluster
 from autopilot.logic.validate_config import problems
@@ -45,8 +44,7 @@ from autopilot.models.records import (
     OperationType,
     new_operation_id,
 )
-from autopilot.models.usage import stored_budgets
-from autopilot.models.values import BudgetEnforcement
+from autopilot.models.values import BudgetEnforcement, stored_budgets
 from autopilot.observability import logger
 from autopilot.workflows.inputs import BudgetSubscriber, CreateClusterWorkflowInput, WorkflowBudget
 from autopilot.workflows.start import start_workflow
@@ -359,6 +357,10 @@ def _is_admin(deps: Dependencies, caller: str | None) -> bool:
 def _check_login_target_groups(deps: Dependencies, arns: list[str], requested_by: str | None) -> None:
     if not arns:
         return
+    # Imported here: a create names login target groups rarely, and the check brings the agent's trust
+    # and its models (~8 ms of the first POST /clusters; docs/operations.md, "Cold start").
+    from autopilot.logic.login_targets import target_group_problems  # noqa: PLC0415
+
     problems = target_group_problems(
         deps.login_targets, arns, account=deps.settings.account, region=deps.settings.region
     )

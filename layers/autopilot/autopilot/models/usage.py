@@ -165,11 +165,6 @@ class AccountBudgetsView(_Api):
     account_budgets: dict[str, float]
 
 
-def stored_budgets(budgets: AccountBudgetMap) -> dict[str, str]:
-    """The registry's form: USD to the cent as text ("5000.00"), as the cluster's budgetLimitUsd."""
-    return {account: f"{Decimal(str(usd)):.2f}" for account, usd in sorted(budgets.items())}
-
-
 class TopUser(_Camel):
     user: str
     usd: Decimal

@@ -7,6 +7,7 @@ are ~25 model classes a request for a cluster does not need; docs/operations.md,
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -52,3 +53,10 @@ def check_budgets(budgets: dict[str, float]) -> dict[str, float]:
 def check_account_budgets(budgets: AccountBudgetMap | None) -> AccountBudgetMap | None:
     """POST /clusters' ``accountBudgets``, checked as the PUT's (a ValueError names the account)."""
     return None if budgets is None else check_budgets(budgets)
+
+
+def stored_budgets(budgets: AccountBudgetMap) -> dict[str, str]:
+    """The registry's form: USD to the cent as text ("5000.00"), as the cluster's budgetLimitUsd. Here,
+    not with the usage models: a create stores its department budgets without importing them (~25 ms of
+    the first POST /clusters)."""
+    return {account: f"{Decimal(str(usd)):.2f}" for account, usd in sorted(budgets.items())}
