@@ -284,6 +284,38 @@ def test_an_init_imports_only_its_own_settings(target: Target) -> None:
     assert loaded - {"base"} == SETTINGS_OF[target.name]
 
 
+# The record modules each init imports (autopilot.models.records: one per item, each model's module
+# imported when the model is first read): those of the items it reads at init, not the thirteen classes
+# (~0.03-0.06x of the baseline in a function that reads clusters only). ``base`` (the base model, times,
+# enums) comes with any of them.
+RECORDS_OF = {
+    "AgentFunction": {"repair"},
+    "ApiFunction": set(),
+    "BudgetAlertsFunction": {"cluster", "diagnosis", "operation", "repair"},
+    "ClusterEventsFunction": {"cluster", "diagnosis", "healing", "operation", "repair"},
+    "CostTaggerFunction": {"cluster", "diagnosis"},
+    "DiagnoseFailureFunction": {"diagnosis"},
+    "HealingSweepFunction": {"cluster", "diagnosis", "healing", "operation", "repair"},
+    "LoginTargetsFunction": {"repair"},
+    "ReconcilerFunction": {"diagnosis", "operation", "repair"},
+    "RecordOutcomeFunction": {"diagnosis", "operation", "repair"},
+    "SessionGuardFunction": {"diagnosis"},
+    "SpendMeterFunction": {"cluster"},
+    "UsageExportFunction": {"cluster"},
+}
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if not t.first_use], ids=lambda t: t.name)
+def test_an_init_creates_only_the_records_it_reads(target: Target) -> None:
+    probe = (
+        f"import sys, {target.module}; "
+        "print(','.join(m for m in sys.modules if m.startswith('autopilot.models.records.')))"
+    )
+    output = run_probe(target, probe)
+    loaded = {m.removeprefix("autopilot.models.records.") for m in output.strip().split(",") if m}
+    assert loaded - {"base"} == RECORDS_OF[target.name]
+
+
 _FIRST_REQUESTS = """
 import json, sys, app
 routers = [f"autopilot.api.{r}" for r in sys.modules["autopilot.api.routes"].ROUTER_PATHS]

@@ -35,21 +35,21 @@ from autopilot.dal.table import (
     to_item,
 )
 from autopilot.errors import ClusterBusyError, ClusterNameTakenError, InvalidPageTokenError
+from autopilot.models import records
 from autopilot.models.records import (
     DELETABLE_STATUSES,
     REUSABLE_NAME_STATUSES,
-    Cluster,
     ClusterStatus,
-    HistoryEntry,
-    Operation,
-    OperationError,
     OperationStatus,
-    Page,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+    # Read as ``records.Name`` where an item is read or made: a function that reads only clusters creates
+    # no operation or history class (autopilot.models.records).
+    from autopilot.models.records import Cluster, HistoryEntry, Operation, OperationError, Page
 
 # A page token names a cluster (SageMaker's ClusterName: 1-63 characters of this pattern).
 CLUSTER_NAME = re.compile(NAME_PATTERN)
@@ -103,7 +103,7 @@ def operation_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
 
 def history_put(table: str, operation: Operation) -> TransactWriteItemTypeDef:
     """The transaction item that lists a new operation in its cluster's history."""
-    entry = HistoryEntry(
+    entry = records.HistoryEntry(
         cluster_name=operation.cluster_name,
         at=operation.created_at,
         operation_id=operation.operation_id,
@@ -325,7 +325,7 @@ class StateTable:
         }
         while True:
             response = self._ddb.query(**kwargs)
-            found += [from_item(Operation, i) for i in response.get("Items", [])]
+            found += [from_item(records.Operation, i) for i in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
                 return found
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -334,13 +334,13 @@ class StateTable:
         item = self._ddb.get_item(
             TableName=self._table, Key=key_attributes(cluster_key(name)), ConsistentRead=True
         ).get("Item")
-        return from_item(Cluster, item) if item else None
+        return from_item(records.Cluster, item) if item else None
 
     def get_operation(self, operation_id: str) -> Operation | None:
         item = self._ddb.get_item(
             TableName=self._table, Key=key_attributes(operation_key(operation_id)), ConsistentRead=True
         ).get("Item")
-        return from_item(Operation, item) if item else None
+        return from_item(records.Operation, item) if item else None
 
     def list_clusters(
         self, *, limit: int = 50, next_token: str | None = None, include_deleted: bool = False
@@ -370,13 +370,13 @@ class StateTable:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             response = self._ddb.query(**kwargs)
-            found += [from_item(Cluster, i) for i in response.get("Items", [])]
+            found += [from_item(records.Cluster, i) for i in response.get("Items", [])]
             start = response.get("LastEvaluatedKey")
             if len(found) > limit or not start:
                 break
         page = found[:limit]
         more = len(found) > limit
-        return Page[Cluster](
+        return records.Page[records.Cluster](
             items=page, next_token=encode_page_token(page[-1].cluster_name) if more else None
         )
 
@@ -392,7 +392,7 @@ class StateTable:
             ScanIndexForward=False,
             Limit=limit,
         )
-        return [from_item(HistoryEntry, i) for i in response.get("Items", [])]
+        return [from_item(records.HistoryEntry, i) for i in response.get("Items", [])]
 
 
 def encode_page_token(after_cluster: str) -> str:
