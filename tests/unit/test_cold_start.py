@@ -24,6 +24,7 @@ from sandbox.apps.bench.cold_start import (
     FLOOR,
     FLOOR_OF,
     FLOORS,
+    ColdStart,
     Target,
     floor_of,
     lambda_environment,
@@ -104,7 +105,8 @@ def test_each_floor_handler_works_as_the_stack_it_stands_for(tmp_path: Path) -> 
         "    try:\n        print(handler(event, None).get('statusCode', 'ok'))\n"
         "    except Exception as error:\n        print(type(error).__name__)"
     )
-    good, bad = {"name": "a", "count": 1}, {"name": "a"}
+    good: dict[str, object] = {"name": "a", "count": 1}
+    bad: dict[str, object] = {"name": "a"}
 
     def post(body: dict[str, object]) -> dict[str, object]:
         return {
@@ -418,3 +420,30 @@ def test_a_first_use_row_times_modules_the_init_does_not_import(
         )
         > 0
     )
+
+
+def test_the_table_judges_an_init_by_the_aim_and_shows_a_first_use_row_without_a_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The aim (issue 22) is an init's distance above its floor: a first-use row keeps its figure but is
+    # never called "ok" or "over the aim" (it times a first request's imports too).
+    from sandbox.apps.bench.__main__ import print_cold_start  # noqa: PLC0415
+
+    api, post = "ApiFunction", "ApiFunction, first POST /clusters"
+    print_cold_start(
+        [
+            ColdStart(BASELINE_NAME, 100.0, [100.0], None),
+            ColdStart(FLOOR_OF[api], 175.0, [175.0], 1.75, floor=True),
+            ColdStart(api, 185.0, [185.0], 1.85, above_floor=0.10),
+            ColdStart("ClusterEventsFunction", 190.0, [190.0], 1.90, above_floor=0.40),
+            ColdStart(post, 260.0, [260.0], 2.60, above_floor=0.85, first_use=True),
+        ]
+    )
+    rows = {line[:40].strip(): line for line in capsys.readouterr().out.splitlines()}
+
+    assert "ok (" in rows[api]
+    assert "over the aim" in rows["ClusterEventsFunction"]
+    assert "+0.85x" in rows[post]
+    assert "first use, not an init: the aim does not measure it" in rows[post]
+    assert "ok (" not in rows[post]
+    assert "over the aim" not in rows[post]

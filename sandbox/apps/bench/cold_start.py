@@ -186,6 +186,8 @@ class ColdStart:
     floor: bool = False  # a reference handler (FLOORS), not a template function
     # ratio minus its floor's ratio (same run); None for the baseline and the floors
     above_floor: float | None = None
+    # a first-use row (FIRST_USE): an init and what a first request imports, not the init the aim measures
+    first_use: bool = False
 
 
 def _plain_environment(variables: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, str]:
@@ -324,6 +326,7 @@ def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> li
         baseline, floors = references[0], references[1:]
         everyone = [baseline, *targets, *floors]
         samples: dict[str, list[float]] = {t.name: [] for t in everyone}
+        first_use = {t.name for t in targets if t.first_use}
         measure_once(baseline)  # warm the OS file cache so round 1 is not an outlier
         for _ in range(rounds):
             for target in everyone:
@@ -343,6 +346,7 @@ def measure(rounds: int = 7, template_path: Path = ROOT / "template.yaml") -> li
             above_floor=None
             if name == BASELINE_NAME or name in FLOORS
             else ratio(name) - ratio(floor_of(name)),
+            first_use=name in first_use,
         )
         for name, values in samples.items()
     ]
