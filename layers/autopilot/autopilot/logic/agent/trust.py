@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from autopilot_config.models.constraints import NAME_PATTERN
 from botocore.exceptions import ClientError
 
 from autopilot import clock
 from autopilot.aws import LazyClient, error_code
 from autopilot.errors import ConflictError, NotFoundError
 from autopilot.logic.healing.topology import PROVISIONING_PARAMETERS
-from autopilot.models.agent import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -57,7 +57,9 @@ _INSTANCE_ID = re.compile(r"^i-[0-9a-f]+$")
 # long without asking again (so a role taken off the controller group reports for up to a minute more);
 # a refusal is always decided on SageMaker's current answer.
 ACCEPTED_FOR = timedelta(seconds=60)
-_CLUSTER_NAME = re.compile(CLUSTER_NAME)
+# SageMaker's ClusterName, anchored (models/agent.py's CLUSTER_NAME): from the pattern, not the agent's
+# models, which LoginTargetsFunction (the login groups' controller lookup) never validates (~5 ms of init).
+_CLUSTER_NAME = re.compile(f"^{NAME_PATTERN}$")
 
 
 class UntrustedReportError(Exception):

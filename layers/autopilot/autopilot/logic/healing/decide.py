@@ -53,10 +53,15 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from autopilot.models.records import Fault, NodeAction, RepairActor
+from autopilot.models.records import NodeAction, RepairActor
+
+if TYPE_CHECKING:
+    # Only annotated here: the node-role lookup (topology) imports this module without the repair records.
+    from autopilot.models.records import Fault
 
 # HMA fault types a reboot clears, and those that need new hardware.
 REBOOT_FAULTS = frozenset(
