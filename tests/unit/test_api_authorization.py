@@ -12,7 +12,7 @@ from autopilot.logic.callers import principal
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import (
+from tests.unit.api_stack import (
     USER_ARN,
     as_admin,
     call,
@@ -20,9 +20,9 @@ from tests.unit.test_api import (
     create,
     executions,
     problems,
+    registered_active,
     stack,
 )
-from tests.unit.test_api import _registered_active as registered_active
 
 OTHER_USER = "arn:aws:iam::123456789012:user/mallory"
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-hyperpod-execution-role"

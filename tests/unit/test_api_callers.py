@@ -18,7 +18,7 @@ from autopilot.settings import api_settings
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import as_admin, call, executions, stack
+from tests.unit.api_stack import as_admin, call, executions, stack
 
 ACCOUNT = "123456789012"
 PERMISSION_SET_ROLE = "AWSReservedSSO_MLResearcher_0123456789abcdef"

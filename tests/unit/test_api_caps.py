@@ -9,7 +9,7 @@ import copy
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import call, stack
+from tests.unit.api_stack import call, stack
 from tests.unit.test_api_scale import active_cluster, scale, worker_count
 
 

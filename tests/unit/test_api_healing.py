@@ -25,8 +25,16 @@ from sandbox.emulator import seams
 from sandbox.emulator.sqs import MessageMoves
 from sandbox.harness.stack import Deployed
 from tests.samples import ROOT, api_event, create_body, load_event
-from tests.unit.test_api import USER_ARN, as_admin, call, create, executions, problems, stack
-from tests.unit.test_api import _registered_active as registered_active
+from tests.unit.api_stack import (
+    USER_ARN,
+    as_admin,
+    call,
+    create,
+    executions,
+    problems,
+    registered_active,
+    stack,
+)
 from tests.unit.test_api_bad_input import FakeDependencies, client_error, operations
 from tests.unit.test_api_bad_input import call as bad_input_call
 

@@ -14,8 +14,7 @@ from autopilot.models.records import iso
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import USER_ARN, as_admin, call, stack
-from tests.unit.test_api import _registered_active as registered_active
+from tests.unit.api_stack import USER_ARN, as_admin, call, registered_active, stack
 
 ADMIN = "arn:aws:iam::123456789012:role/PlatformAdmin"
 OTHER_USER = "arn:aws:iam::123456789012:user/mallory"

@@ -15,7 +15,7 @@ from autopilot.models.records import iso
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event
-from tests.unit.test_api import call, stack
+from tests.unit.api_stack import call, stack
 from tests.unit.test_api_healing import active_cluster
 
 

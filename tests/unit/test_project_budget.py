@@ -13,7 +13,7 @@ from autopilot.models.records import ClusterStatus
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import call, stack
+from tests.unit.api_stack import call, stack
 
 MALLORY = "arn:aws:iam::123456789012:user/mallory"
 ANN = "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Researcher_0123456789abcdef/ann"

@@ -18,7 +18,7 @@ from autopilot_cli.main import main
 
 from sandbox.harness.stack import Deployed
 from tests.samples import api_event, create_body
-from tests.unit.test_api import call, executions, stack
+from tests.unit.api_stack import call, executions, stack
 from tests.unit.validation.builders import changed, eks_config, slurm_config, slurm_provisioning, without
 
 STACK_REGION = "us-east-1"
