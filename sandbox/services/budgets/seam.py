@@ -46,7 +46,7 @@ def patch_moto_budgets_backend(
     """THE seam: wrap moto's ``BudgetsBackend.create_budget(account_id, budget, notifications)`` and
     ``create_notification(account_id, budget_name, notification, subscribers)`` so requests are
     validated before moto stores them (moto raises its ``JsonRESTError`` subclasses the same way).
-    Guarded by tests/sandbox/test_budgets.py."""
+    Guarded by tests/sandbox/test_budgets_spend.py."""
     if _ORIGINALS:
         return
     for method, expected in _SEAM_SIGNATURES.items():

@@ -160,8 +160,8 @@ _SUBSCRIBER_HANDLERS: dict[str, Callable[[BudgetsResponse], str]] = {
 def patch_moto_budgets_responses() -> None:
     """The subscriber seam: moto calls ``BudgetsResponse.<action in snake_case>()`` for a request
     (in-process and over HTTP alike); set one such method per *Subscriber* action. Where moto has
-    its own (a newer moto), it is overridden and restored on uninstall; tests/sandbox/test_budgets.py
-    says which moto has."""
+    its own (a newer moto), it is overridden and restored on uninstall;
+    tests/sandbox/test_budgets_subscribers.py says which moto has."""
     if _RESPONSE_ORIGINALS:
         return
     for method, handler in _SUBSCRIBER_HANDLERS.items():
