@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (the fixtures of test_cli_commands, imported, are the tests' parameters)
+# ruff: noqa: F811  (the fixtures of cli_support, imported, are the tests' parameters)
 """`autopilot usage` and `autopilot account-budgets` through main(), against the fake API that answers
 only what docs/openapi.json allows: the query sent, the table, json and csv forms, the warnings on
 stderr, a bad month refused before any request, the budgets' body."""
@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.unit.cli_fake_api import FakeApi
-from tests.unit.test_cli_commands import api, no_saved_config, run  # noqa: F401  (fixtures)
+from tests.unit.cli_support import api, no_saved_config, run  # noqa: F401  (fixtures)
 
 REPORT = {
     "clusterName": "ml-cluster",
