@@ -1,18 +1,16 @@
 """Cost tags that stay true (autopilot.logic.cost_tags) on moto's S3 / FSx / EC2 / Budgets / DynamoDB
-and the sandbox's HyperPod simulator; the names and budgets of autopilot.models.cost_allocation; what
-POST /clusters hands the Create workflow for them (autopilot.logic.create_cluster)."""
+and the sandbox's HyperPod simulator: the cluster and what it uses tagged, the drift sweep, a project's
+budget released with its last cluster; the tag set autopilot.models.cost_allocation builds."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
-import botocore.session
 import pytest
 from autopilot.dal.cost_tags import TagRepairRecords
 from autopilot.dal.in_memory import InMemoryStateStore
@@ -25,29 +23,31 @@ from autopilot.logic.cost_tags import (
     sweep,
     tag_cluster,
 )
-from autopilot.logic.create_cluster import create_cluster
-from autopilot.models.bodies import CreateClusterBody
 from autopilot.models.cost_allocation import (
     CostTagKeys,
-    budget_name_for,
     cost_tag_set,
-    file_system_ids,
     parse_cost_tag_keys,
     project_budget_name_for,
 )
 from autopilot.models.records import Cluster, ClusterStatus
-from autopilot.settings import ApiSettings
 from moto import mock_aws
 
 from sandbox.emulator.clock import SandboxClock
 from sandbox.services.hyperpod import HyperPodSimulator
 from tests.samples import create_body
-from tests.unit.test_use_cases import SETTINGS, FakeStepFunctions, dependencies
 
 REGION = "us-east-1"
+
+
 ACCOUNT = "123456789012"
+
+
 BUCKET = "sagemaker-lifecycle-123456789012"
+
+
 TABLE = "state"
+
+
 KEYS = CostTagKeys()
 
 
@@ -177,7 +177,7 @@ def _eni(world: World, cluster: Cluster) -> str:
     )
 
 
-# --- tagging ---------------------------------------------------------------------------------------
+# --- tagging --------------------------------------------------------------------------------------
 
 
 def test_the_cluster_and_every_resource_it_uses_get_the_tag_set(world: World) -> None:
@@ -324,7 +324,8 @@ def test_a_bucket_that_cannot_take_the_tags_is_a_failure_and_a_warning(world: Wo
     assert len(world.tags(ResourceKind.BUCKET, BUCKET)) == 49  # untouched
 
 
-# --- the drift sweep -------------------------------------------------------------------------------
+# --- the drift sweep ------------------------------------------------------------------------------
+
 
 NOW = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
 
@@ -400,7 +401,7 @@ def test_the_sweep_checks_only_active_clusters_and_survives_one_that_is_gone(wor
     assert "ClusterName" not in world.tags(ResourceKind.CLUSTER, creating_arn)
 
 
-# --- project budgets -------------------------------------------------------------------------------
+# --- project budgets ------------------------------------------------------------------------------
 
 
 def _project_budget(world: World, project: str) -> None:
@@ -459,69 +460,7 @@ def test_releasing_a_budget_that_is_gone_is_fine(world: World) -> None:
     )
 
 
-# --- names ---------------------------------------------------------------------------------------
-
-_BUDGET_NAME = botocore.session.get_session().get_service_model("budgets").shape_for("BudgetName").metadata
-
-
-@pytest.mark.parametrize(
-    ("project", "expected"),
-    [
-        ("llm-pretraining", "hyperpod-project.llm-pretraining"),
-        ("team:vision/2026", None),
-        ("x" * 256, None),
-    ],
-)
-def test_project_budget_names_are_valid_budget_names(project: str, expected: str | None) -> None:
-    name = project_budget_name_for(project)
-
-    assert _BUDGET_NAME["min"] <= len(name) <= _BUDGET_NAME["max"]
-    assert re.fullmatch(r"[^:\\]+", name)
-    assert name == expected or (expected is None and name != project_budget_name_for(project + "!"))
-
-
-_CLUSTER_NAME = (
-    botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterName").metadata
-)
-
-
-@pytest.mark.parametrize("project", ["llm", "llm-pretraining", "team:vision/2026", "x" * 256])
-def test_no_cluster_budget_is_named_as_a_project_budget(project: str) -> None:
-    # A cluster named "project-<project>" once had the project's budget name: its Cleanup deleted the
-    # project's budget, and BudgetAlertsFunction took the project's notifications for the cluster's.
-    project_budget = project_budget_name_for(project)
-    cluster_part = project_budget.removeprefix(budget_name_for(""))
-
-    assert budget_name_for(f"project-{project}") != project_budget
-    assert not re.fullmatch(_CLUSTER_NAME["pattern"], cluster_part)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("", CostTagKeys()),
-        ("owner=owner,project=project,cost-center=cost-center", CostTagKeys()),
-        ("cost-center=CostCenter", CostTagKeys(cost_center="CostCenter")),
-        (" owner = Owner , project=Project ", CostTagKeys(owner="Owner", project="Project")),
-    ],
-)
-def test_cost_tag_keys_parse(text: str, expected: CostTagKeys) -> None:
-    assert parse_cost_tag_keys(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("team=Team", "unknown field 'team'"),
-        ("owner=", "'' is not a tag key"),
-        ("owner=aws:owner", "is not a tag key"),
-        ("owner=ClusterName", "must differ"),
-        ("owner=x,project=x", "must differ"),
-    ],
-)
-def test_cost_tag_keys_refuse_what_would_break_the_tag_set(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        parse_cost_tag_keys(text)
+# --- the tag set ----------------------------------------------------------------------------------
 
 
 def test_the_tag_set_leaves_out_what_the_cluster_has_not() -> None:
@@ -529,74 +468,3 @@ def test_the_tag_set_leaves_out_what_the_cluster_has_not() -> None:
         "ClusterName": "c",
         "owner": "ann",
     }
-
-
-def test_file_systems_are_read_from_the_provisioning_parameters_dns_names() -> None:
-    assert file_system_ids(
-        {
-            "fsx_dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
-            "fsx_openzfs_dns_name": "FS-0AAAAAAAAAAAAAAA1.fsx.us-east-1.amazonaws.com",
-            "fsx_mountname": "abcdefgh",
-            "other_dns_name": "example.com",
-        }
-    ) == ["fs-0123456789abcdef0", "fs-0aaaaaaaaaaaaaaa1"]
-    assert file_system_ids(None) == []
-
-
-# --- what POST /clusters hands the workflow --------------------------------------------------------
-
-
-def _accept(settings: ApiSettings, **changes: Any) -> tuple[InMemoryStateStore, dict[str, Any]]:
-    store, sfn = InMemoryStateStore(), FakeStepFunctions()
-    deps = dependencies(store, sfn)
-    deps.settings = settings
-    create_cluster(
-        deps, CreateClusterBody.model_validate(create_body(**changes)), requested_by="arn:aws:iam::1:user/a"
-    )
-    [started] = sfn.started
-    return store, json.loads(started["input"])
-
-
-def test_a_request_without_budget_gets_the_stacks_default_budget() -> None:
-    settings = SETTINGS.model_copy(update={"default_monthly_budget_usd": 500})
-
-    store, workflow_input = _accept(settings, budget=None)
-
-    assert workflow_input["budget"]["budgetName"] == "hyperpod-ml-cluster"
-    assert workflow_input["budget"]["limitAmount"] == "500.00"
-    assert [s["SubscriptionType"] for s in workflow_input["budget"]["subscribers"]] == ["SNS"]
-    assert workflow_input["projectBudget"] is None
-    assert store.clusters["ml-cluster"].budget_name == "hyperpod-ml-cluster"
-
-
-def test_no_default_budget_means_none() -> None:
-    store, workflow_input = _accept(SETTINGS, budget=None)
-
-    assert workflow_input["budget"] is None
-    assert store.clusters["ml-cluster"].budget_name is None
-
-
-def test_a_project_budget_cost_center_and_file_systems_reach_the_workflow_and_the_record() -> None:
-    settings = SETTINGS.model_copy(update={"cost_tag_keys": CostTagKeys(cost_center="CostCenter")})
-
-    store, workflow_input = _accept(
-        settings,
-        costCenter="cc-42",
-        budget={"projectMonthlyLimitUsd": 9000, "alertEmails": ["a@example.com"]},
-    )
-
-    assert workflow_input["budget"] is None  # no cluster limit, no default
-    assert workflow_input["projectBudget"] == {
-        "budgetName": "hyperpod-project.llm-pretraining",
-        "limitAmount": "9000.00",
-        "costFilter": "user:project$llm-pretraining",
-        "subscribers": [
-            {"SubscriptionType": "SNS", "Address": SETTINGS.budget_notifications_topic_arn},
-            {"SubscriptionType": "EMAIL", "Address": "a@example.com"},
-        ],
-    }
-    assert {"Key": "CostCenter", "Value": "cc-42"} in workflow_input["costTags"]
-    assert {"Key": "CostCenter", "Value": "cc-42"} in workflow_input["createClusterRequest"]["Tags"]
-    cluster = store.clusters["ml-cluster"]
-    assert cluster.cost_center == "cc-42"
-    assert cluster.file_system_ids == ["fs-0123456789abcdef0"]
