@@ -1,6 +1,6 @@
-"""SessionGuard's rules (pure), and its use cases on moto with the SSM sessions simulator: limits kept
-oldest-first, Run-As refusals with an alert, one record and one event per termination whatever the
-number of deliveries, only HyperPod targets of registered clusters touched."""
+"""SessionGuard's use cases on moto with the SSM sessions simulator: limits kept oldest-first, Run-As
+refusals with an alert (the role's tag or a session tag), one record and one event per termination
+whatever the number of deliveries, only HyperPod targets of registered clusters touched; the handler."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,22 +29,14 @@ from autopilot.logic.session_guard import (
     TERMINATED,
     UNREGISTERED_CLUSTER,
     SessionGuard,
-    Verdict,
-    expires_at,
-    iam_entity,
-    judge,
-    over_limit,
 )
 from autopilot.models.records import Cluster, ClusterStatus, Operation, OperationStatus, OperationType
 from autopilot.models.sessions import (
-    ActiveSession,
     AssumeRoleCall,
     AssumeRoleEvent,
     SessionTermination,
     StartSessionCall,
-    StartSessionEvent,
     TerminationReason,
-    hyperpod_cluster_id,
 )
 from autopilot.settings import SessionGuardSettings
 from botocore.config import Config
@@ -56,140 +48,21 @@ from sandbox.emulator.deploy import load_template
 from sandbox.services.ssm_sessions import SsmSessionsSimulator
 from tests.samples import load_event
 from tests.samples.state_table import create_state_table
+from tests.unit.session_guard_support import (
+    ACCOUNT,
+    CLUSTER_ID,
+    EC2_INSTANCE,
+    NODES,
+    START,
+    start_session_call,
+    user_arn,
+)
 
 REGION = "us-east-1"
-ACCOUNT = "123456789012"
 TABLE = "state"
-START = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
-CLUSTER_ID = "abcd1234efgh"
 CLUSTER_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{CLUSTER_ID}"
-NODES = [f"sagemaker-cluster:{CLUSTER_ID}_worker-group-1-i-0{n:016x}" for n in range(1, 5)]
 UNREGISTERED_NODE = "sagemaker-cluster:zzzz9999yyyy_worker-group-1-i-0aaaaaaaaaaaaaaaa"
-EC2_INSTANCE = "i-0bbbbbbbbbbbbbbbb"
 TEMPLATE = load_template(Path(__file__).resolve().parents[2] / "template.yaml")
-
-
-def user_arn(name: str) -> str:
-    return f"arn:aws:iam::{ACCOUNT}:user/{name}"
-
-
-# -- the rules, pure ------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("target", "cluster_id"),
-    [
-        (NODES[0], CLUSTER_ID),
-        ("sagemaker-cluster:p1q2r3s4t5u6_login-group-i-0123456789abcdef0", "p1q2r3s4t5u6"),
-        (EC2_INSTANCE, None),
-        ("mi-0123456789abcdef0", None),
-        ("sagemaker-cluster:", None),
-        ("sagemaker-cluster:abcd1234efgh", None),
-    ],
-)
-def test_only_hyperpod_targets_have_a_cluster(target: str, cluster_id: str | None) -> None:
-    assert hyperpod_cluster_id(target) == cluster_id
-
-
-@pytest.mark.parametrize(
-    ("tags", "verdict"),
-    [
-        ({}, Verdict(2, None, TerminationReason.RUN_AS_MISSING)),
-        ({"SSMSessionRunAs": " "}, Verdict(2, None, TerminationReason.RUN_AS_MISSING)),
-        ({"SSMSessionRunAs": "root"}, Verdict(2, "root", TerminationReason.RUN_AS_FORBIDDEN)),
-        ({"SSMSessionRunAs": "ssm-user"}, Verdict(2, "ssm-user", TerminationReason.RUN_AS_FORBIDDEN)),
-        ({"SSMSessionRunAs": "alice"}, Verdict(2, "alice", None)),
-        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "5"}, Verdict(5, "alice", None)),
-        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "0"}, Verdict(0, "alice", None)),
-        # a malformed override neither lifts nor zeroes the limit
-        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "lots"}, Verdict(2, "alice", None)),
-        ({"SSMSessionRunAs": "alice", "autopilot:max-sessions": "-1"}, Verdict(2, "alice", None)),
-    ],
-)
-def test_a_principal_is_judged_by_its_tags(tags: dict[str, str], verdict: Verdict) -> None:
-    assert judge(tags, default_limit=2, forbidden_run_as=frozenset({"root", "ssm-user"})) == verdict
-
-
-def active(session_id: str, minute: int, status: str = "Connected") -> ActiveSession:
-    return ActiveSession(
-        SessionId=session_id,
-        Target=NODES[0],
-        Owner=user_arn("alice"),
-        Status=status,
-        StartDate=START + timedelta(minutes=minute),
-    )
-
-
-def test_the_newest_sessions_beyond_the_limit_go_newest_first() -> None:
-    sessions = [active("s3", 3), active("s1", 1), active("s4", 4), active("s2", 2)]
-
-    doomed = over_limit(sessions, Verdict(2, "alice", None))
-
-    assert [(s.SessionId, reason) for s, reason in doomed] == [
-        ("s4", TerminationReason.OVER_LIMIT),
-        ("s3", TerminationReason.OVER_LIMIT),
-    ]
-    assert over_limit(sessions, Verdict(4, "alice", None)) == []
-    assert [s.SessionId for s, _ in over_limit(sessions, Verdict(0, "alice", None))] == [
-        "s4",
-        "s3",
-        "s2",
-        "s1",
-    ]
-
-
-def test_terminating_sessions_count_for_nothing() -> None:
-    sessions = [
-        active("s1", 1),
-        active("s2", 2, "Terminating"),
-        active("s3", 3),
-        active("s4", 4, "Disconnected"),
-    ]
-
-    doomed = over_limit(sessions, Verdict(2, "alice", None))
-
-    assert [s.SessionId for s, _ in doomed] == ["s4"]
-
-
-def test_a_refused_principal_loses_every_live_session() -> None:
-    sessions = [active("s1", 1), active("s2", 2, "Terminating"), active("s3", 3)]
-
-    doomed = over_limit(sessions, Verdict(2, None, TerminationReason.RUN_AS_MISSING))
-
-    assert [(s.SessionId, r) for s, r in doomed] == [
-        ("s3", TerminationReason.RUN_AS_MISSING),
-        ("s1", TerminationReason.RUN_AS_MISSING),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("arn", "entity"),
-    [
-        (user_arn("alice"), ("user", "alice")),
-        (f"arn:aws:iam::{ACCOUNT}:user/team/a/bob", ("user", "bob")),
-        (f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/dave", ("role", "Researcher")),
-        (f"arn:aws:iam::{ACCOUNT}:role/service/Researcher", ("role", "Researcher")),
-        (f"arn:aws:iam::{ACCOUNT}:root", None),
-        ("not-an-arn", None),
-    ],
-)
-def test_the_iam_entity_whose_tags_apply(arn: str, entity: tuple[str, str] | None) -> None:
-    assert iam_entity(arn) == entity
-
-
-def start_session_call(**detail: Any) -> StartSessionCall:
-    event = copy.deepcopy(load_event("ssm/start_session.json"))
-    event["detail"].update(detail)
-    return StartSessionEvent.model_validate(event).detail
-
-
-def test_the_cloudtrail_record_names_principal_target_and_session() -> None:
-    call = start_session_call()
-    assert call.started == (
-        user_arn("alice"),
-        "sagemaker-cluster:abcd1234efgh_worker-group-1-i-0123456789abcdef0",
-        "alice-0a1b2c3d4e5f67890",
-    )
-    # a refused StartSession started nothing
-    assert start_session_call(errorCode="TargetNotConnected", responseElements=None).started is None
 
 
 # -- the use cases on moto ------------------------------------------------------------------------
@@ -625,19 +498,6 @@ def test_a_call_without_the_tag_or_that_failed_records_nothing(world: World) -> 
     refused = assume_role_call(errorCode="AccessDenied", responseElements=None)
 
     assert world.guard.on_assume_role(untagged) == world.guard.on_assume_role(refused) == {}
-
-
-@pytest.mark.parametrize(
-    ("expiration", "expected"),
-    [
-        ("Oct 2, 2019, 11:12:29 PM", datetime(2019, 10, 2, 23, 12, 29, tzinfo=UTC)),
-        ("2026-03-10T10:00:00Z", datetime(2026, 3, 10, 10, 0, tzinfo=UTC)),
-        (None, START + timedelta(hours=12)),
-        ("soon", START + timedelta(hours=12)),
-    ],
-)
-def test_the_credentials_expiry_as_cloudtrail_writes_it(expiration: str | None, expected: datetime) -> None:
-    assert expires_at(expiration, START) == expected
 
 
 def test_the_handler_hands_an_assume_role_record_to_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
