@@ -106,7 +106,8 @@ def patch_moto_ssm_response(handlers: Mapping[str, ResponseHandler]) -> None:
     """THE seam: moto's ``BaseResponse.call_action`` turns the X-Amz-Target action into a snake_case
     method name and calls that method of ``SimpleSystemManagerResponse`` if the class has it, then
     serializes an ``ActionResult`` with botocore's ssm model. Adding the three methods to the class
-    is all it takes, in-process and in moto's server. Guarded by tests/sandbox/test_ssm_sessions.py."""
+    is all it takes, in-process and in moto's server.
+    Guarded by tests/sandbox/test_ssm_sessions_actions.py."""
     for name, handler in handlers.items():
         existing = SimpleSystemManagerResponse.__dict__.get(name)
         if existing is not None and existing is not handler:
