@@ -19,11 +19,7 @@ from tests.samples import create_body
 from tests.unit.cli_fake_api import FakeApi
 
 ENDPOINT = "http://127.0.0.1:3000"
-
-
 CREDENTIALS = Credentials("AKIDEXAMPLE", "secret", "session-token")
-
-
 T0 = "2025-11-21T14:00:00Z"
 
 

@@ -37,17 +37,9 @@ from sandbox.services.hyperpod import HyperPodSimulator
 from tests.samples import create_body
 
 REGION = "us-east-1"
-
-
 ACCOUNT = "123456789012"
-
-
 BUCKET = "sagemaker-lifecycle-123456789012"
-
-
 TABLE = "state"
-
-
 KEYS = CostTagKeys()
 
 
