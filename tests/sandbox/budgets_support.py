@@ -13,9 +13,7 @@ import pytest
 from moto import mock_aws
 
 from sandbox.emulator.clock import SandboxClock
-from sandbox.services.budgets import (
-    BudgetsSimulator,
-)
+from sandbox.services.budgets import BudgetsSimulator
 from sandbox.services.running_instances import RunningInstance
 
 REGION = "us-east-1"

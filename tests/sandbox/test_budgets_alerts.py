@@ -14,10 +14,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from sandbox.emulator.clock import SandboxClock
-from sandbox.services.budgets import (
-    DEFAULT_REFRESH_HOURS,
-    BudgetsSimulator,
-)
+from sandbox.services.budgets import DEFAULT_REFRESH_HOURS, BudgetsSimulator
 from sandbox.services.running_instances import RunningInstance
 from tests.sandbox.budgets_support import (
     ACCOUNT,

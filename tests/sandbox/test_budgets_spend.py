@@ -15,11 +15,7 @@ from moto import mock_aws
 from moto.budgets.models import Budget, BudgetsBackend
 
 from sandbox.emulator.clock import SandboxClock
-from sandbox.services.budgets import (
-    BudgetsSimulator,
-    budget_message,
-    topic_allows_budgets,
-)
+from sandbox.services.budgets import BudgetsSimulator, budget_message, topic_allows_budgets
 from sandbox.services.pricing.list_prices import DEFAULT_PRICES, UnknownInstanceTypeError, price_per_hour
 from sandbox.services.running_instances import RunningInstance
 from tests.sandbox.budgets_support import (

@@ -15,10 +15,7 @@ from moto.core.utils import camelcase_to_underscores
 from mypy_boto3_budgets.type_defs import SubscriberTypeDef
 
 from sandbox.emulator.clock import SandboxClock
-from sandbox.services.budgets import (
-    SUBSCRIBER_OPERATIONS,
-    BudgetsSimulator,
-)
+from sandbox.services.budgets import SUBSCRIBER_OPERATIONS, BudgetsSimulator
 from tests.sandbox.budgets_support import (
     ACCOUNT,
     REGION,
