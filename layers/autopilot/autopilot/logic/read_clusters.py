@@ -69,12 +69,18 @@ def get_cluster(deps: Dependencies, name: str, *, caller: str | None = None) -> 
     )
 
 
+# AgentView's fields taken from the agent's record, named for the API by the view's validation aliases
+# (tests/unit/test_records.py holds each to the record's type); its status is computed from the clock.
+_AGENT = {"last_seen", "agent_version"}
+
+
 def _agent(deps: Dependencies, name: str) -> AgentView:
     record = deps.agents.agent(name)
-    return AgentView(
-        status=agent_state(record, deps.now(), deps.settings.agent_poll_seconds),
-        last_seen=record.last_seen if record else None,
-        version=record.agent_version if record else None,
+    return AgentView.model_validate(
+        {
+            **(record.model_dump(include=_AGENT) if record else {}),
+            "status": agent_state(record, deps.now(), deps.settings.agent_poll_seconds),
+        }
     )
 
 

@@ -103,10 +103,15 @@ def _slurm(reported: Mapping[str, SlurmNode], hostname: str | None) -> SlurmNode
     return SlurmNodeView(state=node.state, reason=node.reason, jobs=node.jobs, gpus=node.gpus)
 
 
+# NodeHealthView's fields are the node record's health fields, named for the API by the view's
+# validation aliases (tests/unit/test_records.py holds each to the record's type).
+_HEALTH = {"health", "health_reason", "health_since"}
+
+
 def _health(record: NodeRecord | None) -> NodeHealthView:
     if record is None or record.health is None:
         return NodeHealthView(status=NodeHealth.HEALTHY)  # built per call: no model built at init
-    return NodeHealthView(status=record.health, reason=record.health_reason, since=record.health_since)
+    return NodeHealthView.model_validate(record.model_dump(include=_HEALTH))
 
 
 def _repair(deps: Dependencies, record: NodeRecord | None) -> NodeRepairView | None:
