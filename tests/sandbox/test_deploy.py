@@ -1,5 +1,5 @@
 """Deploying SAM templates into moto: SAM's own transform, every resource type, intrinsics, loud errors,
-roles as SAM gives them, the real template."""
+the seams into moto's IAM (the real template: test_deploy_real.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from sandbox.emulator.deploy import Stack, TemplateError, Throttle, deploy, load_template
+from sandbox.emulator.deploy import Stack, TemplateError, deploy, load_template
 from sandbox.emulator.deploy.intrinsics import NO_VALUE, Resolver
 from sandbox.emulator.deploy.moto_iam import add_aws_managed_policies, versionless_policies_accepted
 from sandbox.emulator.deploy.resource_providers.aws_lambda_function import check_environment_size
-from sandbox.harness.core import DEFAULT_TEMPLATE, MOCK_CONFIG, Sandbox
+from sandbox.harness.core import MOCK_CONFIG, Sandbox
+from tests.sandbox.deploy_support import _role_documents
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEMPLATE = FIXTURES / "template.yaml"
@@ -509,18 +510,6 @@ def test_environment_size_is_measured_as_lambda_quotes_it() -> None:
         check_environment_size({"K": at_limit["K"][:-1] + "é"})
 
 
-def test_real_api_stage_has_its_access_log_and_throttling(real: Sandbox) -> None:
-    apigateway = real.client("apigateway")
-    stage = apigateway.get_stage(restApiId=real.stack.apis["AutopilotApi"].api_id, stageName="dev")
-    assert stage["accessLogSettings"]["destinationArn"] == real.stack.arn("ApiAccessLogGroup")
-    assert json.loads(stage["accessLogSettings"]["format"])["requestId"] == "$context.requestId"
-    throttling = stage["methodSettings"]["*/*"]
-    assert (throttling["throttlingRateLimit"], throttling["throttlingBurstLimit"]) == (25.0, 50)
-    # what the local API server throttles the stage with (one bucket for every method: "/*" "*")
-    assert real.stack.apis["AutopilotApi"].throttling == {("/*", "*"): Throttle(25.0, 50)}
-    assert apigateway.get_account()["cloudwatchRoleArn"] == real.stack.arn("ApiGatewayLogsRole")
-
-
 # --- seams into moto's IAM -----------------------------------------------------------------------------
 def test_aws_managed_policies_are_added_to_moto_iam(aws_env: None) -> None:
     arn = "arn:aws:iam::aws:policy/AmazonSQSReadOnlyAccess"  # attached by no template of these tests
@@ -550,83 +539,3 @@ def test_versionless_policies_are_accepted_as_iam_accepts_them(aws_env: None) ->
             iam.put_role_policy(**put)
         stored: Any = iam.get_role_policy(RoleName="r", PolicyName="p")["PolicyDocument"]
         assert stored == versionless
-
-
-# --- roles carry what SAM gives them ---------------------------------------------------------------
-def _role_documents(sandbox: Sandbox, logical_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(inline policy documents, attached managed policy documents) of a role, read from moto's IAM."""
-    iam = sandbox.client("iam")
-    role = sandbox.stack.physical_id(logical_id)
-    inline = [
-        iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
-        for name in iam.list_role_policies(RoleName=role)["PolicyNames"]
-    ]
-    managed = []
-    for attached in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]:
-        policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
-        version = iam.get_policy_version(
-            PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"]
-        )
-        managed.append({"Arn": attached["PolicyArn"], **version["PolicyVersion"]["Document"]})
-    return inline, managed
-
-
-@pytest.fixture(scope="module")
-def real() -> Iterator[Sandbox]:
-    with Sandbox(DEFAULT_TEMPLATE, simulators=False, background=False, seed=1) as sandbox:
-        yield sandbox
-
-
-def test_api_function_role_names_each_idempotency_table_action(real: Sandbox) -> None:
-    inline, managed = _role_documents(real, "ApiFunctionRole")
-    table_arn = real.stack.arn("IdempotencyTable")
-    idempotency = [s for document in inline for s in document["Statement"] if s.get("Resource") == table_arn]
-    # exactly the calls Powertools' DynamoDB persistence layer makes (no SAM DynamoDBCrudPolicy)
-    assert idempotency == [
-        {
-            "Sid": "IdempotencyRecords",
-            "Effect": "Allow",
-            "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            "Resource": table_arn,
-        }
-    ]
-    sids = [s.get("Sid") for document in inline for s in document["Statement"]]
-    assert {"StateTable", "StartWorkflows", "IdempotencyRecords"} <= set(sids)
-    # a statement goes without a Sid only from a SAM policy template (EventBridgePutEventsPolicy)
-    unnamed = [s for document in inline for s in document["Statement"] if "Sid" not in s]
-    assert unnamed == [
-        {
-            "Effect": "Allow",
-            "Action": "events:PutEvents",
-            "Resource": f"arn:aws:events:{real.stack.region}:{real.stack.account_id}:event-bus/default",
-        }
-    ]
-    # every function gets basic execution; Tracing: Active makes SAM attach the X-Ray policy
-    assert {m["Arn"].rpartition("/")[2]: m["Statement"][0]["Action"][0] for m in managed} == {
-        "AWSLambdaBasicExecutionRole": "logs:CreateLogGroup",
-        "AWSXrayWriteOnlyAccess": "xray:PutTraceSegments",
-    }
-    function = real.client("lambda").get_function(FunctionName=real.stack.physical_id("ApiFunction"))
-    assert function["Configuration"]["Role"] == real.stack.arn("ApiFunctionRole")
-
-
-def test_state_machine_role_carries_its_statements_and_xray(real: Sandbox) -> None:
-    inline, managed = _role_documents(real, "CreateClusterStateMachineRole")
-    assert "iam:PassRole" in [s["Action"] for document in inline for s in document["Statement"]]
-    assert [m["Arn"] for m in managed] == ["arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"]
-    described = real.client("stepfunctions").describe_state_machine(
-        stateMachineArn=real.stack.arn("CreateClusterStateMachine")
-    )
-    assert described["roleArn"] == real.stack.arn("CreateClusterStateMachineRole")
-
-
-def test_real_template_deploys(real: Sandbox) -> None:
-    template = load_template(DEFAULT_TEMPLATE)
-    for logical_id in set(template["Resources"]) - set(real.stack.skipped):
-        assert real.stack.resource(logical_id).logical_id.startswith(logical_id)  # a layer gets a hash suffix
-    conditional = {name for name, output in template["Outputs"].items() if output.get("Condition")}
-    assert set(template["Outputs"]) - conditional <= set(real.stack.outputs)
-    table = real.client("dynamodb").describe_table(TableName=real.stack.physical_id("StateTable"))["Table"]
-    assert table["TableStatus"] == "ACTIVE"
-    routes = {(route.method, route.path) for route in real.stack.apis["AutopilotApi"].routes}
-    assert {("POST", "/clusters"), ("DELETE", "/clusters/{name}")} <= routes
