@@ -382,7 +382,10 @@ class AgentView(ApiModel):
     last_seen: Time | None = Field(
         default=None, description="When its latest report was accepted (ISO 8601)."
     )
-    version: str | None = Field(default=None, description="The agent's version, as it reported it.")
+    # The agent record's agentVersion: validated from the record (logic/read_clusters.py).
+    version: str | None = Field(
+        default=None, validation_alias="agent_version", description="The agent's version, as it reported it."
+    )
 
 
 class ClusterView(ApiModel):
@@ -431,9 +434,16 @@ class InstanceStatusView(BaseModel):
 
 
 class NodeHealthView(ApiModel):
-    status: NodeHealth
-    reason: str | None = Field(default=None, description="HyperPod's HealthStatusReason.")
-    since: Time | None = Field(default=None, description="The time of the health report held (ISO 8601).")
+    # Validated from the node record (logic/read_nodes.py): each field names the record's field it is.
+    status: NodeHealth = Field(validation_alias="health")
+    reason: str | None = Field(
+        default=None, validation_alias="health_reason", description="HyperPod's HealthStatusReason."
+    )
+    since: Time | None = Field(
+        default=None,
+        validation_alias="health_since",
+        description="The time of the health report held (ISO 8601).",
+    )
 
 
 class NodeRepairView(ApiModel):
