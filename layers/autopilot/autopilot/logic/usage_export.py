@@ -97,10 +97,12 @@ def export_usage(
     current = month_of(now)
     closed = previous_month(now)
     close_due = now >= month_start(now) + CLOSE_AFTER
+    # each month's first instant, to compare a deletion time with as a time (not its ISO text)
+    starts = {current: month_start(now), closed: month_start(month_start(now) - timedelta(days=1))}
     for name, created_at, deleted_at in clusters:
         scope = usage_scope(name, created_at)
         # a deleted cluster only in the months it lived in (no read for the long gone)
-        lived = [m for m in (current, closed) if deleted_at is None or iso(deleted_at) >= f"{m}-01"]
+        lived = [m for m, start in starts.items() if deleted_at is None or deleted_at >= start]
         months = [m for m in lived if m == current] + (
             [closed]
             if close_due and closed in lived and not usage.closed_month_exported(scope, closed)
