@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from autopilot.models.records import NodeAction
 
-from tests.integration.test_asl_replace_node import fault, operation_of, run, start_repair
+from tests.integration.replace_node_support import fault, operation_of, run, start_repair
 from tests.integration.test_login_targets import held, keep, login_nodes, make_cluster, target_group
 from tests.integration.workflows import entered, history
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from autopilot.models.records import NodeAction
 
-from tests.integration.test_asl_replace_node import (
+from tests.integration.replace_node_support import (
     CLUSTER,
     WORKERS,
     assert_released,

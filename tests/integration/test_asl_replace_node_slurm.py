@@ -24,7 +24,7 @@ from autopilot.logic.healing.decide import gpus_lost
 from autopilot.models.records import Fault, NodeAction, OperationStatus, iso
 
 from sandbox.harness.stack import ACCOUNT, Deployed
-from tests.integration.test_asl_replace_node import (
+from tests.integration.replace_node_support import (
     CLUSTER,
     CONTROLLER,
     WORKERS,
