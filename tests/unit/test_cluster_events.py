@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +322,13 @@ def test_node_health_and_cluster_events_are_authenticated_too() -> None:
 def test_the_origin_is_the_functions_own_account_and_region() -> None:
     origin = Origin.of_function("arn:aws:lambda:eu-central-1:210987654321:function:Events:live")
     assert origin == Origin(account="210987654321", region="eu-central-1")
+
+
+def test_a_status_version_is_stored_as_the_event_times_utc_text_then_its_rank() -> None:
+    # the stored versions compare as text (a condition expression): the time as EventBridge writes it
+    at = datetime(2026, 11, 28, 8, 0, 5, tzinfo=UTC)
+
+    assert StatusVersion(time=at, rank=3).key() == "2026-11-28T08:00:05Z#03"
+    # the same instant with an offset is the same version
+    plus_two = at.astimezone(timezone(timedelta(hours=2)))
+    assert StatusVersion(time=plus_two, rank=3).key() == "2026-11-28T08:00:05Z#03"

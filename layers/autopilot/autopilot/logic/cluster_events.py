@@ -187,9 +187,7 @@ def cluster_state_changed(
     event: ClusterStateChangeEvent, waits: ClusterWaits, launches: LaunchWatch | None = None
 ) -> None:
     detail = event.detail
-    version = StatusVersion(
-        time=event.time.isoformat().replace("+00:00", "Z"), rank=_RANK.get(detail.ClusterStatus, 0)
-    )
+    version = StatusVersion(time=event.time, rank=_RANK.get(detail.ClusterStatus, 0))
     newer = waits.record_status(detail.ClusterName, detail.ClusterArn, detail.ClusterStatus, version)
     logger.info(
         "cluster state change",

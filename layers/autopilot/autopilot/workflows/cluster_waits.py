@@ -11,6 +11,7 @@ reordered messages change nothing.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -57,11 +58,12 @@ class StatusVersion(BaseModel):
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    time: str  # ISO 8601, UTC, as EventBridge writes it
+    time: datetime  # the event's time (EventBridge's, UTC)
     rank: int
 
     def key(self) -> str:
-        return f"{self.time}#{self.rank:02d}"
+        # The stored version: sortable text, ISO 8601 in UTC as EventBridge writes it (Z), then the rank.
+        return f"{self.time.astimezone(UTC).isoformat().replace('+00:00', 'Z')}#{self.rank:02d}"
 
 
 class ClusterWaits:
