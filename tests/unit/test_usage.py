@@ -327,6 +327,24 @@ def test_a_job_that_cannot_be_stored_is_refused_alone_and_the_others_counted(tab
     assert sum(t.jobs for t in table.month_totals("ml-cluster", "2026-11")) == 2
 
 
+def test_a_counted_jobs_item_holds_its_start_and_end_as_the_tables_iso_text(table: UsageTable) -> None:
+    # the priced job holds datetimes; the DAL's edge spells them as every stored time (records.iso)
+    start = START + timedelta(microseconds=123456)
+    ingest_jobs(usage_deps(table), "ml-cluster", [job("9", start=start, hours=2)], running=[], now=T0)
+
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    (item,) = dynamodb.query(
+        TableName="state",
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
+        ExpressionAttributeValues={":pk": {"S": "CLUSTER#ml-cluster"}, ":job": {"S": "USAGEJOB#"}},
+    )["Items"]
+    assert (item["start"], item["end"]) == (
+        {"S": "2026-11-09T08:00:00.123Z"},
+        {"S": "2026-11-09T10:00:00.123Z"},
+    )
+    assert item["sk"] == {"S": f"USAGEJOB#9@{int(start.timestamp())}"}
+
+
 # --- department budgets ------------------------------------------------------------------------------
 
 

@@ -231,9 +231,12 @@ class UsageTable:
                 **job_key(cluster_name, cost.ref),
                 **{
                     k: attribute_value(v)
-                    for k, v in cost.model_dump(by_alias=True, mode="python", exclude_none=True).items()
-                    if k != "months"
+                    for k, v in cost.model_dump(
+                        by_alias=True, mode="python", exclude_none=True, exclude={"months", "start", "end"}
+                    ).items()
                 },
+                "start": time_value(cost.start),
+                "end": time_value(cost.end),
                 "months": attribute_value({m: s.model_dump(by_alias=True) for m, s in cost.months.items()}),
                 "expiresAt": {"N": str(expires_at)},
             }

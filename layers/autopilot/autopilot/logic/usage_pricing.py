@@ -28,7 +28,6 @@ from typing import Final
 
 from autopilot.logic.spend_meter import hours, month_end, month_of
 from autopilot.models.agent import FinishedJob
-from autopilot.models.records import iso
 from autopilot.models.usage import JobCost, MonthShare
 
 # Kept to a millionth of a dollar and of a GPU-hour: thousands of jobs add up without drift.
@@ -104,8 +103,8 @@ def price_job(job: FinishedJob, rates: Mapping[str, NodeRate]) -> JobCost:
         partition=job.partition,
         node_count=len(nodes),
         gpus=job.gpus,
-        start=iso(job.start),
-        end=iso(job.end),
+        start=job.start,
+        end=job.end,
         state=job.state,
         usd=sum((m.usd for m in months.values()), Decimal(0)),
         gpu_hours=sum((m.gpu_hours for m in months.values()), Decimal(0)),

@@ -15,6 +15,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from autopilot.models.records import Time
 from autopilot.models.values import MAX_ACCOUNT_BUDGETS, AccountBudgetMap, check_budgets
 
 # "YYYY-MM" (UTC), a real month: the usage report's ``month`` and the totals' key.
@@ -63,8 +64,9 @@ class JobCost(_Camel):
     partition: str = ""
     node_count: int
     gpus: int
-    start: str
-    end: str
+    # the state table holds them as records.iso text (dal/usage.py)
+    start: Time
+    end: Time
     state: str
     usd: Decimal
     gpu_hours: Decimal
@@ -76,7 +78,7 @@ class JobCost(_Camel):
     @property
     def ref(self) -> str:
         """models/usage.py job_ref: the key that counts it once."""
-        return job_ref(self.job_id, datetime.fromisoformat(self.start))
+        return job_ref(self.job_id, self.start)
 
 
 class UsageTotals(_Camel):
