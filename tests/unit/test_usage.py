@@ -461,7 +461,7 @@ def test_lines_and_unused_capacity_add_up_to_the_clusters_spend() -> None:
         UsageBy.ACCOUNT,
         totals,
         cluster_spend=Decimal(300),
-        as_of="x",
+        as_of=T0,
         budgets={"physics": "500.00"},
     )
     assert [line.name for line in view.lines] == ["physics", "chemistry", UNUSED_LINE]
@@ -471,6 +471,8 @@ def test_lines_and_unused_capacity_add_up_to_the_clusters_spend() -> None:
     assert sum(line.usd for line in view.lines) == pytest.approx(300)
     assert view.total_usd == 300
     assert view.warnings == []
+    # the meter's time, a datetime inside, answers in the API's one time spelling (records.iso)
+    assert view.model_dump(mode="json", by_alias=True)["asOf"] == "2026-11-10T08:00:00.000Z"
     by_user = build_view(
         "ml-cluster", "2026-11", UsageBy.USER, totals, cluster_spend=Decimal(300), as_of=None, budgets={}
     )

@@ -24,6 +24,8 @@ from autopilot.models.records import iso
 from autopilot.models.usage import UNUSED_LINE, UsageBy, UsageLine, UsageTotals, UsageView
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from autopilot.dal.spend import SpendStore
     from autopilot.dal.usage import UsageStore
     from autopilot.logic.dependencies import Dependencies
@@ -56,7 +58,7 @@ def build_view(
     totals: list[UsageTotals],
     *,
     cluster_spend: Decimal,
-    as_of: str | None,
+    as_of: datetime | None,
     budgets: dict[str, str],
 ) -> UsageView:
     lines = usage_lines(totals, by)
@@ -68,7 +70,7 @@ def build_view(
         warnings.append(
             f"the month's jobs cost ${jobs_usd - cluster_spend:.2f} more than the spend meter counted for "
             f"the cluster (${cluster_spend:.2f}"
-            + (f" as of {as_of}" if as_of else ", before its first run in the month")
+            + (f" as of {iso(as_of)}" if as_of else ", before its first run in the month")
             + "): the total is the jobs' cost and no capacity shows unused"
         )
     unpriced = sum(t.unpriced_jobs for t in totals)
@@ -127,6 +129,6 @@ def read_usage(
         # this incarnation's (a cluster deleted and created again under the name starts afresh)
         usage.month_totals(usage_scope(name, cluster.created_at), month),
         cluster_spend=meter.month_to_date_usd if meter else Decimal(0),
-        as_of=iso(meter.as_of) if meter else None,
+        as_of=meter.as_of if meter else None,
         budgets=usage.account_budgets(name),
     )

@@ -130,7 +130,7 @@ class UsageView(_Api):
         "first run in the month)."
     )
     total_usd: float = Field(description="The lines' sum: the cluster's spend, or the jobs' cost if more.")
-    as_of: str | None = Field(description="When the spend meter last ran in the month; null before.")
+    as_of: Time | None = Field(description="When the spend meter last ran in the month; null before.")
     warnings: list[str] = Field(
         default_factory=list,
         description="Why the lines may not add up to the cluster's spend (jobs costing more than the meter "
