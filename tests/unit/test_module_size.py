@@ -1,5 +1,5 @@
-"""No module over 600 lines, the sandbox's or the product's (issue 22, "A house the next engineer can
-live in"; docs/architecture.md).
+"""No module over 600 lines, the sandbox's, the product's or the tests' (issue 22, "A house the next
+engineer can live in"; docs/architecture.md).
 
 A module that grows past it is split by job, as the HyperPod simulator, Budgets, SSM sessions, the Lambda
 runtime, the seams, core and the demo runner were (a package of modules, each saying in its docstring
@@ -45,6 +45,13 @@ def test_no_product_module_is_over_600_lines(tree: str) -> None:
     assert (REPO / tree).is_dir(), f"{tree} moved: name its new place in PRODUCT"
     too_long = oversized(REPO / tree, MAX_LINES, base=REPO)
     assert not too_long, "split these by job (tests/unit/test_module_size.py):\n" + "\n".join(too_long)
+
+
+def test_no_test_module_is_over_600_lines() -> None:
+    # A test module is split by topic, its shared fixtures and helpers moved (not copied) into a
+    # support module beside it (tests/unit/api_stack.py, cli_support.py, ...).
+    too_long = oversized(REPO / "tests", MAX_LINES, base=REPO)
+    assert not too_long, "split these by topic (tests/unit/test_module_size.py):\n" + "\n".join(too_long)
 
 
 @pytest.mark.parametrize(("lines", "fails"), [(600, False), (601, True)])
