@@ -107,8 +107,8 @@ def test_jobs_under_two_accounts_are_priced_and_counted_per_account_and_user(
     )
     for job in (physics, biology):
         assert counted[job].node_count == 1
-        assert datetime.fromisoformat(counted[job].start).isoformat() == slurm_time(slurm, job, "StartTime")
-        assert datetime.fromisoformat(counted[job].end).isoformat() == slurm_time(slurm, job, "EndTime")
+        assert counted[job].start.isoformat() == slurm_time(slurm, job, "StartTime")
+        assert counted[job].end.isoformat() == slurm_time(slurm, job, "EndTime")
         assert counted[job].usd > 0  # priced at the node's list price (ml.p5.48xlarge)
     month = counted[physics].ended_month
     totals = UsageTable(sandbox.stack.physical_id("StateTable"), sandbox.client("dynamodb")).month_totals(
