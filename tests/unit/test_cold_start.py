@@ -278,15 +278,17 @@ SETTINGS_OF = {
 }
 
 
+def submodules_loaded_at_init(target: Target, package: str) -> set[str]:
+    """The modules of ``package`` the handler's import loaded (their names under the package)."""
+    probe = (
+        f"import sys, {target.module}; print(','.join(m for m in sys.modules if m.startswith('{package}.')))"
+    )
+    return {m.removeprefix(f"{package}.") for m in run_probe(target, probe).strip().split(",") if m}
+
+
 @pytest.mark.parametrize("target", [t for t in TARGETS if not t.first_use], ids=lambda t: t.name)
 def test_an_init_imports_only_its_own_settings(target: Target) -> None:
-    probe = (
-        f"import sys, {target.module}; "
-        "print(','.join(m for m in sys.modules if m.startswith('autopilot.settings.')))"
-    )
-    output = run_probe(target, probe)
-    loaded = {m.removeprefix("autopilot.settings.") for m in output.strip().split(",") if m}
-    assert loaded - {"base"} == SETTINGS_OF[target.name]
+    assert submodules_loaded_at_init(target, "autopilot.settings") - {"base"} == SETTINGS_OF[target.name]
 
 
 # The record modules each init imports (autopilot.models.records: one per item, each model's module
@@ -312,13 +314,7 @@ RECORDS_OF = {
 
 @pytest.mark.parametrize("target", [t for t in TARGETS if not t.first_use], ids=lambda t: t.name)
 def test_an_init_creates_only_the_records_it_reads(target: Target) -> None:
-    probe = (
-        f"import sys, {target.module}; "
-        "print(','.join(m for m in sys.modules if m.startswith('autopilot.models.records.')))"
-    )
-    output = run_probe(target, probe)
-    loaded = {m.removeprefix("autopilot.models.records.") for m in output.strip().split(",") if m}
-    assert loaded - {"base"} == RECORDS_OF[target.name]
+    assert submodules_loaded_at_init(target, "autopilot.models.records") - {"base"} == RECORDS_OF[target.name]
 
 
 _FIRST_REQUESTS = """
